@@ -1,0 +1,128 @@
+// bench: throughput measurements reported as medians with min-max over repeats.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <vector>
+
+#include <ATen/Parallel.h>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "fp8/codec.h"
+
+namespace fp8s::cli {
+namespace {
+
+struct Measurement {
+  std::string name;
+  double source_bytes = 0;
+  std::vector<double> seconds;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+void bench_codec(std::size_t mib, int repeats, bool json) {
+  const std::size_t n = mib * 1024 * 1024 / 4;  // elements of a `mib` MiB FP32 tensor
+  std::vector<float> f32(n);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 0.05f);
+  for (auto& v : f32) v = normal(rng);
+  std::vector<uint16_t> b16(n), h16(n);
+  f32_to_bf16(f32.data(), b16.data(), n);
+  f32_to_f16(f32.data(), h16.data(), n);
+  std::vector<uint8_t> codes(n);
+  encode_f32_to_fp8(f32.data(), codes.data(), n, Fp8Format::E4M3FN);
+  std::vector<float> out32(n);
+  std::vector<uint16_t> out16(n);
+
+  std::vector<Measurement> ms;
+  auto add = [&](const std::string& name, double bytes, std::function<void()> fn) {
+    ms.push_back({name, bytes, {}});
+    fn();  // warm-up: page faults and tables
+    return ms.size() - 1;
+  };
+  std::vector<std::function<void()>> fns;
+  for (Fp8Format f : {Fp8Format::E4M3FN, Fp8Format::E5M2}) {
+    const std::string fmt = fp8_format_name(f);
+    fns.push_back([&, f] { encode_f32_to_fp8(f32.data(), codes.data(), n, f); });
+    add("encode f32->" + fmt, n * 4.0, fns.back());
+    fns.push_back([&, f] { encode_bf16_to_fp8(b16.data(), codes.data(), n, f); });
+    add("encode bf16->" + fmt, n * 2.0, fns.back());
+    fns.push_back([&, f] { encode_f16_to_fp8(h16.data(), codes.data(), n, f); });
+    add("encode f16->" + fmt, n * 2.0, fns.back());
+    fns.push_back([&, f] { decode_fp8_to_f32(codes.data(), out32.data(), n, f); });
+    add("decode " + fmt + "->f32", n * 1.0, fns.back());
+    fns.push_back([&, f] { decode_fp8_to_bf16(codes.data(), out16.data(), n, f); });
+    add("decode " + fmt + "->bf16", n * 1.0, fns.back());
+    fns.push_back([&, f] { decode_fp8_to_f16(codes.data(), out16.data(), n, f); });
+    add("decode " + fmt + "->f16", n * 1.0, fns.back());
+  }
+  // Rounds alternate over all directions so that drift in machine state hits each equally.
+  for (int r = 0; r < repeats; ++r) {
+    for (std::size_t i = 0; i < fns.size(); ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      fns[i]();
+      ms[i].seconds.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  nlohmann::json out = nlohmann::json::array();
+  if (!json) {
+    std::printf("FP8 codec, %zu M elements (%zu MiB as FP32), %d threads, %d repeats\n", n >> 20,
+                mib, at::get_num_threads(), repeats);
+    std::printf("%-22s %14s %22s %14s\n", "direction", "GB/s (source)", "min-max", "G elem/s");
+  }
+  for (const auto& m : ms) {
+    const double med = median(m.seconds);
+    const double lo = *std::min_element(m.seconds.begin(), m.seconds.end());
+    const double hi = *std::max_element(m.seconds.begin(), m.seconds.end());
+    const double gbs = m.source_bytes / med / 1e9;
+    if (json) {
+      out.push_back({{"direction", m.name}, {"gb_per_s", gbs}, {"gb_per_s_min", m.source_bytes / hi / 1e9},
+                     {"gb_per_s_max", m.source_bytes / lo / 1e9}, {"gelem_per_s", n / med / 1e9},
+                     {"median_ms", med * 1e3}});
+    } else {
+      std::printf("%-22s %14.2f %10.2f-%-10.2f %14.2f\n", m.name.c_str(), gbs,
+                  m.source_bytes / hi / 1e9, m.source_bytes / lo / 1e9, n / med / 1e9);
+    }
+  }
+  if (json) std::cout << nlohmann::json{{"codec", out}, {"elements", n}, {"threads", at::get_num_threads()}}.dump(2) << "\n";
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  struct Opts {
+    CommonOptions common;
+    std::vector<std::string> sections{"codec"};
+    std::size_t mib = 256;
+    int repeats = 5;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* sub = app.add_subcommand("bench", "measure throughput (medians, min-max over repeats)");
+  add_common_options(*sub, o->common, true);
+  sub->add_option("--section", o->sections, "what to measure: codec")
+      ->check(CLI::IsMember({"codec"}))
+      ->capture_default_str();
+  sub->add_option("--size-mib", o->mib, "tensor size for the codec section (MiB of FP32)")
+      ->check(CLI::Range(1, 8192))
+      ->capture_default_str();
+  sub->add_option("--repeats", o->repeats, "repeats per measurement")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  sub->callback([o] {
+    for (const auto& s : o->sections) {
+      if (s == "codec") bench_codec(o->mib, o->repeats, o->common.json);
+    }
+  });
+}
+
+}  // namespace fp8s::cli

@@ -1,0 +1,133 @@
+// make-synthetic, inspect and convert: the checkpoint tools.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/progress.h"
+#include "core/error.h"
+#include "core/logging.h"
+#include "fp8/convert.h"
+#include "models/inspect.h"
+#include "models/synthetic.h"
+
+namespace fp8s::cli {
+namespace {
+
+Fp8Format format_from_weights(const std::string& weights) {
+  return weights == "fp8-e5m2" ? Fp8Format::E5M2 : Fp8Format::E4M3FN;
+}
+
+}  // namespace
+
+void register_make_synthetic(CLI::App& app) {
+  struct Opts {
+    CommonOptions common;
+    std::string arch, dtype = "fp16", out;
+    uint64_t seed = 0;
+    bool overwrite = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* sub = app.add_subcommand(
+      "make-synthetic", "write a checkpoint with random weights in a real model's exact layout");
+  add_common_options(*sub, o->common, false);
+  sub->add_option("--arch", o->arch, "sd15, sdxl, tiny-sd1 or tiny-sdxl")
+      ->required()
+      ->check(CLI::IsMember({"sd15", "sdxl", "tiny-sd1", "tiny-sdxl"}));
+  sub->add_option("--dtype", o->dtype, "float type of the weights")
+      ->check(CLI::IsMember({"fp16", "bf16", "fp32"}))
+      ->capture_default_str();
+  sub->add_option("--seed", o->seed, "random seed")->capture_default_str();
+  sub->add_option("--out", o->out, "output .safetensors file (never overwritten)")->required();
+  sub->add_flag("--overwrite", o->overwrite, "replace --out if it exists");
+  sub->callback([o] {
+    SyntheticOptions s;
+    s.config = *preset_by_name(o->arch);
+    s.float_dtype = o->dtype == "fp32" ? Dtype::F32 : o->dtype == "bf16" ? Dtype::BF16 : Dtype::F16;
+    s.seed = o->seed;
+    s.out = o->out;
+    s.overwrite = o->overwrite;
+    auto bar = std::make_unique<ProgressPrinter>("make-synthetic " + o->arch,
+                                                 checkpoint_layout(s.config, s.float_dtype).size(),
+                                                 "tensors");
+    make_synthetic(s, [&](std::size_t done, std::size_t, uint64_t) { bar->update(done); });
+    bar->finish();
+    log().info("wrote {}", o->out);
+  });
+}
+
+void register_inspect(CLI::App& app) {
+  struct Opts {
+    CommonOptions common;
+    std::string model;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* sub = app.add_subcommand(
+      "inspect", "architecture, parameters and bytes per component at each storage type");
+  add_common_options(*sub, o->common, true);
+  sub->add_option("--model", o->model, "checkpoint (.safetensors)")->required();
+  sub->callback([o] {
+    SafetensorsFile file(o->model);
+    const auto report = inspect_checkpoint(file);
+    if (o->common.json) {
+      std::cout << inspect_report_json(report).dump(2) << "\n";
+    } else {
+      std::cout << format_inspect_report(report);
+    }
+  });
+}
+
+void register_convert(CLI::App& app) {
+  struct Opts {
+    CommonOptions common;
+    std::string model, weights, scale = "none", out;
+    bool fp8_vae = false, overwrite = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* sub = app.add_subcommand(
+      "convert", "store a checkpoint's Linear/Conv2d weights in FP8 (UNet and text encoders)");
+  add_common_options(*sub, o->common, true);
+  sub->add_option("--model", o->model, "source checkpoint (.safetensors, 16/32-bit)")->required();
+  sub->add_option("--weights", o->weights, "fp8-e4m3 or fp8-e5m2")
+      ->required()
+      ->check(CLI::IsMember({"fp8-e4m3", "fp8-e5m2"}));
+  sub->add_option("--fp8-scale", o->scale, "none, tensor or channel")
+      ->check(CLI::IsMember({"none", "tensor", "channel"}))
+      ->capture_default_str();
+  sub->add_flag("--fp8-vae", o->fp8_vae, "quantise the VAE's weights too");
+  sub->add_option("--out", o->out, "output .safetensors file (never overwritten)")->required();
+  sub->add_flag("--overwrite", o->overwrite, "replace --out if it exists");
+  sub->callback([o] {
+    ConvertOptions c;
+    c.in = o->model;
+    c.out = o->out;
+    c.format = format_from_weights(o->weights);
+    c.scale = *parse_fp8_scale(o->scale);
+    c.fp8_vae = o->fp8_vae;
+    c.overwrite = o->overwrite;
+    std::unique_ptr<ProgressPrinter> bar;
+    const auto summary = convert_checkpoint(c, [&](std::size_t done, std::size_t total) {
+      if (!bar) bar = std::make_unique<ProgressPrinter>("convert", total, "tensors");
+      bar->update(done);
+    });
+    if (bar) bar->finish();
+    if (o->common.json) {
+      std::cout << nlohmann::json{{"out", c.out},
+                                  {"quantised_tensors", summary.quantised_tensors},
+                                  {"quantised_params", summary.quantised_params},
+                                  {"bytes_in", summary.bytes_in},
+                                  {"bytes_out", summary.bytes_out}}
+                       .dump(2)
+                << "\n";
+    } else {
+      std::printf("%s: %llu weights (%llu parameters) in %s, scale %s; %llu -> %llu bytes\n",
+                  c.out.c_str(), static_cast<unsigned long long>(summary.quantised_tensors),
+                  static_cast<unsigned long long>(summary.quantised_params), o->weights.c_str(),
+                  o->scale.c_str(), static_cast<unsigned long long>(summary.bytes_in),
+                  static_cast<unsigned long long>(summary.bytes_out));
+    }
+  });
+}
+
+}  // namespace fp8s::cli

@@ -1,0 +1,59 @@
+// fp8studio-cli: the command-line front end over the engine. Errors print as one line
+// `error: ...`; exit codes: 0 ok, 2 bad input, 1 failure while running, 130 cancelled.
+#include <csignal>
+#include <cstdio>
+#include <new>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/logging.h"
+#include "core/version.h"
+
+namespace fp8s::cli {
+
+void add_common_options(CLI::App& sub, CommonOptions& common, bool reports) {
+  sub.add_option("--log-level", common.log_level, "trace, debug, info, warn, error or off")
+      ->capture_default_str();
+  if (reports) sub.add_flag("--json", common.json, "print the report as JSON on stdout");
+  sub.parse_complete_callback([&common] { set_log_level(common.log_level); });
+}
+
+}  // namespace fp8s::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"FP8 Studio command line: Stable Diffusion with FP8 weight storage, measured.",
+               "fp8studio-cli"};
+  app.set_version_flag("--version", std::string("fp8studio-cli ") + fp8s::kVersion);
+  app.require_subcommand(1);
+  app.fallthrough(false);
+  fp8s::cli::register_make_synthetic(app);
+  fp8s::cli::register_inspect(app);
+  fp8s::cli::register_convert(app);
+  fp8s::cli::register_probe(app);
+  fp8s::cli::register_bench(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "error: %s (see %s --help)\n", e.what(), argv[0]);
+    return 2;
+  } catch (const fp8s::Cancelled&) {
+    std::fprintf(stderr, "error: cancelled\n");
+    return 130;
+  } catch (const fp8s::InputError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

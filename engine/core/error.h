@@ -1,0 +1,33 @@
+// Errors the engine reports to users: every one carries a message a user can act on.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace fp8s {
+
+// Base of all engine errors. `what()` is a single line: what went wrong, where, and what to do.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The input given by the user is wrong (file, flag, size): the CLI exits with code 2.
+class InputError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Something failed while running (out of memory, I/O failure mid-write): the CLI exits with code 1.
+class RuntimeFailure : public Error {
+ public:
+  using Error::Error;
+};
+
+// The user cancelled a long operation: the CLI exits with code 130.
+class Cancelled : public Error {
+ public:
+  Cancelled() : Error("cancelled") {}
+};
+
+}  // namespace fp8s

@@ -1,0 +1,40 @@
+// `convert`: rewrites a checkpoint with its Linear/Conv2d weights stored in FP8 (streaming).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "fp8/codec.h"
+#include "fp8/quantize.h"
+#include "io/safetensors.h"
+
+namespace fp8s {
+
+struct ConvertOptions {
+  std::string in;
+  std::string out;
+  Fp8Format format = Fp8Format::E4M3FN;
+  Fp8Scale scale = Fp8Scale::None;
+  bool fp8_vae = false;
+  bool overwrite = false;
+};
+
+struct ConvertSummary {
+  uint64_t quantised_tensors = 0;
+  uint64_t quantised_params = 0;
+  uint64_t bytes_in = 0;
+  uint64_t bytes_out = 0;
+};
+
+// Reads one tensor at a time, quantises the UNet/text-encoder Linear and Conv2d weights (and the
+// VAE's with fp8_vae), copies everything else unchanged, writes `<module>.scale_weight` F32 tensors
+// for the scaled modes and the `fp8s.quantization` metadata entry. Atomic: a failure leaves no file.
+ConvertSummary convert_checkpoint(const ConvertOptions& options,
+                                  const std::function<void(std::size_t, std::size_t)>& progress = {});
+
+// Widens a float tensor's raw bytes (F32, F16, BF16) to FP32. Throws for other dtypes.
+void widen_to_f32(const void* raw, Dtype dtype, std::size_t n, float* out, const std::string& what);
+
+}  // namespace fp8s

@@ -1,0 +1,24 @@
+// Quantising a weight matrix to FP8 with the scaling modes of DESIGN.md section 2.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fp8/codec.h"
+
+namespace fp8s {
+
+enum class Fp8Scale { None, Tensor, Channel };
+
+const char* fp8_scale_name(Fp8Scale scale);  // "none" / "tensor" / "channel"
+std::optional<Fp8Scale> parse_fp8_scale(const std::string& name);
+
+// Quantises `w` viewed as [rows, numel / rows] (rows = output channels) into `codes`.
+// Returns the scales: none -> empty, tensor -> {amax / max_finite}, channel -> one per row; an
+// all-zero tensor or row gets scale 1. Codes satisfy decode(codes[i]) * s ~= w[i].
+std::vector<float> quantize_weight(const float* w, int64_t rows, int64_t numel, Fp8Format format,
+                                   Fp8Scale scale, uint8_t* codes);
+
+}  // namespace fp8s

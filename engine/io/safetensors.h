@@ -1,0 +1,128 @@
+// safetensors files: a validating reader (mmap views plus pread copies) and an atomic streaming writer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fp8s {
+
+enum class Dtype { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL, F8_E4M3, F8_E5M2 };
+
+std::size_t dtype_size(Dtype dtype);
+const char* dtype_name(Dtype dtype);  // the safetensors spelling: "F16", "F8_E4M3", ...
+std::optional<Dtype> parse_dtype(const std::string& name);
+bool is_float_dtype(Dtype dtype);
+
+struct TensorRecord {
+  std::string name;
+  Dtype dtype = Dtype::F32;
+  std::vector<int64_t> shape;  // empty = 0-d scalar (one element)
+  uint64_t begin = 0;          // byte range inside the data area (after the header)
+  uint64_t end = 0;
+
+  uint64_t numel() const;
+  uint64_t nbytes() const { return end - begin; }
+};
+
+// The parsed, validated header of a safetensors file.
+struct SafetensorsIndex {
+  uint64_t header_bytes = 0;  // length of the JSON header (without the 8-byte length prefix)
+  uint64_t data_bytes = 0;    // size of the data area
+  std::vector<TensorRecord> tensors;  // ordered by byte range
+  std::map<std::string, std::string> metadata;
+};
+
+// Validates the first bytes of a safetensors file (`available` bytes of it, `file_size` in total:
+// the header must be inside `available`) and returns its index. `label` names the file in errors.
+// Throws InputError for every malformation; never reads outside [bytes, bytes + available).
+SafetensorsIndex parse_safetensors(const uint8_t* bytes, uint64_t available, uint64_t file_size,
+                                   const std::string& label);
+
+// A read-only safetensors file. Opening validates the whole layout; tensor data is read lazily.
+class SafetensorsFile {
+ public:
+  // Throws InputError when the file is missing, unreadable, a pickle checkpoint, or malformed.
+  explicit SafetensorsFile(const std::string& path);
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+  SafetensorsFile(SafetensorsFile&& other) noexcept;
+  SafetensorsFile& operator=(SafetensorsFile&& other) noexcept;
+
+  const std::string& path() const { return path_; }
+  uint64_t file_size() const { return file_size_; }
+  const SafetensorsIndex& index() const { return index_; }
+  const std::vector<TensorRecord>& tensors() const { return index_.tensors; }
+  const std::map<std::string, std::string>& metadata() const { return index_.metadata; }
+  const TensorRecord* find(const std::string& name) const;
+  // Like find, but throws InputError naming the file when the tensor is absent.
+  const TensorRecord& at(const std::string& name) const;
+
+  // Zero-copy view into the mapping. Valid while the file is open and the mapping not released.
+  // Reading it after the file was truncated by another process faults: prefer read() for loading.
+  const uint8_t* view(const TensorRecord& record) const;
+
+  // Copies the tensor's bytes into `dst` (record.nbytes() bytes) with pread: a file truncated or
+  // replaced after it was opened gives an InputError, not a crash. Works without the mapping.
+  void read(const TensorRecord& record, void* dst) const;
+
+  // Drops the memory mapping (after loading); read() keeps working.
+  void release_mapping();
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t file_size_ = 0;
+  const uint8_t* map_ = nullptr;
+  SafetensorsIndex index_;
+  std::map<std::string, std::size_t> by_name_;
+};
+
+struct TensorSpec {
+  std::string name;
+  Dtype dtype = Dtype::F32;
+  std::vector<int64_t> shape;
+  uint64_t nbytes() const;
+};
+
+// Writes a safetensors file tensor by tensor, in the order of `specs`, into a temporary file beside
+// `path`; commit() renames it into place. Destroyed without commit(), it removes the temporary file,
+// so a failed or cancelled write never leaves a partial file. Refuses to replace an existing file
+// unless `overwrite` is set.
+class SafetensorsWriter {
+ public:
+  SafetensorsWriter(std::string path, std::vector<TensorSpec> specs,
+                    const std::map<std::string, std::string>& metadata, bool overwrite = false);
+  ~SafetensorsWriter();
+  SafetensorsWriter(const SafetensorsWriter&) = delete;
+  SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
+
+  // Appends bytes of the current tensor; a tensor may be written in several pieces.
+  void append(const void* bytes, std::size_t n);
+  // Name and spec of the tensor that append() writes next (throws when all are written).
+  const TensorSpec& next() const;
+  bool done() const { return current_ == specs_.size(); }
+  void commit();
+
+ private:
+  void write_all(const void* bytes, std::size_t n);
+
+  std::string path_;
+  std::string temp_path_;
+  std::vector<TensorSpec> specs_;
+  bool overwrite_ = false;
+  int fd_ = -1;
+  std::size_t current_ = 0;
+  uint64_t written_in_current_ = 0;
+  bool committed_ = false;
+};
+
+// Refuses checkpoint formats other than safetensors (pickle: .ckpt, .pt, .pth, .bin) with a message
+// saying why and what to do. Called before opening any model file.
+void refuse_pickle_checkpoint(const std::string& path);
+
+}  // namespace fp8s

@@ -1,0 +1,192 @@
+#include "models/inspect.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace fp8s {
+namespace {
+
+bool starts_with(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
+
+std::string with_commas(uint64_t v) {
+  std::string s = std::to_string(v);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return s;
+}
+
+std::string human_bytes(uint64_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f GB", static_cast<double>(b) / 1e9);
+  return buf;
+}
+
+void accumulate(ComponentStats& into, const ComponentStats& c) {
+  into.tensors += c.tensors;
+  into.params += c.params;
+  into.buffer_elements += c.buffer_elements;
+  into.stored_bytes += c.stored_bytes;
+  into.quantisable_tensors += c.quantisable_tensors;
+  into.quantisable_params += c.quantisable_params;
+  into.bytes_fp32 += c.bytes_fp32;
+  into.bytes_16bit += c.bytes_16bit;
+  into.bytes_fp8 += c.bytes_fp8;
+  for (const auto& [k, v] : c.dtype_tensors) into.dtype_tensors[k] += v;
+}
+
+}  // namespace
+
+std::string component_label(const std::string& name) {
+  if (starts_with(name, "model.diffusion_model.")) return "unet";
+  if (starts_with(name, "first_stage_model.")) return "vae";
+  if (starts_with(name, "cond_stage_model.transformer.")) return "clip_l";
+  if (starts_with(name, "cond_stage_model.model.")) return "open_clip_h";
+  if (starts_with(name, "conditioner.embedders.")) {
+    const auto rest = name.substr(std::string("conditioner.embedders.").size());
+    const auto dot = rest.find('.');
+    const std::string tail = dot == std::string::npos ? "" : rest.substr(dot + 1);
+    if (starts_with(tail, "transformer.")) return "clip_l";
+    if (starts_with(tail, "model.")) return "open_clip_g";
+    return "embedder_" + rest.substr(0, dot);
+  }
+  return "other";
+}
+
+InspectReport inspect_checkpoint(const SafetensorsFile& file) {
+  InspectReport r;
+  r.path = file.path();
+  r.file_size = file.file_size();
+  r.detection = detect_architecture(file);
+  if (auto it = file.metadata().find("fp8s.quantization"); it != file.metadata().end()) {
+    r.quantization_metadata = it->second;
+  }
+  std::map<std::string, ComponentStats> by_label;
+  std::map<std::string, uint64_t> weight_dtypes;  // dtype census of quantisable weights
+  bool has_scales = false;
+  for (const auto& t : file.tensors()) {
+    auto& c = by_label[component_label(t.name)];
+    c.name = component_label(t.name);
+    const TensorRole role = role_of(t.name, t.shape);
+    const uint64_t n = t.numel();
+    c.tensors += 1;
+    c.stored_bytes += t.nbytes();
+    c.dtype_tensors[dtype_name(t.dtype)] += 1;
+    if (role == TensorRole::Fp8Scale || t.name == "scaled_fp8") {
+      has_scales = has_scales || role == TensorRole::Fp8Scale;
+      c.bytes_fp32 += 0;  // scales exist only in FP8 storage
+      c.bytes_fp8 += t.nbytes();
+      continue;
+    }
+    if (!is_float_dtype(t.dtype) || role == TensorRole::Buffer) {
+      c.buffer_elements += n;
+      const uint64_t b = is_float_dtype(t.dtype) ? 4 * n : t.nbytes();
+      c.bytes_fp32 += b;
+      c.bytes_16bit += b;
+      c.bytes_fp8 += b;
+      continue;
+    }
+    c.params += n;
+    c.bytes_fp32 += 4 * n;
+    c.bytes_16bit += 2 * n;
+    if (is_quantisable(t.name, t.shape, false)) {
+      c.quantisable_tensors += 1;
+      c.quantisable_params += n;
+      c.bytes_fp8 += n;
+      weight_dtypes[dtype_name(t.dtype)] += 1;
+    } else {
+      c.bytes_fp8 += 2 * n;
+    }
+  }
+  for (const char* order : {"unet", "clip_l", "open_clip_h", "open_clip_g", "vae", "other"}) {
+    if (auto it = by_label.find(order); it != by_label.end()) {
+      r.components.push_back(it->second);
+      by_label.erase(it);
+    }
+  }
+  for (auto& [label, c] : by_label) r.components.push_back(c);
+  r.total.name = "total";
+  for (const auto& c : r.components) accumulate(r.total, c);
+
+  if (weight_dtypes.size() == 1) {
+    const std::string d = weight_dtypes.begin()->first;
+    if (d == "F32") r.storage = "fp32";
+    else if (d == "F16") r.storage = "fp16";
+    else if (d == "BF16") r.storage = "bf16";
+    else if (d == "F8_E4M3") r.storage = "fp8-e4m3";
+    else if (d == "F8_E5M2") r.storage = "fp8-e5m2";
+    else r.storage = d;
+    if (starts_with(r.storage, "fp8")) {
+      std::string scale = has_scales ? "tensor/channel" : "none";
+      if (!r.quantization_metadata.empty()) {
+        try {
+          scale = nlohmann::json::parse(r.quantization_metadata).value("scale", scale);
+        } catch (const nlohmann::json::exception&) {
+        }
+      }
+      r.storage += " (scale " + scale + ")";
+    }
+  } else if (weight_dtypes.empty()) {
+    r.storage = "no quantisable weights";
+  } else {
+    r.storage = "mixed:";
+    for (const auto& [d, count] : weight_dtypes) r.storage += " " + d + "x" + std::to_string(count);
+  }
+  return r;
+}
+
+std::string format_inspect_report(const InspectReport& r) {
+  std::ostringstream o;
+  o << r.path << "\n";
+  o << "  architecture: " << r.detection.description() << "\n";
+  o << "  file size:    " << with_commas(r.file_size) << " bytes\n";
+  o << "  weights:      " << r.storage << "\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "  %-12s %8s %15s %12s %15s %12s %12s %12s %12s\n", "component",
+                "tensors", "parameters", "buffers", "fp8-quantised", "stored", "fp32", "fp16/bf16",
+                "fp8");
+  o << line;
+  auto row = [&](const ComponentStats& c) {
+    std::snprintf(line, sizeof line, "  %-12s %8s %15s %12s %15s %12s %12s %12s %12s\n",
+                  c.name.c_str(), with_commas(c.tensors).c_str(), with_commas(c.params).c_str(),
+                  with_commas(c.buffer_elements).c_str(), with_commas(c.quantisable_params).c_str(),
+                  human_bytes(c.stored_bytes).c_str(), human_bytes(c.bytes_fp32).c_str(),
+                  human_bytes(c.bytes_16bit).c_str(), human_bytes(c.bytes_fp8).c_str());
+    o << line;
+  };
+  for (const auto& c : r.components) row(c);
+  row(r.total);
+  o << "  FP8 limit:    " << with_commas(r.fp8_limit_bytes()) << " bytes ("
+    << human_bytes(r.fp8_limit_bytes()) << "; " << with_commas(r.total.quantisable_tensors)
+    << " Linear/Conv2d weights of UNet and text encoders in one byte, the rest 16-bit)\n";
+  o << "  FP8 saves:    " << human_bytes(r.total.bytes_16bit - r.total.bytes_fp8)
+    << " against fp16 storage\n";
+  return o.str();
+}
+
+nlohmann::json inspect_report_json(const InspectReport& r) {
+  auto comp = [](const ComponentStats& c) {
+    return nlohmann::json{{"name", c.name},
+                          {"tensors", c.tensors},
+                          {"params", c.params},
+                          {"buffer_elements", c.buffer_elements},
+                          {"stored_bytes", c.stored_bytes},
+                          {"quantisable_tensors", c.quantisable_tensors},
+                          {"quantisable_params", c.quantisable_params},
+                          {"bytes", {{"fp32", c.bytes_fp32}, {"fp16", c.bytes_16bit},
+                                     {"bf16", c.bytes_16bit}, {"fp8", c.bytes_fp8}}},
+                          {"dtypes", c.dtype_tensors}};
+  };
+  nlohmann::json j{{"path", r.path},
+                   {"file_size", r.file_size},
+                   {"architecture", arch_name(r.detection.arch)},
+                   {"variant", r.detection.variant},
+                   {"storage", r.storage},
+                   {"fp8_limit_bytes", r.fp8_limit_bytes()},
+                   {"total", comp(r.total)}};
+  j["components"] = nlohmann::json::array();
+  for (const auto& c : r.components) j["components"].push_back(comp(c));
+  if (!r.quantization_metadata.empty()) j["quantization"] = r.quantization_metadata;
+  return j;
+}
+
+}  // namespace fp8s

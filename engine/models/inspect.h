@@ -1,0 +1,47 @@
+// `inspect`: what a checkpoint holds, per component, and what it would take at each storage type.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "models/architecture.h"
+
+namespace fp8s {
+
+struct ComponentStats {
+  std::string name;  // unet, clip_l, open_clip_g, open_clip_h, vae, other
+  uint64_t tensors = 0;
+  uint64_t params = 0;           // weight elements (buffers excluded)
+  uint64_t buffer_elements = 0;  // position ids, DDPM schedule, EMA scalars
+  uint64_t stored_bytes = 0;     // as in the file
+  uint64_t quantisable_tensors = 0;
+  uint64_t quantisable_params = 0;
+  uint64_t bytes_fp32 = 0;       // storage type fp32
+  uint64_t bytes_16bit = 0;      // fp16 or bf16
+  uint64_t bytes_fp8 = 0;        // fp8 (scale none); the VAE stays 16-bit
+  std::map<std::string, uint64_t> dtype_tensors;  // "F16" -> count
+};
+
+struct InspectReport {
+  std::string path;
+  uint64_t file_size = 0;
+  Detection detection;
+  std::string storage;  // "fp16", "fp32", "bf16", "fp8-e4m3 (scale tensor)", "mixed: ..."
+  std::string quantization_metadata;  // fp8s.quantization, if present
+  std::vector<ComponentStats> components;
+  ComponentStats total;
+  uint64_t fp8_limit_bytes() const { return total.bytes_fp8; }
+};
+
+InspectReport inspect_checkpoint(const SafetensorsFile& file);
+std::string format_inspect_report(const InspectReport& report);
+nlohmann::json inspect_report_json(const InspectReport& report);
+
+// The component label of a tensor name (unet, clip_l, open_clip_g, ..., vae, other).
+std::string component_label(const std::string& name);
+
+}  // namespace fp8s

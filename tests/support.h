@@ -1,0 +1,73 @@
+// Helpers shared by the test executables: reference data location, temporary files, the CLI.
+#pragma once
+
+#include <QDir>
+#include <QFileInfo>
+#include <QProcess>
+#include <QString>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace fp8s::test {
+
+inline QString reference_dir() { return QString::fromUtf8(FP8S_REFERENCE_DIR); }
+inline bool have_reference() { return QFileInfo(reference_dir() + "/README.md").exists(); }
+inline std::string reference_path(const QString& rel) {
+  return (reference_dir() + "/" + rel).toStdString();
+}
+
+#define FP8S_REQUIRE_REFERENCE()                                                            \
+  do {                                                                                      \
+    if (!fp8s::test::have_reference())                                                      \
+      QSKIP("../shared/reference/ is absent: reference comparisons skipped");               \
+  } while (0)
+
+inline void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+inline std::string read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+struct CliResult {
+  int exit_code = -1;
+  QString out;
+  QString err;
+};
+
+// Runs fp8studio-cli with `args` in `cwd`, waiting up to `timeout_ms`.
+inline CliResult run_cli(const QStringList& args, const QString& cwd = QString(),
+                         int timeout_ms = 600000) {
+  QProcess p;
+  if (!cwd.isEmpty()) p.setWorkingDirectory(cwd);
+  p.start(QString::fromUtf8(FP8S_CLI_PATH), args);
+  CliResult r;
+  if (!p.waitForFinished(timeout_ms)) {
+    p.kill();
+    p.waitForFinished();
+    r.err = "timed out";
+    return r;
+  }
+  r.exit_code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+  r.out = QString::fromUtf8(p.readAllStandardOutput());
+  r.err = QString::fromUtf8(p.readAllStandardError());
+  return r;
+}
+
+// The last non-empty line of stderr must be a single `error: ...` line naming `needle`.
+inline void expect_one_line_error(const CliResult& r, int code, const QString& needle) {
+  QCOMPARE(r.exit_code, code);
+  const auto lines = r.err.split('\n', Qt::SkipEmptyParts);
+  QVERIFY2(!lines.isEmpty(), "no error message");
+  QVERIFY2(lines.last().startsWith("error: "), qPrintable(r.err));
+  QVERIFY2(lines.last().contains(needle), qPrintable(r.err));
+}
+
+}  // namespace fp8s::test

@@ -1,0 +1,48 @@
+// Full-size synthetic SD1.5 and SDXL checkpoints: written by make-synthetic, read by inspect,
+// counts exact (issue 2). Label `slow`: writes 2 GB and 7 GB files.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include "support.h"
+
+class TestFullSize : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir m_dir;
+
+  QJsonObject make_and_inspect(const QString& arch) {
+    const QString out = m_dir.path() + "/" + arch + ".safetensors";
+    auto r = fp8s::test::run_cli({"make-synthetic", "--arch", arch, "--dtype", "fp16", "--out", out}, {}, 3600000);
+    if (r.exit_code != 0) qWarning("%s", qPrintable(r.err));
+    auto i = fp8s::test::run_cli({"inspect", "--model", out, "--json"});
+    QFile::remove(out);
+    return QJsonDocument::fromJson(i.out.toUtf8()).object();
+  }
+  static double params(const QJsonObject& j, const QString& name) {
+    for (const auto& c : j["components"].toArray()) {
+      if (c.toObject()["name"].toString() == name) return c.toObject()["params"].toDouble();
+    }
+    return -1;
+  }
+
+ private slots:
+  void sd15() {
+    const auto j = make_and_inspect("sd15");
+    QCOMPARE(j["architecture"].toString(), QString("SD 1.x"));
+    QCOMPARE(params(j, "unet"), 859520964.0);
+    QCOMPARE(params(j, "clip_l"), 123060480.0);
+    QCOMPARE(params(j, "vae"), 83653863.0);
+  }
+  void sdxl() {
+    const auto j = make_and_inspect("sdxl");
+    QCOMPARE(j["architecture"].toString(), QString("SDXL base"));
+    QCOMPARE(params(j, "unet"), 2567463684.0);
+    QCOMPARE(params(j, "clip_l"), 123060480.0);
+    QCOMPARE(params(j, "open_clip_g"), 694659841.0);
+    QCOMPARE(params(j, "vae"), 83653863.0);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestFullSize)
+#include "test_full_size.moc"
