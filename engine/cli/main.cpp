@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/threads.h"
 #include "core/version.h"
 
 namespace fp8s::cli {
@@ -21,6 +22,7 @@ void add_common_options(CLI::App& sub, CommonOptions& common, bool reports) {
 }  // namespace fp8s::cli
 
 int main(int argc, char** argv) {
+  fp8s::init_threads();
   CLI::App app{"FP8 Studio command line: Stable Diffusion with FP8 weight storage, measured.",
                "fp8studio-cli"};
   app.set_version_flag("--version", std::string("fp8studio-cli ") + fp8s::kVersion);

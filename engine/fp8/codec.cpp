@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <c10/util/Half.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -40,19 +41,39 @@ constexpr Fp8Params kE4M3{20, (127u - 7u) << 23, 0x3C800000u /*2^-6*/, 0x43E0000
 constexpr Fp8Params kE5M2{21, (127u - 15u) << 23, 0x38800000u /*2^-14*/, 0x47600000u /*57344*/,
                           128.0f /*2^7: ulp 2^-16*/, 0x7F, true};
 
+// Branch-free (selects through masks) so that the bulk loops vectorise.
 template <const Fp8Params& P>
 inline uint8_t encode(float value) {
   const uint32_t bits = bits_of(value);
   const uint32_t sign = (bits >> 24) & 0x80u;
   const uint32_t abs = bits & 0x7FFFFFFFu;
-  const uint32_t a = abs < P.max_finite_bits ? abs : P.max_finite_bits;  // saturate
+  const uint32_t a = std::min(abs, P.max_finite_bits);  // saturate finite overflow (and inf)
   const uint32_t normal =
       (a - P.rebias + ((1u << (P.shift - 1)) - 1u) + ((a >> P.shift) & 1u)) >> P.shift;
   const uint32_t subnormal = bits_of(float_of(a) + P.magic) - bits_of(P.magic);
-  uint32_t code = a < P.min_normal_bits ? subnormal : normal;
-  if (P.has_inf) code = abs == 0x7F800000u ? 0x7Cu : code;
-  code = abs > 0x7F800000u ? P.nan_code : code;
+  const uint32_t is_sub = 0u - static_cast<uint32_t>(a < P.min_normal_bits);
+  uint32_t code = (subnormal & is_sub) | (normal & ~is_sub);
+  if constexpr (P.has_inf) {
+    const uint32_t is_inf = 0u - static_cast<uint32_t>(abs == 0x7F800000u);
+    code = (0x7Cu & is_inf) | (code & ~is_inf);
+  }
+  const uint32_t is_nan = 0u - static_cast<uint32_t>(abs > 0x7F800000u);
+  code = (P.nan_code & is_nan) | (code & ~is_nan);
   return static_cast<uint8_t>(code | sign);
+}
+
+// FP16 -> FP32 without branches (exact, subnormals included), for vectorised bulk loops.
+inline float f16_bits_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t em = h & 0x7FFFu;
+  const uint32_t is_special = 0u - static_cast<uint32_t>(em >= 0x7C00u);
+  const uint32_t is_sub = 0u - static_cast<uint32_t>(em < 0x0400u);
+  const uint32_t normal = (em << 13) + ((127u - 15u) << 23);
+  const uint32_t special = (em << 13) | 0x7F800000u;
+  // subnormal: em * 2^-24, exact in FP32
+  const uint32_t subnormal = bits_of(static_cast<float>(em) * 5.9604644775390625e-8f);
+  uint32_t out = (normal & ~is_special & ~is_sub) | (special & is_special) | (subnormal & is_sub);
+  return float_of(out | sign);
 }
 
 float decode_formula(uint8_t code, Fp8Format format) {
@@ -102,24 +123,144 @@ void parallel_chunks(std::size_t n, Fn&& fn) {
   });
 }
 
-template <const Fp8Params& P, typename Load>
-void encode_loop(std::size_t begin, std::size_t end, uint8_t* dst, float divisor, Load load) {
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#define FP8S_VECTOR_CLONES __attribute__((target_clones("arch=skylake-avx512", "avx2", "default")))
+#else
+#define FP8S_VECTOR_CLONES
+#endif
+
+template <const Fp8Params& P>
+inline void encode_f32_span(const float* src, uint8_t* dst, std::size_t n, float divisor) {
   if (divisor == 1.0f) {
-    for (std::size_t i = begin; i < end; ++i) dst[i] = encode<P>(load(i));
+    for (std::size_t i = 0; i < n; ++i) dst[i] = encode<P>(src[i]);
   } else {
-    for (std::size_t i = begin; i < end; ++i) dst[i] = encode<P>(load(i) / divisor);
+    for (std::size_t i = 0; i < n; ++i) dst[i] = encode<P>(src[i] / divisor);
   }
 }
 
-template <typename Load>
-void encode_bulk(std::size_t n, uint8_t* dst, Fp8Format format, float divisor, Load load) {
-  parallel_chunks(n, [&](std::size_t b, std::size_t e) {
-    if (format == Fp8Format::E4M3FN) {
-      encode_loop<kE4M3>(b, e, dst, divisor, load);
-    } else {
-      encode_loop<kE5M2>(b, e, dst, divisor, load);
-    }
-  });
+template <const Fp8Params& P>
+inline void encode_bf16_span(const uint16_t* src, uint8_t* dst, std::size_t n, float divisor) {
+  for (std::size_t i = 0; i < n; ++i) {
+    dst[i] = encode<P>(float_of(static_cast<uint32_t>(src[i]) << 16) / divisor);
+  }
+}
+
+template <const Fp8Params& P>
+inline void encode_f16_span(const uint16_t* src, uint8_t* dst, std::size_t n, float divisor) {
+  for (std::size_t i = 0; i < n; ++i) dst[i] = encode<P>(f16_bits_to_f32(src[i]) / divisor);
+}
+
+FP8S_VECTOR_CLONES void encode_f32_e4m3(const float* s, uint8_t* d, std::size_t n, float v) {
+  encode_f32_span<kE4M3>(s, d, n, v);
+}
+FP8S_VECTOR_CLONES void encode_f32_e5m2(const float* s, uint8_t* d, std::size_t n, float v) {
+  encode_f32_span<kE5M2>(s, d, n, v);
+}
+FP8S_VECTOR_CLONES void encode_bf16_e4m3(const uint16_t* s, uint8_t* d, std::size_t n, float v) {
+  encode_bf16_span<kE4M3>(s, d, n, v);
+}
+FP8S_VECTOR_CLONES void encode_bf16_e5m2(const uint16_t* s, uint8_t* d, std::size_t n, float v) {
+  encode_bf16_span<kE5M2>(s, d, n, v);
+}
+FP8S_VECTOR_CLONES void encode_f16_e4m3(const uint16_t* s, uint8_t* d, std::size_t n, float v) {
+  encode_f16_span<kE4M3>(s, d, n, v);
+}
+FP8S_VECTOR_CLONES void encode_f16_e5m2(const uint16_t* s, uint8_t* d, std::size_t n, float v) {
+  encode_f16_span<kE5M2>(s, d, n, v);
+}
+
+FP8S_VECTOR_CLONES void widen_f16(const uint16_t* s, float* d, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) d[i] = f16_bits_to_f32(s[i]);
+}
+
+// Arithmetic decoders (no table gathers), exact: every FP8 value is an FP32, BF16 and FP16 value.
+inline uint32_t decode_e4m3_bits(uint8_t c) {
+  const uint32_t sign = static_cast<uint32_t>(c & 0x80u) << 24;
+  const uint32_t em = c & 0x7Fu;
+  const uint32_t normal = (em << 20) + ((127u - 7u) << 23);
+  const uint32_t subnormal = bits_of(static_cast<float>(em) * 0.001953125f);  // em * 2^-9
+  const uint32_t is_sub = 0u - static_cast<uint32_t>(em < 0x08u);
+  const uint32_t is_nan = 0u - static_cast<uint32_t>(em == 0x7Fu);
+  uint32_t out = (subnormal & is_sub) | (normal & ~is_sub);
+  out = (0x7FC00000u & is_nan) | (out & ~is_nan);
+  return out | sign;
+}
+
+inline uint32_t decode_e5m2_bits(uint8_t c) {
+  const uint32_t sign = static_cast<uint32_t>(c & 0x80u) << 24;
+  const uint32_t em = c & 0x7Fu;
+  const uint32_t normal = (em << 21) + ((127u - 15u) << 23);
+  const uint32_t subnormal = bits_of(static_cast<float>(em) * 1.52587890625e-05f);  // em * 2^-16
+  const uint32_t special = em == 0x7Cu ? 0x7F800000u : 0x7FC00000u;
+  const uint32_t is_sub = 0u - static_cast<uint32_t>(em < 0x04u);
+  const uint32_t is_special = 0u - static_cast<uint32_t>(em >= 0x7Cu);
+  uint32_t out = (subnormal & is_sub) | (normal & ~is_sub);
+  out = (special & is_special) | (out & ~is_special);
+  return out | sign;
+}
+
+// FP32 -> BF16, round to nearest even, NaN kept quiet; branch-free.
+inline uint16_t round_to_bf16(float v) {
+  const uint32_t u = bits_of(v);
+  const uint32_t is_nan = 0u - static_cast<uint32_t>((u & 0x7FFFFFFFu) > 0x7F800000u);
+  const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  return static_cast<uint16_t>((((u >> 16) | 0x40u) & is_nan) | (rounded & ~is_nan));
+}
+
+// Exact FP32 -> FP16 for FP8 values (all inside FP16's normal range, or zero, inf, NaN).
+inline uint16_t fp8_value_to_f16(uint32_t f) {
+  const uint32_t sign = (f >> 16) & 0x8000u;
+  const uint32_t a = f & 0x7FFFFFFFu;
+  const uint32_t is_zero = 0u - static_cast<uint32_t>(a == 0u);
+  const uint32_t is_special = 0u - static_cast<uint32_t>(a >= 0x7F800000u);
+  const uint32_t normal = (a >> 13) - ((127u - 15u) << 10);
+  const uint32_t special = a == 0x7F800000u ? 0x7C00u : 0x7E00u;
+  uint32_t out = normal & ~is_zero;
+  out = (special & is_special) | (out & ~is_special);
+  return static_cast<uint16_t>(out | sign);
+}
+
+template <uint32_t (*Decode)(uint8_t)>
+inline void decode_f32_span(const uint8_t* s, float* d, std::size_t n, float scale) {
+  if (scale == 1.0f) {
+    for (std::size_t i = 0; i < n; ++i) d[i] = float_of(Decode(s[i]));
+  } else {
+    for (std::size_t i = 0; i < n; ++i) d[i] = float_of(Decode(s[i])) * scale;
+  }
+}
+
+template <uint32_t (*Decode)(uint8_t)>
+inline void decode_bf16_span(const uint8_t* s, uint16_t* d, std::size_t n, float scale) {
+  if (scale == 1.0f) {
+    for (std::size_t i = 0; i < n; ++i) d[i] = static_cast<uint16_t>(Decode(s[i]) >> 16);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) d[i] = round_to_bf16(float_of(Decode(s[i])) * scale);
+  }
+}
+
+FP8S_VECTOR_CLONES void decode_e4m3_f32(const uint8_t* s, float* d, std::size_t n, float k) {
+  decode_f32_span<decode_e4m3_bits>(s, d, n, k);
+}
+FP8S_VECTOR_CLONES void decode_e5m2_f32(const uint8_t* s, float* d, std::size_t n, float k) {
+  decode_f32_span<decode_e5m2_bits>(s, d, n, k);
+}
+FP8S_VECTOR_CLONES void decode_e4m3_bf16(const uint8_t* s, uint16_t* d, std::size_t n, float k) {
+  decode_bf16_span<decode_e4m3_bits>(s, d, n, k);
+}
+FP8S_VECTOR_CLONES void decode_e5m2_bf16(const uint8_t* s, uint16_t* d, std::size_t n, float k) {
+  decode_bf16_span<decode_e5m2_bits>(s, d, n, k);
+}
+FP8S_VECTOR_CLONES void decode_e4m3_f16(const uint8_t* s, uint16_t* d, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) d[i] = fp8_value_to_f16(decode_e4m3_bits(s[i]));
+}
+FP8S_VECTOR_CLONES void decode_e5m2_f16(const uint8_t* s, uint16_t* d, std::size_t n) {
+  // E5M2 is the upper byte of FP16
+  for (std::size_t i = 0; i < n; ++i) d[i] = static_cast<uint16_t>(s[i] << 8);
+}
+
+template <typename Src, typename Kernel>
+void encode_parallel(const Src* src, uint8_t* dst, std::size_t n, float divisor, Kernel kernel) {
+  parallel_chunks(n, [&](std::size_t b, std::size_t e) { kernel(src + b, dst + b, e - b, divisor); });
 }
 
 }  // namespace
@@ -155,59 +296,47 @@ uint16_t f32_to_bf16(float value) {
 
 void encode_f32_to_fp8(const float* src, uint8_t* dst, std::size_t n, Fp8Format format,
                        float divisor) {
-  encode_bulk(n, dst, format, divisor, [src](std::size_t i) { return src[i]; });
+  encode_parallel(src, dst, n, divisor,
+                  format == Fp8Format::E4M3FN ? encode_f32_e4m3 : encode_f32_e5m2);
 }
 void encode_bf16_to_fp8(const uint16_t* src, uint8_t* dst, std::size_t n, Fp8Format format,
                         float divisor) {
-  encode_bulk(n, dst, format, divisor,
-              [src](std::size_t i) { return float_of(static_cast<uint32_t>(src[i]) << 16); });
+  encode_parallel(src, dst, n, divisor,
+                  format == Fp8Format::E4M3FN ? encode_bf16_e4m3 : encode_bf16_e5m2);
 }
 void encode_f16_to_fp8(const uint16_t* src, uint8_t* dst, std::size_t n, Fp8Format format,
                        float divisor) {
-  encode_bulk(n, dst, format, divisor,
-              [src](std::size_t i) { return c10::detail::fp16_ieee_to_fp32_value(src[i]); });
+  encode_parallel(src, dst, n, divisor,
+                  format == Fp8Format::E4M3FN ? encode_f16_e4m3 : encode_f16_e5m2);
 }
 
 void decode_fp8_to_f32(const uint8_t* src, float* dst, std::size_t n, Fp8Format format,
                        float scale) {
-  const float* table = tables(format).f32.data();
-  parallel_chunks(n, [&](std::size_t b, std::size_t e) {
-    if (scale == 1.0f) {
-      for (std::size_t i = b; i < e; ++i) dst[i] = table[src[i]];
-    } else {
-      for (std::size_t i = b; i < e; ++i) dst[i] = table[src[i]] * scale;
-    }
-  });
+  const auto kernel = format == Fp8Format::E4M3FN ? decode_e4m3_f32 : decode_e5m2_f32;
+  parallel_chunks(n, [&](std::size_t b, std::size_t e) { kernel(src + b, dst + b, e - b, scale); });
 }
 
 void decode_fp8_to_bf16(const uint8_t* src, uint16_t* dst, std::size_t n, Fp8Format format,
                         float scale) {
-  const auto& t = tables(format);
-  parallel_chunks(n, [&](std::size_t b, std::size_t e) {
-    if (scale == 1.0f) {
-      for (std::size_t i = b; i < e; ++i) dst[i] = t.bf16[src[i]];
-    } else {
-      for (std::size_t i = b; i < e; ++i) dst[i] = f32_to_bf16(t.f32[src[i]] * scale);
-    }
-  });
+  const auto kernel = format == Fp8Format::E4M3FN ? decode_e4m3_bf16 : decode_e5m2_bf16;
+  parallel_chunks(n, [&](std::size_t b, std::size_t e) { kernel(src + b, dst + b, e - b, scale); });
 }
 
 void decode_fp8_to_f16(const uint8_t* src, uint16_t* dst, std::size_t n, Fp8Format format,
                        float scale) {
-  const auto& t = tables(format);
-  parallel_chunks(n, [&](std::size_t b, std::size_t e) {
-    if (scale == 1.0f) {
-      for (std::size_t i = b; i < e; ++i) dst[i] = t.f16[src[i]];
-    } else {
-      for (std::size_t i = b; i < e; ++i) dst[i] = f32_to_f16(t.f32[src[i]] * scale);
-    }
-  });
+  if (scale != 1.0f) {  // FP16 compute is CUDA-only: the scaled CPU path need not be fast
+    const float* table = tables(format).f32.data();
+    parallel_chunks(n, [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) dst[i] = f32_to_f16(table[src[i]] * scale);
+    });
+    return;
+  }
+  const auto kernel = format == Fp8Format::E4M3FN ? decode_e4m3_f16 : decode_e5m2_f16;
+  parallel_chunks(n, [&](std::size_t b, std::size_t e) { kernel(src + b, dst + b, e - b); });
 }
 
 void f16_to_f32(const uint16_t* src, float* dst, std::size_t n) {
-  parallel_chunks(n, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) dst[i] = c10::detail::fp16_ieee_to_fp32_value(src[i]);
-  });
+  parallel_chunks(n, [&](std::size_t b, std::size_t e) { widen_f16(src + b, dst + b, e - b); });
 }
 void bf16_to_f32(const uint16_t* src, float* dst, std::size_t n) {
   parallel_chunks(n, [&](std::size_t b, std::size_t e) {
