@@ -1,5 +1,6 @@
 // probe: replays one engine stage on tensors from a file and writes the outputs to a file, so that
 // independent implementations can be compared with ours name by name (reference/README.md).
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -7,6 +8,8 @@
 #include "core/error.h"
 #include "fp8/codec.h"
 #include "io/safetensors.h"
+#include "models/nn.h"
+#include "pipeline/model.h"
 
 namespace fp8s::cli {
 namespace {
@@ -50,32 +53,145 @@ void probe_fp8(const std::string& role, const std::string& format_name, const st
   writer.commit();
 }
 
+struct ModelProbeOptions {
+  std::string model, case_file, prefix, out;
+  std::vector<std::string> inputs;  // role=NAME overrides
+  std::string weights = "fp32", scale = "none", compute = "fp32";
+  int clip_skip = 1;
+  std::string sampler = "euler", schedule = "normal";
+  int steps = 20;
+  float cfg = 7.0f;
+  uint64_t seed = 0;
+  std::vector<std::string> loras;
+  bool overwrite = false;
+};
+
+// Runs one model stage on the case's input tensors and writes its outputs (F32) to --out.
+void probe_model(const std::string& role, const ModelProbeOptions& o) {
+  static const std::map<std::string, std::vector<std::string>> kInputs{
+      {"clip", {"tokens"}},
+      {"unet", {"x", "t", "context"}},
+      {"vae-decode", {"latent"}},
+      {"vae-encode", {"image"}},
+      {"sample", {"noise", "cond", "uncond"}}};
+  if (!kInputs.count(role)) {
+    throw InputError("unknown probe role '" + role +
+                     "' (known: clip, unet, vae-decode, vae-encode, sample, fp8-encode, fp8-decode)");
+  }
+  if (o.model.empty() || o.case_file.empty()) {
+    throw InputError("probe " + role + " needs --model CKPT and --case CASE.safetensors");
+  }
+  if (!o.loras.empty()) throw InputError("probe: --lora is not supported by this build yet");
+  std::map<std::string, std::string> names;
+  for (const auto& r : kInputs.at(role)) names[r] = o.prefix + r;
+  for (const auto& spec : o.inputs) {
+    const auto eq = spec.find('=');
+    if (eq == std::string::npos) throw InputError("--input expects ROLE=NAME, got '" + spec + "'");
+    const auto r = spec.substr(0, eq);
+    if (!names.count(r)) throw InputError("--input: role '" + r + "' is not an input of " + role);
+    names[r] = spec.substr(eq + 1);
+  }
+  SafetensorsFile cases(o.case_file);
+  std::map<std::string, at::Tensor> in;
+  for (const auto& [r, name] : names) in[r] = read_tensor(cases, cases.at(name));
+  StorageSpec storage;
+  storage.weights = *parse_weight_type(o.weights);
+  storage.scale = *parse_fp8_scale(o.scale);
+  const auto compute = *parse_compute_type(o.compute);
+  Model model(o.model, storage);
+  std::map<std::string, at::Tensor> out;
+  auto expect_dims = [&](const std::string& r, int64_t dims) {
+    if (in[r].dim() != dims) {
+      throw InputError(o.case_file + ": input '" + names[r] + "' has " + std::to_string(in[r].dim()) +
+                       " dimensions, expected " + std::to_string(dims));
+    }
+  };
+  if (role == "clip") {
+    expect_dims("tokens", 2);
+    out["hidden"] = model.encode_tokens(in["tokens"].to(at::kLong), o.clip_skip, compute);
+  } else if (role == "unet") {
+    expect_dims("x", 4);
+    out["eps"] = model.unet(in["x"], in["t"].reshape({-1}), in["context"], {}, compute);
+  } else if (role == "vae-decode") {
+    expect_dims("latent", 4);
+    out["image"] = model.vae_decode(in["latent"], compute);
+  } else if (role == "vae-encode") {
+    expect_dims("image", 4);
+    out["latent"] = model.vae_encode(in["image"], compute);
+  } else {
+    expect_dims("noise", 4);
+    SamplingParams p;
+    p.sampler = *parse_sampler(o.sampler);
+    p.schedule = *parse_schedule(o.schedule);
+    p.steps = o.steps;
+    p.cfg = o.cfg;
+    p.seed = o.seed;
+    out["latent"] = model.sample(in["noise"], in["cond"], in["uncond"], p, compute);
+  }
+  std::vector<TensorSpec> specs;
+  std::vector<at::Tensor> values;
+  for (auto& [name, t] : out) {
+    auto c = t.to(at::kFloat).contiguous();
+    specs.push_back({o.prefix + name, Dtype::F32, c.sizes().vec()});
+    values.push_back(c);
+  }
+  SafetensorsWriter writer(o.out, specs, {}, o.overwrite);
+  for (const auto& v : values) writer.append(v.data_ptr<float>(), v.numel() * 4);
+  writer.commit();
+}
+
 }  // namespace
 
 void register_probe(CLI::App& app) {
   struct Opts {
     CommonOptions common;
-    std::string role, format = "e4m3", in, out;
-    bool overwrite = false;
+    std::string role, format = "e4m3", in;
+    ModelProbeOptions m;
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand(
       "probe", "run one engine stage on tensors from a file (for reference comparisons)");
   add_common_options(*sub, o->common, false);
-  sub->add_option("role", o->role, "fp8-encode or fp8-decode")->required();
+  sub->add_option("role", o->role,
+                  "clip, unet, vae-decode, vae-encode, sample, fp8-encode or fp8-decode")
+      ->required();
+  sub->add_option("--model", o->m.model, "checkpoint (.safetensors)");
+  sub->add_option("--case", o->m.case_file, "tensors of the case (.safetensors)");
+  sub->add_option("--prefix", o->m.prefix, "name prefix of the case's tensors");
+  sub->add_option("--input", o->m.inputs, "ROLE=NAME: take an input from another tensor");
+  sub->add_option("--weights", o->m.weights, "storage: fp32, fp16, bf16, fp8-e4m3, fp8-e5m2")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "fp8-e4m3", "fp8-e5m2"}))
+      ->capture_default_str();
+  sub->add_option("--fp8-scale", o->m.scale, "none, tensor or channel")
+      ->check(CLI::IsMember({"none", "tensor", "channel"}))
+      ->capture_default_str();
+  sub->add_option("--compute", o->m.compute, "fp32 or bf16 (fp16 on CUDA)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+      ->capture_default_str();
+  sub->add_option("--clip-skip", o->m.clip_skip, "1 = last layer, 2 = penultimate")->capture_default_str();
+  sub->add_option("--sampler", o->m.sampler, "euler, euler_ancestral, heun, dpmpp_2m, ddim, lcm")
+      ->check([](const std::string& s) { return parse_sampler(s) ? "" : "unknown sampler " + s; })
+      ->capture_default_str();
+  sub->add_option("--schedule", o->m.schedule, "normal or karras")
+      ->check([](const std::string& s) { return parse_schedule(s) ? "" : "unknown schedule " + s; })
+      ->capture_default_str();
+  sub->add_option("--steps", o->m.steps, "sampling steps")->check(CLI::Range(1, 1000))->capture_default_str();
+  sub->add_option("--cfg", o->m.cfg, "classifier-free guidance scale")->capture_default_str();
+  sub->add_option("--seed", o->m.seed, "seed of the step noise")->capture_default_str();
+  sub->add_option("--lora", o->m.loras, "FILE:MULT");
   sub->add_option("--format", o->format, "FP8 format for fp8-encode/fp8-decode: e4m3 or e5m2")
       ->check(CLI::IsMember({"e4m3", "e5m2"}))
       ->capture_default_str();
   sub->add_option("--in", o->in, "input .safetensors");
-  sub->add_option("--out", o->out, "output .safetensors (written atomically)")->required();
-  sub->add_flag("--overwrite", o->overwrite, "replace --out if it exists");
+  sub->add_option("--out", o->m.out, "output .safetensors (written atomically)")->required();
+  sub->add_flag("--overwrite", o->m.overwrite, "replace --out if it exists");
   sub->callback([o] {
     if (o->role == "fp8-encode" || o->role == "fp8-decode") {
       if (o->in.empty()) throw InputError("probe " + o->role + " needs --in IN.safetensors");
-      probe_fp8(o->role, o->format, o->in, o->out, o->overwrite);
+      probe_fp8(o->role, o->format, o->in, o->m.out, o->m.overwrite);
       return;
     }
-    throw InputError("unknown probe role '" + o->role + "' (known: fp8-encode, fp8-decode)");
+    probe_model(o->role, o->m);
   });
 }
 

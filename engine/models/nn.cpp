@@ -1,0 +1,323 @@
+#include "models/nn.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "fp8/convert.h"
+#include "models/architecture.h"
+
+namespace fp8s {
+
+const char* weight_type_name(WeightType type) {
+  switch (type) {
+    case WeightType::FP32: return "fp32";
+    case WeightType::FP16: return "fp16";
+    case WeightType::BF16: return "bf16";
+    case WeightType::FP8_E4M3: return "fp8-e4m3";
+    case WeightType::FP8_E5M2: return "fp8-e5m2";
+  }
+  return "fp32";
+}
+
+std::optional<WeightType> parse_weight_type(const std::string& name) {
+  for (auto t : {WeightType::FP32, WeightType::FP16, WeightType::BF16, WeightType::FP8_E4M3,
+                 WeightType::FP8_E5M2}) {
+    if (name == weight_type_name(t)) return t;
+  }
+  return std::nullopt;
+}
+
+bool is_fp8(WeightType type) { return type == WeightType::FP8_E4M3 || type == WeightType::FP8_E5M2; }
+
+at::ScalarType float_storage_dtype(WeightType type) {
+  switch (type) {
+    case WeightType::FP32: return at::kFloat;
+    case WeightType::BF16: return at::kBFloat16;
+    default: return at::kHalf;
+  }
+}
+
+at::Tensor QuantisedLayer::decoded_weight(at::ScalarType dtype) const {
+  if (!fp8) return weight.scalar_type() == dtype ? weight : weight.to(dtype);
+  // FP8 codes -> compute dtype, then the per-tensor or per-channel scale.
+  at::Tensor codes = weight.is_contiguous() ? weight : weight.contiguous();
+  const auto n = static_cast<std::size_t>(codes.numel());
+  const auto* src = codes.data_ptr<uint8_t>();
+  const bool per_channel = scale_weight.defined() && scale_weight.numel() > 1;
+  const float tensor_scale =
+      scale_weight.defined() && !per_channel ? scale_weight.item<float>() : 1.0f;
+  at::Tensor out;
+  if (dtype == at::kBFloat16) {
+    out = at::empty(codes.sizes(), codes.options().dtype(at::kBFloat16));
+    decode_fp8_to_bf16(src, reinterpret_cast<uint16_t*>(out.data_ptr()), n, format, tensor_scale);
+  } else if (dtype == at::kHalf) {
+    out = at::empty(codes.sizes(), codes.options().dtype(at::kHalf));
+    decode_fp8_to_f16(src, reinterpret_cast<uint16_t*>(out.data_ptr()), n, format, tensor_scale);
+  } else {
+    out = at::empty(codes.sizes(), codes.options().dtype(at::kFloat));
+    decode_fp8_to_f32(src, out.data_ptr<float>(), n, format, tensor_scale);
+    if (dtype != at::kFloat) out = out.to(dtype);
+  }
+  if (per_channel) {
+    std::vector<int64_t> shape(static_cast<std::size_t>(out.dim()), 1);
+    shape[0] = -1;
+    out = out.mul_(scale_weight.to(out.scalar_type()).view(shape));
+  }
+  return out;
+}
+
+at::Tensor QuantisedLayer::bias_as(at::ScalarType dtype) const {
+  if (!bias.defined()) return {};
+  return bias.scalar_type() == dtype ? bias : bias.to(dtype);
+}
+
+QLinearImpl::QLinearImpl(int64_t in, int64_t out, bool has_bias) {
+  // Placeholders of the right shape that own no memory: the loader replaces them tensor by tensor,
+  // so building a model never allocates a full-precision copy of it.
+  weight = register_parameter("weight", at::empty({1}).expand({out, in}), false);
+  if (has_bias) bias = register_parameter("bias", at::empty({1}).expand({out}), false);
+}
+
+at::Tensor QLinearImpl::forward(const at::Tensor& x) const {
+  return at::linear(x, decoded_weight(x.scalar_type()), bias_as(x.scalar_type()));
+}
+
+void QLinearImpl::register_scale(const at::Tensor& scale) {
+  if (!scale_weight.defined()) {
+    scale_weight = register_buffer("scale_weight", scale);
+  } else {
+    scale_weight.set_data(scale);
+  }
+}
+
+QConv2dImpl::QConv2dImpl(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding)
+    : stride_(stride), padding_(padding < 0 ? kernel / 2 : padding) {
+  weight = register_parameter("weight", at::empty({1}).expand({out, in, kernel, kernel}), false);
+  bias = register_parameter("bias", at::empty({1}).expand({out}), false);
+}
+
+at::Tensor QConv2dImpl::forward(const at::Tensor& x) const {
+  return at::conv2d(x, decoded_weight(x.scalar_type()), bias_as(x.scalar_type()), {stride_, stride_},
+                    {padding_, padding_});
+}
+
+void QConv2dImpl::register_scale(const at::Tensor& scale) {
+  if (!scale_weight.defined()) {
+    scale_weight = register_buffer("scale_weight", scale);
+  } else {
+    scale_weight.set_data(scale);
+  }
+}
+
+GroupNormImpl::GroupNormImpl(int64_t groups, int64_t channels, double eps)
+    : groups_(groups), eps_(eps) {
+  weight_ = register_parameter("weight", at::ones({channels}), false);
+  bias_ = register_parameter("bias", at::zeros({channels}), false);
+}
+
+at::Tensor GroupNormImpl::forward(const at::Tensor& x) const {
+  return at::group_norm(x.to(at::kFloat), groups_, weight_.to(at::kFloat), bias_.to(at::kFloat), eps_)
+      .to(x.scalar_type());
+}
+
+LayerNormImpl::LayerNormImpl(int64_t channels, double eps) : eps_(eps) {
+  weight_ = register_parameter("weight", at::ones({channels}), false);
+  bias_ = register_parameter("bias", at::zeros({channels}), false);
+}
+
+at::Tensor LayerNormImpl::forward(const at::Tensor& x) const {
+  return at::layer_norm(x.to(at::kFloat), {weight_.size(0)}, weight_.to(at::kFloat),
+                        bias_.to(at::kFloat), eps_)
+      .to(x.scalar_type());
+}
+
+at::Tensor sliced_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            double scale, const at::Tensor& mask, int64_t budget_bytes) {
+  // q: [B, H, Nq, d], k/v: [B, H, Nk, d]
+  const int64_t b = q.size(0), h = q.size(1), nq = q.size(2), nk = k.size(2);
+  const int64_t row_bytes = b * h * nk * 4 * 2;  // FP32 scores and their softmax
+  const int64_t slice = std::max<int64_t>(1, std::min<int64_t>(nq, budget_bytes / std::max<int64_t>(1, row_bytes)));
+  auto kt = k.transpose(-1, -2);
+  auto attend = [&](const at::Tensor& qs, const at::Tensor& ms) {
+    auto scores = at::matmul(qs, kt).to(at::kFloat).mul_(scale);
+    if (ms.defined()) scores.add_(ms);
+    return at::matmul(at::softmax(scores, -1).to(v.scalar_type()), v);
+  };
+  if (slice >= nq) return attend(q, mask);
+  auto out = at::empty({b, h, nq, v.size(3)}, v.options());
+  for (int64_t start = 0; start < nq; start += slice) {
+    const int64_t end = std::min(nq, start + slice);
+    auto ms = mask.defined() ? mask.slice(-2, start, end) : at::Tensor();
+    out.slice(2, start, end).copy_(attend(q.slice(2, start, end), ms));
+  }
+  return out;
+}
+
+at::Tensor read_tensor(const SafetensorsFile& file, const TensorRecord& record) {
+  std::vector<int64_t> shape(record.shape.begin(), record.shape.end());
+  switch (record.dtype) {
+    case Dtype::F32:
+    case Dtype::F16:
+    case Dtype::BF16: {
+      at::Tensor raw = at::empty({static_cast<int64_t>(record.nbytes())}, at::kByte);
+      file.read(record, raw.data_ptr());
+      at::Tensor out = at::empty(shape, at::kFloat);
+      widen_to_f32(raw.data_ptr(), record.dtype, static_cast<std::size_t>(record.numel()),
+                   out.data_ptr<float>(), file.path() + ": tensor '" + record.name + "'");
+      return out;
+    }
+    case Dtype::I64: {
+      at::Tensor out = at::empty(shape, at::kLong);
+      file.read(record, out.data_ptr());
+      return out;
+    }
+    case Dtype::I32: {
+      at::Tensor out = at::empty(shape, at::kInt);
+      file.read(record, out.data_ptr());
+      return out;
+    }
+    case Dtype::F8_E4M3:
+    case Dtype::F8_E5M2:
+    case Dtype::U8: {
+      at::Tensor out = at::empty(shape, at::kByte);
+      file.read(record, out.data_ptr());
+      return out;
+    }
+    default:
+      throw InputError(file.path() + ": tensor '" + record.name + "' has unsupported dtype " +
+                       dtype_name(record.dtype));
+  }
+}
+
+namespace {
+
+std::string shape_str(at::IntArrayRef s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+bool shape_equals(const std::vector<int64_t>& a, at::IntArrayRef b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+
+// Quantises or copies a checkpoint weight into a layer's storage.
+void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const TensorRecord& rec,
+                    const std::string& key, const StorageSpec& storage) {
+  const bool src_fp8 = rec.dtype == Dtype::F8_E4M3 || rec.dtype == Dtype::F8_E5M2;
+  if (src_fp8) {
+    // An FP8 checkpoint: keep its codes and scale as they are, without upcasting.
+    layer.weight.set_data(read_tensor(file, rec));
+    layer.fp8 = true;
+    layer.format = rec.dtype == Dtype::F8_E4M3 ? Fp8Format::E4M3FN : Fp8Format::E5M2;
+    if (const auto* s = file.find(scale_key_for(key))) layer.register_scale(read_tensor(file, *s).reshape({-1}));
+    return;
+  }
+  at::Tensor w = read_tensor(file, rec);
+  if (!is_fp8(storage.weights)) {
+    layer.weight.set_data(w.to(float_storage_dtype(storage.weights)));
+    layer.fp8 = false;
+    return;
+  }
+  const Fp8Format format = storage.weights == WeightType::FP8_E4M3 ? Fp8Format::E4M3FN : Fp8Format::E5M2;
+  at::Tensor codes = at::empty(w.sizes(), at::kByte);
+  const auto scales = quantize_weight(w.data_ptr<float>(), w.size(0), w.numel(), format,
+                                      storage.scale, codes.data_ptr<uint8_t>());
+  layer.weight.set_data(codes);
+  layer.fp8 = true;
+  layer.format = format;
+  if (!scales.empty()) {
+    layer.register_scale(at::from_blob(const_cast<float*>(scales.data()),
+                                       {static_cast<int64_t>(scales.size())}, at::kFloat)
+                             .clone());
+  }
+}
+
+}  // namespace
+
+LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile& file,
+                               const std::string& prefix, const StorageSpec& storage,
+                               bool quantise_component, const std::vector<std::string>& ignorable) {
+  LoadReport report;
+  std::vector<std::string> missing;
+  std::set<std::string> used;
+  // Quantised layers first: their weights may become FP8.
+  std::set<std::string> handled;
+  for (const auto& item : module.named_modules("", false)) {
+    auto* layer = dynamic_cast<QuantisedLayer*>(item.value().get());
+    if (!layer) continue;
+    const std::string key = prefix + item.key() + ".weight";
+    const auto* rec = file.find(key);
+    if (!rec) {
+      missing.push_back(key);
+      continue;
+    }
+    if (!shape_equals(rec->shape, layer->weight.sizes())) {
+      throw InputError(file.path() + ": tensor '" + key + "' has shape " + shape_str(rec->shape) +
+                       " but the model expects " + shape_str(layer->weight.sizes()) +
+                       "; the checkpoint is not the architecture it claims to be");
+    }
+    StorageSpec spec = storage;
+    if (!quantise_component && is_fp8(spec.weights)) spec.weights = WeightType::FP16;
+    load_quantised(*layer, file, *rec, key, spec);
+    handled.insert(item.key() + ".weight");
+    used.insert(key);
+    if (layer->scale_weight.defined()) {
+      handled.insert(item.key() + ".scale_weight");
+      used.insert(scale_key_for(key));
+    }
+    report.quantised += layer->fp8 ? 1 : 0;
+  }
+  const at::ScalarType float_dtype = float_storage_dtype(storage.weights);
+  auto load_one = [&](const std::string& name, at::Tensor& t) {
+    if (handled.count(name)) return;
+    const std::string key = prefix + name;
+    const auto* rec = file.find(key);
+    if (!rec) {
+      missing.push_back(key);
+      return;
+    }
+    if (!shape_equals(rec->shape, t.sizes())) {
+      throw InputError(file.path() + ": tensor '" + key + "' has shape " + shape_str(rec->shape) +
+                       " but the model expects " + shape_str(t.sizes()) +
+                       "; the checkpoint is not the architecture it claims to be");
+    }
+    at::Tensor v = read_tensor(file, *rec);
+    t.set_data(v.is_floating_point() ? v.to(float_dtype) : v);
+    used.insert(key);
+  };
+  for (auto& item : module.named_parameters(true)) load_one(item.key(), item.value());
+  for (auto& item : module.named_buffers(true)) {
+    if (item.value().defined()) load_one(item.key(), item.value());
+  }
+  if (!missing.empty()) {
+    std::string list;
+    for (std::size_t i = 0; i < std::min<std::size_t>(3, missing.size()); ++i) {
+      list += (i ? ", " : "") + missing[i];
+    }
+    throw InputError(file.path() + ": " + std::to_string(missing.size()) +
+                     " tensors the model needs are missing (" + list +
+                     (missing.size() > 3 ? ", ..." : "") +
+                     "); is this a complete SD checkpoint of the detected architecture?");
+  }
+  for (auto& item : module.named_parameters(true)) report.bytes += item.value().nbytes();
+  for (auto& item : module.named_buffers(true)) {
+    if (item.value().defined()) report.bytes += item.value().nbytes();
+  }
+  report.tensors = used.size();
+  for (const auto& t : file.tensors()) {
+    if (t.name.compare(0, prefix.size(), prefix) != 0 || used.count(t.name)) continue;
+    const std::string rest = t.name.substr(prefix.size());
+    if (std::find(ignorable.begin(), ignorable.end(), rest) != ignorable.end()) continue;
+    report.unused.push_back(t.name);
+  }
+  if (!report.unused.empty()) {
+    log().warn("{}: {} tensors under '{}' are not used (first: {})", file.path(),
+               report.unused.size(), prefix, report.unused.front());
+  }
+  return report;
+}
+
+}  // namespace fp8s

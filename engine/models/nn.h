@@ -1,0 +1,118 @@
+// Building blocks of every model: quantisable Linear/Conv2d that own "decode the weight into the
+// compute type" (ComfyUI's cast-at-forward pattern), norms that run in FP32, memory-bounded
+// attention, and the name-for-name weight loader.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "fp8/codec.h"
+#include "fp8/quantize.h"
+#include "io/safetensors.h"
+
+namespace fp8s {
+
+// How weights are kept in memory (DESIGN.md section 2).
+enum class WeightType { FP32, FP16, BF16, FP8_E4M3, FP8_E5M2 };
+const char* weight_type_name(WeightType type);  // the --weights spelling
+std::optional<WeightType> parse_weight_type(const std::string& name);
+bool is_fp8(WeightType type);
+
+struct StorageSpec {
+  WeightType weights = WeightType::FP32;
+  Fp8Scale scale = Fp8Scale::None;
+  bool fp8_vae = false;
+};
+
+// The dtype of every non-quantised float tensor for a storage type (FP8 keeps the rest in FP16).
+at::ScalarType float_storage_dtype(WeightType type);
+
+// A Linear or Conv2d layer whose weight is kept in its storage type (float, or FP8 codes as
+// uint8 plus an optional F32 scale) and decoded into the input's dtype just before use.
+class QuantisedLayer {
+ public:
+  virtual ~QuantisedLayer() = default;
+  at::Tensor weight;        // registered parameter "weight"
+  at::Tensor bias;          // registered parameter "bias" (may be undefined)
+  at::Tensor scale_weight;  // registered buffer "scale_weight" when FP8-scaled
+  bool fp8 = false;
+  Fp8Format format = Fp8Format::E4M3FN;
+
+  // The weight in `dtype`: a cast for float storage, the FP8 decode (times scale) otherwise.
+  at::Tensor decoded_weight(at::ScalarType dtype) const;
+  at::Tensor bias_as(at::ScalarType dtype) const;
+  // Registers the FP8 scale buffer once (called by the loader).
+  virtual void register_scale(const at::Tensor& scale) = 0;
+};
+
+class QLinearImpl : public torch::nn::Module, public QuantisedLayer {
+ public:
+  QLinearImpl(int64_t in, int64_t out, bool has_bias = true);
+  at::Tensor forward(const at::Tensor& x) const;
+  void register_scale(const at::Tensor& scale) override;
+};
+TORCH_MODULE(QLinear);
+
+class QConv2dImpl : public torch::nn::Module, public QuantisedLayer {
+ public:
+  QConv2dImpl(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int64_t padding = -1);
+  at::Tensor forward(const at::Tensor& x) const;
+  void register_scale(const at::Tensor& scale) override;
+
+ private:
+  int64_t stride_, padding_;
+};
+TORCH_MODULE(QConv2d);
+
+// GroupNorm and LayerNorm computed in FP32 whatever the input dtype (BF16 norms drift).
+class GroupNormImpl : public torch::nn::Module {
+ public:
+  GroupNormImpl(int64_t groups, int64_t channels, double eps);
+  at::Tensor forward(const at::Tensor& x) const;
+
+ private:
+  at::Tensor weight_, bias_;
+  int64_t groups_;
+  double eps_;
+};
+TORCH_MODULE(GroupNorm);
+
+class LayerNormImpl : public torch::nn::Module {
+ public:
+  LayerNormImpl(int64_t channels, double eps = 1e-5);
+  at::Tensor forward(const at::Tensor& x) const;
+
+ private:
+  at::Tensor weight_, bias_;
+  double eps_;
+};
+TORCH_MODULE(LayerNorm);
+
+// softmax(q kᵀ · scale) v over [B, heads, N, d] inputs, with the softmax in FP32 and the query axis
+// processed in slices so that no more than ~`budget_bytes` of scores exist at once.
+at::Tensor sliced_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            double scale, const at::Tensor& mask = {},
+                            int64_t budget_bytes = 256ll << 20);
+
+struct LoadReport {
+  std::size_t tensors = 0;
+  std::size_t quantised = 0;
+  uint64_t bytes = 0;  // bytes held by the loaded parameters and buffers
+  std::vector<std::string> unused;  // checkpoint keys under the prefix that no module uses
+};
+
+// Copies every parameter and buffer of `module` from `file` (key = prefix + name), one tensor at
+// a time, converting to the storage type: QLinear/QConv2d weights of a quantised component become
+// FP8 codes (+ scale), everything else the storage float type. Throws InputError naming the first
+// missing keys or a shape mismatch. `ignorable` keys are not reported as unused.
+LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile& file,
+                               const std::string& prefix, const StorageSpec& storage,
+                               bool quantise_component,
+                               const std::vector<std::string>& ignorable = {});
+
+// Reads one tensor of the file into a new FP32 (or integer) CPU tensor.
+at::Tensor read_tensor(const SafetensorsFile& file, const TensorRecord& record);
+
+}  // namespace fp8s

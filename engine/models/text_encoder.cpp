@@ -1,0 +1,124 @@
+#include "models/text_encoder.h"
+
+#include <limits>
+
+namespace fp8s {
+
+namespace {
+
+std::shared_ptr<torch::nn::Module> container(torch::nn::Module& parent, const std::string& name) {
+  return parent.register_module(name, std::make_shared<torch::nn::Module>());
+}
+
+}  // namespace
+
+EmbeddingImpl::EmbeddingImpl(int64_t count, int64_t dim) {
+  weight = register_parameter("weight", at::empty({1}).expand({count, dim}), false);
+}
+
+TextEncoderImpl::TextEncoderImpl(const TextEncoderConfig& c) : config_(c) {
+  const int64_t w = c.width;
+  if (!c.open_clip_layout) {
+    auto emb = container(*this, "embeddings");
+    token_embedding_ = emb->register_module("token_embedding", Embedding(c.vocab_size, w));
+    auto pos = emb->register_module("position_embedding", Embedding(c.context_length, w));
+    position_embedding_ = pos->weight;
+    auto enc = container(*this, "encoder");
+    auto layers = container(*enc, "layers");
+    for (int i = 0; i < c.layers; ++i) {
+      auto l = container(*layers, std::to_string(i));
+      auto attn = container(*l, "self_attn");
+      auto mlp = container(*l, "mlp");
+      Layer layer;
+      layer.q = attn->register_module("q_proj", QLinear(w, w));
+      layer.k = attn->register_module("k_proj", QLinear(w, w));
+      layer.v = attn->register_module("v_proj", QLinear(w, w));
+      layer.out = attn->register_module("out_proj", QLinear(w, w));
+      layer.ln1 = l->register_module("layer_norm1", LayerNorm(w));
+      layer.ln2 = l->register_module("layer_norm2", LayerNorm(w));
+      layer.fc1 = mlp->register_module("fc1", QLinear(w, c.mlp_dim));
+      layer.fc2 = mlp->register_module("fc2", QLinear(c.mlp_dim, w));
+      layers_.push_back(layer);
+    }
+    final_ln_ = register_module("final_layer_norm", LayerNorm(w));
+    return;
+  }
+  token_embedding_ = register_module("token_embedding", Embedding(c.vocab_size, w));
+  position_embedding_ = register_parameter("positional_embedding",
+                                           at::empty({1}).expand({c.context_length, w}), false);
+  auto tr = container(*this, "transformer");
+  auto blocks = container(*tr, "resblocks");
+  for (int i = 0; i < c.layers; ++i) {
+    auto l = container(*blocks, std::to_string(i));
+    auto attn = container(*l, "attn");
+    auto mlp = container(*l, "mlp");
+    Layer layer;
+    layer.ln1 = l->register_module("ln_1", LayerNorm(w));
+    layer.ln2 = l->register_module("ln_2", LayerNorm(w));
+    // open_clip's fused projection: attn.in_proj_weight / in_proj_bias = cat(q, k, v)
+    layer.in_proj = std::make_shared<QLinearImpl>(w, 3 * w);
+    attn->register_parameter("in_proj_weight", layer.in_proj->weight, false);
+    attn->register_parameter("in_proj_bias", layer.in_proj->bias, false);
+    layer.out = attn->register_module("out_proj", QLinear(w, w));
+    layer.fc1 = mlp->register_module("c_fc", QLinear(w, c.mlp_dim));
+    layer.fc2 = mlp->register_module("c_proj", QLinear(c.mlp_dim, w));
+    layers_.push_back(layer);
+  }
+  final_ln_ = register_module("ln_final", LayerNorm(w));
+  if (c.projection_dim > 0) {
+    text_projection_ = register_parameter("text_projection",
+                                          at::empty({1}).expand({w, c.projection_dim}), false);
+  }
+}
+
+std::vector<std::string> TextEncoderImpl::ignorable_keys() const {
+  return {"embeddings.position_ids", "logit_scale"};
+}
+
+at::Tensor TextEncoderImpl::block(const Layer& l, const at::Tensor& x, const at::Tensor& mask) {
+  const int64_t b = x.size(0), n = x.size(1), w = x.size(2), heads = config_.heads;
+  const int64_t d = w / heads;
+  auto h = l.ln1->forward(x);
+  at::Tensor q, k, v;
+  if (l.in_proj) {
+    auto qkv = l.in_proj->forward(h).chunk(3, -1);
+    q = qkv[0], k = qkv[1], v = qkv[2];
+  } else {
+    q = l.q->forward(h), k = l.k->forward(h), v = l.v->forward(h);
+  }
+  auto split = [&](const at::Tensor& t) { return t.view({b, n, heads, d}).transpose(1, 2); };
+  auto a = sliced_attention(split(q), split(k), split(v), 1.0 / std::sqrt(double(d)), mask);
+  auto out = x + l.out->forward(a.transpose(1, 2).reshape({b, n, w}));
+  auto m = l.fc1->forward(l.ln2->forward(out));
+  m = config_.quick_gelu ? m * at::sigmoid(m * 1.702) : at::gelu(m);
+  return out + l.fc2->forward(m);
+}
+
+TextEncoderOutput TextEncoderImpl::forward(const at::Tensor& tokens, int layer, bool final_norm,
+                                           at::ScalarType compute) {
+  torch::NoGradGuard no_grad;
+  const int64_t n = tokens.size(1);
+  auto x = token_embedding_->forward(tokens).to(compute) +
+           position_embedding_.slice(0, 0, n).to(compute).unsqueeze(0);
+  auto mask = at::full({n, n}, -std::numeric_limits<float>::infinity()).triu(1);
+  at::Tensor selected = layer == 0 ? x : at::Tensor();
+  at::Tensor last;
+  for (int i = 0; i < static_cast<int>(layers_.size()); ++i) {
+    x = block(layers_[i], x, mask);
+    if (i + 1 == layer) selected = x;
+    // Only the pooled output needs layers past the selected one.
+    if (i + 1 >= layer && !text_projection_.defined()) break;
+  }
+  last = x;
+  TextEncoderOutput out;
+  out.hidden = (final_norm ? final_ln_->forward(selected) : selected).to(at::kFloat);
+  if (text_projection_.defined()) {
+    auto normed = final_ln_->forward(last).to(at::kFloat);
+    auto eos = tokens.argmax(-1);
+    auto rows = normed.index({at::arange(tokens.size(0)), eos});
+    out.pooled = at::matmul(rows, text_projection_.to(at::kFloat));
+  }
+  return out;
+}
+
+}  // namespace fp8s

@@ -1,0 +1,81 @@
+// The latent-diffusion UNet (ldm/sgm `UNetModel`) for SD 1.x and SDXL, named as the checkpoint.
+#pragma once
+
+#include <atomic>
+#include <functional>
+
+#include "models/architecture.h"
+#include "models/nn.h"
+
+namespace fp8s {
+
+class ResBlockImpl : public torch::nn::Module {
+ public:
+  ResBlockImpl(int64_t in, int64_t out, int64_t emb);
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& emb_silu) const;
+
+ private:
+  GroupNorm in_norm_{nullptr}, out_norm_{nullptr};
+  QConv2d in_conv_{nullptr}, out_conv_{nullptr}, skip_{nullptr};
+  QLinear emb_{nullptr};
+};
+TORCH_MODULE(ResBlock);
+
+class SpatialTransformerImpl : public torch::nn::Module {
+ public:
+  SpatialTransformerImpl(int64_t channels, int64_t heads, int depth, int64_t context_dim,
+                         bool linear_projection);
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& context) const;
+
+ private:
+  struct Block {
+    LayerNorm norm1{nullptr}, norm2{nullptr}, norm3{nullptr};
+    QLinear q1{nullptr}, k1{nullptr}, v1{nullptr}, o1{nullptr};
+    QLinear q2{nullptr}, k2{nullptr}, v2{nullptr}, o2{nullptr};
+    QLinear ff_in{nullptr}, ff_out{nullptr};
+  };
+  at::Tensor attention(const at::Tensor& x, const at::Tensor& ctx, const QLinear& q, const QLinear& k,
+                       const QLinear& v, const QLinear& o) const;
+
+  int64_t heads_;
+  bool linear_;
+  GroupNorm norm_{nullptr};
+  QConv2d proj_in_conv_{nullptr}, proj_out_conv_{nullptr};
+  QLinear proj_in_linear_{nullptr}, proj_out_linear_{nullptr};
+  std::vector<Block> blocks_;
+};
+TORCH_MODULE(SpatialTransformer);
+
+class UNetImpl : public torch::nn::Module {
+ public:
+  explicit UNetImpl(const UNetConfig& config);
+  // x [B,4,h,w], t [B] float timesteps, context [B,N,ctx], y [B,adm] (SDXL) -> eps [B,4,h,w] FP32.
+  // `cancel`, when set, is checked between blocks.
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& t, const at::Tensor& context,
+                     const at::Tensor& y, at::ScalarType compute,
+                     const std::atomic<bool>* cancel = nullptr);
+  const UNetConfig& config() const { return config_; }
+
+ private:
+  struct Block {
+    QConv2d conv{nullptr};  // input_blocks.0.0 (conv_in) or a Downsample's op
+    ResBlock res{nullptr};
+    SpatialTransformer attn{nullptr};
+    QConv2d up{nullptr};    // Upsample conv
+  };
+  at::Tensor run_block(const Block& b, at::Tensor h, const at::Tensor& emb_silu,
+                       const at::Tensor& ctx, const at::Tensor* upsample_to) const;
+
+  UNetConfig config_;
+  QLinear time1_{nullptr}, time2_{nullptr}, label1_{nullptr}, label2_{nullptr};
+  std::vector<Block> input_, output_;
+  Block middle_res1_, middle_attn_, middle_res2_;
+  GroupNorm out_norm_{nullptr};
+  QConv2d out_conv_{nullptr};
+};
+TORCH_MODULE(UNet);
+
+// ldm's sinusoidal timestep embedding: cat(cos(t·f), sin(t·f)), f_i = exp(-ln(10000)·i/half).
+at::Tensor timestep_embedding(const at::Tensor& t, int64_t dim);
+
+}  // namespace fp8s

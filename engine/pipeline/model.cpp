@@ -1,0 +1,156 @@
+#include "pipeline/model.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "models/text_encoder.h"
+#include "models/unet.h"
+#include "models/vae.h"
+
+namespace fp8s {
+
+const char* compute_type_name(ComputeType type) {
+  switch (type) {
+    case ComputeType::FP32: return "fp32";
+    case ComputeType::BF16: return "bf16";
+    case ComputeType::FP16: return "fp16";
+  }
+  return "fp32";
+}
+
+std::optional<ComputeType> parse_compute_type(const std::string& name) {
+  if (name == "fp32") return ComputeType::FP32;
+  if (name == "bf16") return ComputeType::BF16;
+  if (name == "fp16") return ComputeType::FP16;
+  return std::nullopt;
+}
+
+at::ScalarType compute_dtype(ComputeType type) {
+  switch (type) {
+    case ComputeType::FP32: return at::kFloat;
+    case ComputeType::BF16: return at::kBFloat16;
+    case ComputeType::FP16:
+      throw InputError("--compute fp16 needs a CUDA device; on the CPU use bf16 or fp32");
+  }
+  return at::kFloat;
+}
+
+Model::Model(const std::string& checkpoint, const StorageSpec& storage)
+    : file_(std::make_unique<SafetensorsFile>(checkpoint)), storage_(storage) {
+  detection_ = detect_architecture(*file_);
+  if (file_->metadata().count("ldm.config") == 0 && detection_.arch != Arch::SD1 &&
+      detection_.arch != Arch::SDXL_BASE) {
+    throw InputError(checkpoint + ": detected " + detection_.description() +
+                     ", which is not supported yet (supported: SD 1.x and SDXL base checkpoints)");
+  }
+  config_ = config_for(*file_);
+  if (config_.arch == Arch::SDXL_BASE) {
+    throw InputError(checkpoint + ": SDXL checkpoints are not supported by this build yet");
+  }
+  load_all();
+  file_->release_mapping();
+}
+
+Model::~Model() = default;
+
+void Model::load_all() {
+  const bool fp8_text_unet = is_fp8(storage_.weights);
+  bytes_ = {};
+  text_.clear();
+  for (const auto& tc : config_.text_encoders) {
+    auto te = std::make_shared<TextEncoderImpl>(tc);
+    auto report = load_module_weights(*te, *file_, tc.prefix, storage_, fp8_text_unet, te->ignorable_keys());
+    bytes_.text += report.bytes;
+    text_.push_back(te);
+  }
+  unet_ = std::make_shared<UNetImpl>(config_.unet);
+  bytes_.unet = load_module_weights(*unet_, *file_, "model.diffusion_model.", storage_, fp8_text_unet).bytes;
+  vae_ = std::make_shared<VaeImpl>(config_.vae);
+  bytes_.vae = load_module_weights(*vae_, *file_, "first_stage_model.", storage_, storage_.fp8_vae).bytes;
+  log().info("{}: {} loaded, weights {} ({:.1f} MB: UNet {:.1f}, text {:.1f}, VAE {:.1f})",
+             file_->path(), detection_.description(), weight_type_name(storage_.weights),
+             bytes_.total() / 1e6, bytes_.unet / 1e6, bytes_.text / 1e6, bytes_.vae / 1e6);
+}
+
+void Model::set_storage(const StorageSpec& storage) {
+  if (storage.weights == storage_.weights && storage.scale == storage_.scale &&
+      storage.fp8_vae == storage_.fp8_vae) {
+    return;
+  }
+  storage_ = storage;
+  // Release the old weights first, then read the new ones from the file (never from a copy).
+  text_.clear();
+  unet_.reset();
+  vae_.reset();
+  load_all();
+}
+
+at::Tensor Model::encode_tokens(const at::Tensor& tokens, int clip_skip, ComputeType compute) const {
+  const auto& te = text_.at(0);
+  const auto& c = te->config();
+  if (clip_skip < 1 || clip_skip > c.layers) {
+    throw InputError("clip skip " + std::to_string(clip_skip) + " is outside 1.." +
+                     std::to_string(c.layers));
+  }
+  const int layer = c.hidden_state_index - (clip_skip - 1);
+  return te->forward(tokens, layer, c.final_layer_norm, compute_dtype(compute)).hidden;
+}
+
+at::Tensor Model::unet(const at::Tensor& x, const at::Tensor& t, const at::Tensor& context,
+                       const at::Tensor& y, ComputeType compute,
+                       const std::atomic<bool>* cancel) const {
+  return unet_->forward(x, t, context, y, compute_dtype(compute), cancel);
+}
+
+at::Tensor Model::vae_decode(const at::Tensor& latent, ComputeType compute) const {
+  return vae_->decode(latent, compute_dtype(compute));
+}
+
+at::Tensor Model::vae_encode(const at::Tensor& image, ComputeType compute) const {
+  return vae_->encode(image, compute_dtype(compute));
+}
+
+at::Tensor Model::sample(const at::Tensor& noise, const at::Tensor& cond, const at::Tensor& uncond,
+                         const SamplingParams& p, ComputeType compute,
+                         const StepCallback& callback, const std::atomic<bool>* cancel) const {
+  if (p.steps < 1) throw InputError("steps must be at least 1");
+  const int64_t b = noise.size(0);
+  const bool use_cfg = p.cfg != 1.0f;
+  // Text conditioning stays the same every step: build the batched [uncond; cond] once.
+  const at::Tensor ctx = use_cfg ? at::cat({uncond, cond}) : cond;
+  auto eps_of = [&](const at::Tensor& x_in, const at::Tensor& t) {
+    if (!use_cfg) return unet(x_in, t.expand({b}), ctx, {}, compute, cancel);
+    auto eps = unet(at::cat({x_in, x_in}), t.expand({2 * b}), ctx, {}, compute, cancel);
+    auto parts = eps.chunk(2);
+    return parts[0] + (parts[1] - parts[0]) * p.cfg;
+  };
+  if (p.sampler == Sampler::Ddim) {
+    EpsModel model = [&](const at::Tensor& x, int64_t t) {
+      return eps_of(x, at::full({1}, static_cast<double>(t), at::kFloat));
+    };
+    return sample_ddim(model, noise, p.steps, schedule_.alphas_cumprod(), callback);
+  }
+  // k-diffusion CompVisDenoiser: denoised = x - sigma * eps(x / sqrt(sigma^2 + 1), t(sigma)).
+  Denoiser model = [&](const at::Tensor& x, const at::Tensor& sigma) {
+    auto c_in = 1 / at::pow(sigma * sigma + 1, 0.5);
+    auto eps = eps_of(x * c_in, schedule_.sigma_to_t(sigma));
+    return x + eps * (-sigma);
+  };
+  const auto sigmas = schedule_.get_sigmas(p.schedule, p.steps);
+  auto x = noise * sigmas[0];
+  // Step noise: a second CPU generator seeded like the initial noise (ComfyUI's rule).
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(p.seed);
+  NoiseSource step_noise = [&] { return at::randn(noise.sizes(), gen, at::kFloat); };
+  switch (p.sampler) {
+    case Sampler::Euler: return sample_euler(model, x, sigmas, callback);
+    case Sampler::EulerAncestral: return sample_euler_ancestral(model, x, sigmas, step_noise, callback);
+    case Sampler::Heun: return sample_heun(model, x, sigmas, callback);
+    case Sampler::DpmPP2M: return sample_dpmpp_2m(model, x, sigmas, callback);
+    case Sampler::Lcm: return sample_lcm(model, x, sigmas, step_noise, callback);
+    case Sampler::Ddim: break;
+  }
+  return x;
+}
+
+}  // namespace fp8s

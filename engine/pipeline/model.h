@@ -1,0 +1,88 @@
+// A loaded Stable Diffusion model: its configuration, the text encoder(s), the UNet and the VAE,
+// materialised from the checkpoint in the requested storage type; plus the stages built on them
+// (text conditioning, the CFG denoiser, sampling, VAE) that the engine and `probe` share.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "models/architecture.h"
+#include "models/nn.h"
+#include "sampling/samplers.h"
+
+namespace fp8s {
+
+enum class ComputeType { FP32, BF16, FP16 };
+const char* compute_type_name(ComputeType type);
+std::optional<ComputeType> parse_compute_type(const std::string& name);
+at::ScalarType compute_dtype(ComputeType type);
+
+class TextEncoderImpl;
+class UNetImpl;
+class VaeImpl;
+
+struct ComponentBytes {
+  uint64_t unet = 0, text = 0, vae = 0;
+  uint64_t total() const { return unet + text + vae; }
+};
+
+struct SamplingParams {
+  Sampler sampler = Sampler::Euler;
+  Schedule schedule = Schedule::Normal;
+  int steps = 20;
+  float cfg = 7.0f;
+  uint64_t seed = 0;
+};
+
+class Model {
+ public:
+  // Opens the checkpoint (kept open: weights can be re-materialised in another storage type) and
+  // loads every component. Throws InputError for a wrong or unsupported architecture.
+  Model(const std::string& checkpoint, const StorageSpec& storage);
+  ~Model();
+
+  const ModelConfig& config() const { return config_; }
+  const Detection& detection() const { return detection_; }
+  const StorageSpec& storage() const { return storage_; }
+  const SafetensorsFile& file() const { return *file_; }
+  ComponentBytes weight_bytes() const { return bytes_; }
+  // Re-materialises every weight from the file in another storage type (no-op if unchanged).
+  void set_storage(const StorageSpec& storage);
+
+  // SD1 text conditioning for 77-token windows: tokens [B,77] -> hidden [B,77,D] (FP32).
+  // clip_skip 1 = last layer, 2 = penultimate (then the final LayerNorm, as A1111).
+  at::Tensor encode_tokens(const at::Tensor& tokens, int clip_skip, ComputeType compute) const;
+  // One UNet call: eps for x at timesteps t.
+  at::Tensor unet(const at::Tensor& x, const at::Tensor& t, const at::Tensor& context,
+                  const at::Tensor& y, ComputeType compute,
+                  const std::atomic<bool>* cancel = nullptr) const;
+  at::Tensor vae_decode(const at::Tensor& latent, ComputeType compute) const;
+  at::Tensor vae_encode(const at::Tensor& image, ComputeType compute) const;
+  // The whole sampling loop with classifier-free guidance from `noise` (unit normal):
+  // k-diffusion samplers start at noise * sigma_max, DDIM at noise itself.
+  at::Tensor sample(const at::Tensor& noise, const at::Tensor& cond, const at::Tensor& uncond,
+                    const SamplingParams& params, ComputeType compute,
+                    const StepCallback& callback = {},
+                    const std::atomic<bool>* cancel = nullptr) const;
+  const DiscreteSchedule& schedule() const { return schedule_; }
+
+ private:
+  void load_all();
+
+  std::unique_ptr<SafetensorsFile> file_;
+  ModelConfig config_;
+  Detection detection_;
+  StorageSpec storage_;
+  std::vector<std::shared_ptr<TextEncoderImpl>> text_;
+  std::shared_ptr<UNetImpl> unet_;
+  std::shared_ptr<VaeImpl> vae_;
+  ComponentBytes bytes_;
+  DiscreteSchedule schedule_;
+};
+
+}  // namespace fp8s

@@ -1,0 +1,49 @@
+// Samplers as small free functions over a denoiser, with k-diffusion's semantics (and ldm's DDIM).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "sampling/schedule.h"
+
+namespace fp8s {
+
+enum class Sampler { Euler, EulerAncestral, Heun, DpmPP2M, Ddim, Lcm };
+const char* sampler_name(Sampler s);          // euler, euler_ancestral, ...
+const char* sampler_display_name(Sampler s);  // A1111's: "Euler a", "DPM++ 2M", ...
+std::optional<Sampler> parse_sampler(const std::string& name);  // also accepts A1111's names
+
+// denoised = D(x, sigma); sigma is a 0-d F32 tensor.
+using Denoiser = std::function<at::Tensor(const at::Tensor& x, const at::Tensor& sigma)>;
+// eps = E(x, t) at an integer timestep (DDIM's VP-form model).
+using EpsModel = std::function<at::Tensor(const at::Tensor& x, int64_t t)>;
+// Called after each step with the step index (0-based), the count, the new x and the denoised
+// prediction of that step.
+using StepCallback =
+    std::function<void(int step, int steps, const at::Tensor& x, const at::Tensor& denoised)>;
+// Draws the next step noise (ancestral samplers, LCM).
+using NoiseSource = std::function<at::Tensor()>;
+
+at::Tensor sample_euler(const Denoiser& model, at::Tensor x, const at::Tensor& sigmas,
+                        const StepCallback& callback = {});
+at::Tensor sample_euler_ancestral(const Denoiser& model, at::Tensor x, const at::Tensor& sigmas,
+                                  const NoiseSource& noise, const StepCallback& callback = {});
+at::Tensor sample_heun(const Denoiser& model, at::Tensor x, const at::Tensor& sigmas,
+                       const StepCallback& callback = {});
+at::Tensor sample_dpmpp_2m(const Denoiser& model, at::Tensor x, const at::Tensor& sigmas,
+                           const StepCallback& callback = {});
+at::Tensor sample_lcm(const Denoiser& model, at::Tensor x, const at::Tensor& sigmas,
+                      const NoiseSource& noise, const StepCallback& callback = {});
+// ldm's DDIMSampler (eta 0, uniform discretisation), starting from x_T = noise.
+at::Tensor sample_ddim(const EpsModel& model, at::Tensor x, int steps,
+                       const at::Tensor& alphas_cumprod, const StepCallback& callback = {});
+// ldm's uniform DDIM timesteps, in visiting order (e.g. 6 steps: 997, 831, ..., 1).
+std::vector<int64_t> ddim_timesteps(int steps, int64_t train_steps = 1000);
+
+// UNet evaluations a run of `sampler` with `steps` steps needs (for progress and estimates).
+int model_calls(Sampler sampler, int steps);
+
+}  // namespace fp8s
