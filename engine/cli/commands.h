@@ -17,5 +17,7 @@ void register_inspect(CLI::App& app);
 void register_convert(CLI::App& app);
 void register_probe(CLI::App& app);
 void register_bench(CLI::App& app);
+void register_tokenize(CLI::App& app);
+void register_generate(CLI::App& app);
 
 }  // namespace fp8s::cli

@@ -1,0 +1,291 @@
+#include "text/clip_tokenizer.h"
+
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <sys/stat.h>
+
+#include "core/error.h"
+#include "text/text_clean.h"
+
+namespace fp8s {
+namespace {
+
+constexpr int kMerges = 49152 - 256 - 2;  // CLIP uses the first 48894 merges of the file
+
+bool is_file(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+bool is_dir(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+std::string dirname_of(const std::string& p) {
+  auto slash = p.find_last_of('/');
+  return slash == std::string::npos ? "." : p.substr(0, slash);
+}
+
+std::string read_gzip(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) throw InputError(path + ": cannot open the CLIP vocabulary");
+  std::string out;
+  char buf[1 << 16];
+  int n;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
+  const bool failed = n < 0;
+  gzclose(f);
+  if (failed || out.empty()) throw InputError(path + ": the CLIP vocabulary is not a valid gzip file");
+  return out;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError(path + ": cannot open");
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Which of a folder's files form a vocabulary, if any.
+std::string vocab_in(const std::string& dir) {
+  for (const char* name : {"bpe_simple_vocab_16e6.txt.gz", "vocab.json"}) {
+    const std::string p = dir + "/" + name;
+    if (is_file(p)) return p;
+  }
+  return {};
+}
+
+std::string exe_prefix() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return {};
+  buf[n] = '\0';
+  return dirname_of(dirname_of(buf));  // <prefix>/bin/program -> <prefix>
+}
+
+}  // namespace
+
+ClipTokenizer ClipTokenizer::load(const std::string& path_in) {
+  std::string path = path_in;
+  if (is_dir(path)) {
+    path = vocab_in(path_in);
+    if (path.empty()) {
+      throw InputError(path_in + ": holds neither bpe_simple_vocab_16e6.txt.gz nor vocab.json");
+    }
+  }
+  if (!is_file(path)) throw InputError(path + ": CLIP vocabulary not found");
+  ClipTokenizer t;
+  t.source_ = path;
+  // Byte symbols: printable bytes stand for themselves, the other 68 take U+0100, U+0101, ...
+  std::vector<int> order;
+  for (int b = 0; b < 256; ++b) {
+    if ((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)) order.push_back(b);
+  }
+  int extra = 0;
+  std::vector<bool> printable(256, false);
+  for (int b : order) printable[b] = true;
+  for (int b = 0; b < 256; ++b) {
+    const char32_t cp = printable[b] ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + extra++);
+    t.byte_symbol_[b] = text::u32_to_utf8(std::u32string(1, cp));
+  }
+  for (int b = 0; b < 256; ++b) {
+    if (!printable[b]) order.push_back(b);
+  }
+  const bool json = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+  std::vector<std::pair<std::string, std::string>> merges;
+  auto parse_merges = [&](const std::string& text, int skip_lines, int limit) {
+    std::istringstream in(text);
+    std::string line;
+    int lineno = 0;
+    while (std::getline(in, line) && static_cast<int>(merges.size()) < limit) {
+      if (lineno++ < skip_lines || line.empty()) continue;
+      const auto space = line.find(' ');
+      if (space == std::string::npos) throw InputError(path + ": malformed merge line " + std::to_string(lineno));
+      merges.emplace_back(line.substr(0, space), line.substr(space + 1));
+    }
+  };
+  if (json) {
+    const std::string merges_path = dirname_of(path) + "/merges.txt";
+    if (!is_file(merges_path)) throw InputError(path + ": merges.txt is missing beside vocab.json");
+    try {
+      auto j = nlohmann::json::parse(read_file(path));
+      for (const auto& [tok, id] : j.items()) t.vocab_[tok] = id.get<int32_t>();
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(path + ": not a valid vocab.json (" + e.what() + ")");
+    }
+    parse_merges(read_file(merges_path), 1, std::numeric_limits<int>::max());
+  } else {
+    parse_merges(read_gzip(path), 1, kMerges);
+    int id = 0;
+    for (int b : order) t.vocab_[t.byte_symbol_[b]] = id++;
+    for (int b : order) t.vocab_[t.byte_symbol_[b] + "</w>"] = id++;
+    for (const auto& [a, b] : merges) t.vocab_[a + b] = id++;
+    t.vocab_["<|startoftext|>"] = id++;
+    t.vocab_["<|endoftext|>"] = id++;
+  }
+  for (std::size_t r = 0; r < merges.size(); ++r) {
+    t.ranks_[merges[r].first + " " + merges[r].second] = static_cast<int32_t>(r);
+  }
+  auto id_of = [&](const std::string& tok) {
+    auto it = t.vocab_.find(tok);
+    if (it == t.vocab_.end()) throw InputError(path + ": the vocabulary lacks '" + tok + "'");
+    return it->second;
+  };
+  t.bos_ = id_of("<|startoftext|>");
+  t.eos_ = id_of("<|endoftext|>");
+  t.comma_ = id_of(",</w>");
+  return t;
+}
+
+std::vector<std::string> ClipTokenizer::search_paths(const std::string& explicit_path,
+                                                     const std::string& checkpoint) {
+  std::vector<std::string> paths;
+  if (!explicit_path.empty()) paths.push_back(explicit_path);
+  if (!checkpoint.empty()) {
+    paths.push_back(dirname_of(checkpoint) + "/tokenizer");
+    paths.push_back(dirname_of(checkpoint) + "/clip");
+  }
+  if (const char* env = std::getenv("FP8S_CLIP_VOCAB"); env && *env) paths.push_back(env);
+  std::string data_home;
+  if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) {
+    data_home = x;
+  } else if (const char* h = std::getenv("HOME"); h && *h) {
+    data_home = std::string(h) + "/.local/share";
+  }
+  if (!data_home.empty()) paths.push_back(data_home + "/fp8studio/clip");
+  const std::string prefix = exe_prefix();
+  if (!prefix.empty()) paths.push_back(prefix + "/share/fp8studio/clip");
+  return paths;
+}
+
+ClipTokenizer ClipTokenizer::find(const std::string& explicit_path, const std::string& checkpoint) {
+  const auto paths = search_paths(explicit_path, checkpoint);
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    const auto& p = paths[i];
+    if (is_file(p) || (is_dir(p) && !vocab_in(p).empty())) return load(p);
+    if (i == 0 && !explicit_path.empty()) throw InputError(explicit_path + ": CLIP vocabulary not found");
+  }
+  std::string looked;
+  for (const auto& p : paths) looked += (looked.empty() ? "" : ", ") + p;
+  throw InputError(
+      "the CLIP vocabulary (bpe_simple_vocab_16e6.txt.gz or vocab.json + merges.txt) was not found; "
+      "looked in: " + looked +
+      ". Get bpe_simple_vocab_16e6.txt.gz from the openai/CLIP repository (clip/ folder) and pass "
+      "--vocab PATH or put it in " + (paths.size() > 1 ? paths[paths.size() - 2] : std::string("~/.local/share/fp8studio/clip")));
+}
+
+std::vector<int32_t> ClipTokenizer::bpe(const std::string& symbols_key) const {
+  if (auto it = cache_.find(symbols_key); it != cache_.end()) return it->second;
+  // symbols_key: the piece's byte symbols separated by '\x01' ('</w>' already on the last one)
+  std::vector<std::string> word;
+  std::size_t start = 0;
+  while (true) {
+    auto sep = symbols_key.find('\x01', start);
+    word.push_back(symbols_key.substr(start, sep - start));
+    if (sep == std::string::npos) break;
+    start = sep + 1;
+  }
+  while (word.size() > 1) {
+    int32_t best = std::numeric_limits<int32_t>::max();
+    std::string best_pair;
+    for (std::size_t i = 0; i + 1 < word.size(); ++i) {
+      auto it = ranks_.find(word[i] + " " + word[i + 1]);
+      if (it != ranks_.end() && it->second < best) {
+        best = it->second;
+        best_pair = it->first;
+      }
+    }
+    if (best == std::numeric_limits<int32_t>::max()) break;
+    const auto space = best_pair.find(' ');
+    const std::string a = best_pair.substr(0, space), b = best_pair.substr(space + 1);
+    std::vector<std::string> merged;
+    for (std::size_t i = 0; i < word.size();) {
+      if (i + 1 < word.size() && word[i] == a && word[i + 1] == b) {
+        merged.push_back(a + b);
+        i += 2;
+      } else {
+        merged.push_back(word[i]);
+        ++i;
+      }
+    }
+    word = std::move(merged);
+  }
+  std::vector<int32_t> ids;
+  for (const auto& w : word) {
+    auto it = vocab_.find(w);
+    if (it == vocab_.end()) throw RuntimeFailure("CLIP vocabulary lacks the token '" + w + "'");
+    ids.push_back(it->second);
+  }
+  cache_[symbols_key] = ids;
+  return ids;
+}
+
+std::vector<int32_t> ClipTokenizer::encode(const std::string& text_in) const {
+  const std::u32string s = text::clean_for_clip(text_in);
+  std::vector<int32_t> ids;
+  auto emit_piece = [&](const std::u32string& piece) {
+    const std::string utf8 = text::u32_to_utf8(piece);
+    if (utf8 == "<|startoftext|>") return ids.push_back(bos_);
+    if (utf8 == "<|endoftext|>") return ids.push_back(eos_);
+    std::string key;
+    for (std::size_t i = 0; i < utf8.size(); ++i) {
+      if (i) key += '\x01';
+      key += byte_symbol_[static_cast<unsigned char>(utf8[i])];
+    }
+    key += "</w>";
+    for (int32_t id : bpe(key)) ids.push_back(id);
+  };
+  static const std::u32string kSpecials[] = {U"<|startoftext|>", U"<|endoftext|>"};
+  static const std::u32string kContractions[] = {U"'s", U"'t", U"'re", U"'ve", U"'m", U"'ll", U"'d"};
+  std::size_t i = 0;
+  while (i < s.size()) {
+    bool matched = false;
+    for (const auto* group : {kSpecials, kContractions}) {
+      const std::size_t count = group == kSpecials ? 2 : 7;
+      for (std::size_t g = 0; g < count && !matched; ++g) {
+        const auto& lit = group[g];
+        // The pattern is IGNORECASE: after lower-casing only the long s (ſ) still folds to 's'.
+        bool same = i + lit.size() <= s.size();
+        for (std::size_t k = 0; same && k < lit.size(); ++k) {
+          same = s[i + k] == lit[k] || (lit[k] == U's' && s[i + k] == 0x017F);
+        }
+        if (same) {
+          emit_piece(s.substr(i, lit.size()));
+          i += lit.size();
+          matched = true;
+        }
+      }
+      if (matched) break;
+    }
+    if (matched) continue;
+    const char32_t c = s[i];
+    if (text::is_letter(c)) {
+      std::size_t j = i;
+      while (j < s.size() && text::is_letter(s[j])) ++j;
+      emit_piece(s.substr(i, j - i));
+      i = j;
+    } else if (text::is_number(c)) {
+      emit_piece(s.substr(i, 1));
+      ++i;
+    } else if (text::is_whitespace(c)) {
+      ++i;
+    } else {
+      std::size_t j = i;
+      while (j < s.size() && !text::is_whitespace(s[j]) && !text::is_letter(s[j]) &&
+             !text::is_number(s[j])) {
+        ++j;
+      }
+      emit_piece(s.substr(i, j - i));
+      i = j;
+    }
+  }
+  return ids;
+}
+
+}  // namespace fp8s

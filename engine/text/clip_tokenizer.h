@@ -1,0 +1,43 @@
+// OpenAI CLIP's byte-level BPE tokenizer (SimpleTokenizer), loading the vocabulary from
+// `bpe_simple_vocab_16e6.txt.gz` or `vocab.json` + `merges.txt`, found as DESIGN.md section 4 says.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace fp8s {
+
+class ClipTokenizer {
+ public:
+  // PATH: a .txt.gz merge list, a vocab.json (merges.txt beside it), or a folder holding either.
+  static ClipTokenizer load(const std::string& path);
+  // Finds the vocabulary: `explicit_path`, then a `tokenizer/` or `clip/` folder beside the
+  // checkpoint, $FP8S_CLIP_VOCAB, $XDG_DATA_HOME/fp8studio/clip, <prefix>/share/fp8studio/clip.
+  // Throws InputError listing every place looked at and how to obtain the file.
+  static ClipTokenizer find(const std::string& explicit_path, const std::string& checkpoint);
+  static std::vector<std::string> search_paths(const std::string& explicit_path,
+                                               const std::string& checkpoint);
+
+  // BPE ids of a text after CLIP's clean-up, without BOS/EOS.
+  std::vector<int32_t> encode(const std::string& text) const;
+  int32_t bos() const { return bos_; }
+  int32_t eos() const { return eos_; }
+  int32_t comma() const { return comma_; }
+  std::size_t vocab_size() const { return vocab_.size(); }
+  const std::string& source() const { return source_; }
+
+ private:
+  std::vector<int32_t> bpe(const std::string& piece_symbols_utf8) const;
+
+  std::unordered_map<std::string, int32_t> vocab_;   // token (byte symbols, UTF-8) -> id
+  std::unordered_map<std::string, int32_t> ranks_;   // "a b" -> merge rank
+  std::string byte_symbol_[256];                     // byte -> its symbol (UTF-8)
+  int32_t bos_ = -1, eos_ = -1, comma_ = -1;
+  std::string source_;
+  mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;
+};
+
+}  // namespace fp8s

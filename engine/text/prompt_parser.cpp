@@ -1,0 +1,294 @@
+#include "text/prompt_parser.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "core/error.h"
+#include "text/text_clean.h"
+
+namespace fp8s {
+namespace {
+
+bool is_py_space(char32_t c) { return text::is_whitespace(c) || (c >= 0x1C && c <= 0x1F); }
+bool is_word_char(char32_t c) { return c == '_' || text::is_letter(c) || text::is_number(c); }
+
+// re.split(r"\s*\bBREAK\b\s*", text)
+std::vector<std::u32string> split_break(const std::u32string& s) {
+  std::vector<std::u32string> parts;
+  std::size_t piece_start = 0, pos = 0;
+  const std::u32string kw = U"BREAK";
+  while ((pos = s.find(kw, pos)) != std::u32string::npos) {
+    const bool left_ok = pos == 0 || !is_word_char(s[pos - 1]);
+    const bool right_ok = pos + 5 >= s.size() || !is_word_char(s[pos + 5]);
+    if (!left_ok || !right_ok || pos < piece_start) {
+      ++pos;
+      continue;
+    }
+    std::size_t b = pos, e = pos + 5;
+    while (b > piece_start && is_py_space(s[b - 1])) --b;
+    while (e < s.size() && is_py_space(s[e])) ++e;
+    parts.push_back(s.substr(piece_start, b - piece_start));
+    piece_start = e;
+    pos = e;
+  }
+  parts.push_back(s.substr(piece_start));
+  return parts;
+}
+
+bool is_digit(char32_t c) {
+  return c >= '0' && c <= '9';
+}
+
+}  // namespace
+
+std::vector<WeightedText> parse_prompt_attention(const std::string& prompt) {
+  const std::u32string s = text::utf8_to_u32(prompt);
+  std::vector<WeightedText> res;
+  std::vector<std::size_t> round, square;
+  auto multiply = [&](std::size_t start, double m) {
+    for (std::size_t p = start; p < res.size(); ++p) res[p].weight *= m;
+  };
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const char32_t c = s[i];
+    if (c == '\\') {
+      // \( \) \[ \] \\ -> the character; a lone backslash -> nothing
+      if (i + 1 < s.size() && (s[i + 1] == '(' || s[i + 1] == ')' || s[i + 1] == '[' ||
+                               s[i + 1] == ']' || s[i + 1] == '\\')) {
+        res.push_back({text::u32_to_utf8(s.substr(i + 1, 1)), 1.0});
+        i += 2;
+      } else {
+        res.push_back({"", 1.0});
+        i += 1;
+      }
+      continue;
+    }
+    if (c == '(') {
+      round.push_back(res.size());
+      ++i;
+      continue;
+    }
+    if (c == '[') {
+      square.push_back(res.size());
+      ++i;
+      continue;
+    }
+    if (c == ':') {
+      // :\s*([+-]?[.\d]+)\s*\)
+      std::size_t j = i + 1;
+      while (j < s.size() && is_py_space(s[j])) ++j;
+      const std::size_t num_start = j;
+      if (j < s.size() && (s[j] == '+' || s[j] == '-')) ++j;
+      const std::size_t digits = j;
+      while (j < s.size() && (is_digit(s[j]) || s[j] == '.')) ++j;
+      const std::size_t num_end = j;
+      while (j < s.size() && is_py_space(s[j])) ++j;
+      if (num_end > digits && j < s.size() && s[j] == ')') {
+        const std::string number = text::u32_to_utf8(s.substr(num_start, num_end - num_start));
+        if (!round.empty()) {
+          char* end = nullptr;
+          const double w = std::strtod(number.c_str(), &end);
+          if (end != number.c_str() + number.size() || number.find('.') != number.rfind('.')) {
+            throw InputError("prompt: the emphasis weight '" + number +
+                             "' is not a number; write e.g. (word:1.3)");
+          }
+          multiply(round.back(), w);
+          round.pop_back();
+          i = j + 1;
+          continue;
+        }
+        // no open bracket: the whole `:W)` is plain text
+        const auto t = s.substr(i, j + 1 - i);
+        auto parts = split_break(t);
+        for (std::size_t p = 0; p < parts.size(); ++p) {
+          if (p) res.push_back({"BREAK", -1});
+          res.push_back({text::u32_to_utf8(parts[p]), 1.0});
+        }
+        i = j + 1;
+        continue;
+      }
+      res.push_back({":", 1.0});
+      ++i;
+      continue;
+    }
+    if (c == ')' && !round.empty()) {
+      multiply(round.back(), 1.1);
+      round.pop_back();
+      ++i;
+      continue;
+    }
+    if (c == ']' && !square.empty()) {
+      multiply(square.back(), 1 / 1.1);
+      square.pop_back();
+      ++i;
+      continue;
+    }
+    std::size_t j = i;
+    if (c == ')' || c == ']') {
+      j = i + 1;
+    } else {
+      while (j < s.size() && s[j] != '\\' && s[j] != '(' && s[j] != ')' && s[j] != '[' &&
+             s[j] != ']' && s[j] != ':') {
+        ++j;
+      }
+    }
+    auto parts = split_break(s.substr(i, j - i));
+    for (std::size_t p = 0; p < parts.size(); ++p) {
+      if (p) res.push_back({"BREAK", -1});
+      res.push_back({text::u32_to_utf8(parts[p]), 1.0});
+    }
+    i = j;
+  }
+  for (std::size_t pos : round) multiply(pos, 1.1);
+  for (std::size_t pos : square) multiply(pos, 1 / 1.1);
+  if (res.empty()) res.push_back({"", 1.0});
+  for (std::size_t k = 0; k + 1 < res.size();) {
+    if (res[k].weight == res[k + 1].weight) {
+      res[k].text += res[k + 1].text;
+      res.erase(res.begin() + static_cast<std::ptrdiff_t>(k) + 1);
+    } else {
+      ++k;
+    }
+  }
+  return res;
+}
+
+ExtraNetworks parse_extra_networks(const std::string& prompt) {
+  const std::u32string s = text::utf8_to_u32(prompt);
+  ExtraNetworks out;
+  std::u32string kept;
+  std::size_t i = 0;
+  while (i < s.size()) {
+    // <(\w+):([^>]+)>
+    if (s[i] == '<') {
+      std::size_t j = i + 1;
+      while (j < s.size() && is_word_char(s[j])) ++j;
+      if (j > i + 1 && j < s.size() && s[j] == ':') {
+        std::size_t k = j + 1;
+        while (k < s.size() && s[k] != '>') ++k;
+        if (k > j + 1 && k < s.size()) {
+          const std::string type = text::u32_to_utf8(s.substr(i + 1, j - i - 1));
+          const std::string args = text::u32_to_utf8(s.substr(j + 1, k - j - 1));
+          std::vector<std::string> items;
+          std::size_t start = 0;
+          while (true) {
+            auto colon = args.find(':', start);
+            items.push_back(args.substr(start, colon - start));
+            if (colon == std::string::npos) break;
+            start = colon + 1;
+          }
+          auto group = std::find_if(out.tags.begin(), out.tags.end(),
+                                    [&](const auto& g) { return g.first == type; });
+          if (group == out.tags.end()) {
+            out.tags.push_back({type, {}});
+            group = out.tags.end() - 1;
+          }
+          group->second.push_back(items);
+          i = k + 1;
+          continue;
+        }
+      }
+    }
+    kept += s[i];
+    ++i;
+  }
+  out.prompt_without_tags = text::u32_to_utf8(kept);
+  auto number = [](const std::string& v, const std::string& name) {
+    char* end = nullptr;
+    const double d = std::strtod(v.c_str(), &end);
+    if (v.empty() || end != v.c_str() + v.size()) {
+      throw InputError("prompt: <lora:" + name + ":...> has the weight '" + v +
+                       "', which is not a number");
+    }
+    return d;
+  };
+  for (const auto& [type, entries] : out.tags) {
+    if (type != "lora" && type != "lyco") continue;
+    for (const auto& items : entries) {
+      std::vector<std::string> positional;
+      std::map<std::string, std::string> named;
+      for (const auto& item : items) {
+        auto eq = item.find('=');
+        if (eq == std::string::npos) {
+          positional.push_back(item);
+        } else {
+          named[item.substr(0, eq)] = item.substr(eq + 1);
+        }
+      }
+      LoraTag tag;
+      tag.name = positional.empty() ? "" : positional[0];
+      if (positional.size() > 1) tag.weight_text = positional[1];
+      tag.te_multiplier = positional.size() > 1 ? number(positional[1], tag.name) : 1.0;
+      if (named.count("te")) tag.te_multiplier = number(named["te"], tag.name);
+      tag.unet_multiplier = positional.size() > 2 ? number(positional[2], tag.name) : tag.te_multiplier;
+      if (named.count("unet")) tag.unet_multiplier = number(named["unet"], tag.name);
+      out.loras.push_back(tag);
+    }
+  }
+  return out;
+}
+
+PromptChunks tokenize_prompt(const ClipTokenizer& tokenizer, const std::string& prompt) {
+  const auto parsed = parse_prompt_attention(prompt);
+  PromptChunks out;
+  std::vector<int32_t> tokens;
+  std::vector<float> mults;
+  int last_comma = -1;
+  auto next_chunk = [&](bool is_last) {
+    out.token_count += is_last ? static_cast<int>(tokens.size()) : kChunkTokens;
+    std::array<int32_t, 77> ids{};
+    std::array<float, 77> m{};
+    ids[0] = tokenizer.bos();
+    m[0] = 1.0f;
+    for (int k = 0; k < kChunkTokens; ++k) {
+      const bool real = k < static_cast<int>(tokens.size());
+      ids[k + 1] = real ? tokens[k] : tokenizer.eos();
+      m[k + 1] = real ? mults[k] : 1.0f;
+    }
+    ids[76] = tokenizer.eos();
+    m[76] = 1.0f;
+    out.ids.push_back(ids);
+    out.multipliers.push_back(m);
+    tokens.clear();
+    mults.clear();
+    last_comma = -1;
+  };
+  for (const auto& frag : parsed) {
+    if (frag.text == "BREAK" && frag.weight == -1) {
+      next_chunk(false);
+      continue;
+    }
+    for (int32_t token : tokenizer.encode(frag.text)) {
+      if (token == tokenizer.comma()) {
+        last_comma = static_cast<int>(tokens.size());
+      } else if (static_cast<int>(tokens.size()) == kChunkTokens && last_comma != -1 &&
+                 kChunkTokens - last_comma <= 20) {
+        const std::size_t cut = static_cast<std::size_t>(last_comma) + 1;
+        std::vector<int32_t> moved_t(tokens.begin() + cut, tokens.end());
+        std::vector<float> moved_m(mults.begin() + cut, mults.end());
+        tokens.resize(cut);
+        mults.resize(cut);
+        next_chunk(false);
+        tokens = moved_t;
+        mults = moved_m;
+      }
+      if (static_cast<int>(tokens.size()) == kChunkTokens) next_chunk(false);
+      tokens.push_back(token);
+      mults.push_back(static_cast<float>(frag.weight));
+    }
+  }
+  if (!tokens.empty() || out.ids.empty()) next_chunk(true);
+  return out;
+}
+
+void pad_with_zeros_after_eos(PromptChunks& chunks, int32_t eos) {
+  for (auto& ids : chunks.ids) {
+    bool seen = false;
+    for (auto& id : ids) {
+      if (seen) id = 0;
+      if (id == eos) seen = true;
+    }
+  }
+}
+
+}  // namespace fp8s

@@ -1,0 +1,54 @@
+// A1111's prompt syntax: emphasis `(x)`, `[x]`, `(x:1.3)`, escapes, BREAK; `<lora:NAME:W>` tags;
+// and the SD 77-token windows with per-token weights (clip/README.md is the contract).
+#pragma once
+
+#include <array>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "text/clip_tokenizer.h"
+
+namespace fp8s {
+
+struct WeightedText {
+  std::string text;
+  double weight = 1.0;  // exactly -1 with text "BREAK" marks a chunk break
+};
+
+// A1111 `parse_prompt_attention`. Throws InputError for an unparsable weight such as `(a:1.3.4)`.
+std::vector<WeightedText> parse_prompt_attention(const std::string& prompt);
+
+struct LoraTag {
+  std::string name;
+  double te_multiplier = 1.0;
+  double unet_multiplier = 1.0;
+  std::optional<std::string> weight_text;  // the first weight as written (A1111's `loras` list)
+};
+
+struct ExtraNetworks {
+  std::string prompt_without_tags;
+  std::vector<LoraTag> loras;  // `lora` and `lyco` tags, grouped by type in order of appearance
+  std::vector<std::pair<std::string, std::vector<std::vector<std::string>>>> tags;  // type -> args
+};
+
+// Removes `<type:args>` tags (A1111 `extra_networks.parse_prompt`). Throws InputError for a LoRA
+// weight that is not a number.
+ExtraNetworks parse_extra_networks(const std::string& prompt);
+
+constexpr int kChunkTokens = 75;
+
+struct PromptChunks {
+  std::vector<std::array<int32_t, 77>> ids;
+  std::vector<std::array<float, 77>> multipliers;
+  int token_count = 0;  // A1111's counter
+};
+
+// A1111 `tokenize_line`: windows of BOS + 75 ids + EOS padded with `pad_id`, comma backtracking
+// of 20 tokens, BREAK; every fragment is tokenized on its own.
+PromptChunks tokenize_prompt(const ClipTokenizer& tokenizer, const std::string& prompt);
+// open_clip padding: every id after the first EOS of each chunk becomes 0 (SDXL's CLIP-G).
+void pad_with_zeros_after_eos(PromptChunks& chunks, int32_t eos);
+
+}  // namespace fp8s
