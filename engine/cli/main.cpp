@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   fp8s::cli::register_probe(app);
   fp8s::cli::register_bench(app);
   fp8s::cli::register_tokenize(app);
+  fp8s::cli::register_generate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

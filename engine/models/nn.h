@@ -8,23 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "core/types.h"
 #include "fp8/codec.h"
 #include "fp8/quantize.h"
 #include "io/safetensors.h"
 
 namespace fp8s {
-
-// How weights are kept in memory (DESIGN.md section 2).
-enum class WeightType { FP32, FP16, BF16, FP8_E4M3, FP8_E5M2 };
-const char* weight_type_name(WeightType type);  // the --weights spelling
-std::optional<WeightType> parse_weight_type(const std::string& name);
-bool is_fp8(WeightType type);
-
-struct StorageSpec {
-  WeightType weights = WeightType::FP32;
-  Fp8Scale scale = Fp8Scale::None;
-  bool fp8_vae = false;
-};
 
 // The dtype of every non-quantised float tensor for a storage type (FP8 keeps the rest in FP16).
 at::ScalarType float_storage_dtype(WeightType type);

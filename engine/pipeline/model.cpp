@@ -2,6 +2,8 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <chrono>
+
 #include "core/error.h"
 #include "core/logging.h"
 #include "models/text_encoder.h"
@@ -113,17 +115,26 @@ at::Tensor Model::vae_encode(const at::Tensor& image, ComputeType compute) const
 
 at::Tensor Model::sample(const at::Tensor& noise, const at::Tensor& cond, const at::Tensor& uncond,
                          const SamplingParams& p, ComputeType compute,
-                         const StepCallback& callback, const std::atomic<bool>* cancel) const {
+                         const StepCallback& callback, const std::atomic<bool>* cancel,
+                         const std::function<void(double)>& on_model_ms) const {
   if (p.steps < 1) throw InputError("steps must be at least 1");
   const int64_t b = noise.size(0);
   const bool use_cfg = p.cfg != 1.0f;
   // Text conditioning stays the same every step: build the batched [uncond; cond] once.
   const at::Tensor ctx = use_cfg ? at::cat({uncond, cond}) : cond;
   auto eps_of = [&](const at::Tensor& x_in, const at::Tensor& t) {
-    if (!use_cfg) return unet(x_in, t.expand({b}), ctx, {}, compute, cancel);
-    auto eps = unet(at::cat({x_in, x_in}), t.expand({2 * b}), ctx, {}, compute, cancel);
-    auto parts = eps.chunk(2);
-    return parts[0] + (parts[1] - parts[0]) * p.cfg;
+    const auto start = std::chrono::steady_clock::now();
+    at::Tensor eps;
+    if (!use_cfg) {
+      eps = unet(x_in, t.expand({b}), ctx, {}, compute, cancel);
+    } else {
+      auto both = unet(at::cat({x_in, x_in}), t.expand({2 * b}), ctx, {}, compute, cancel).chunk(2);
+      eps = both[0] + (both[1] - both[0]) * p.cfg;
+    }
+    if (on_model_ms) {
+      on_model_ms(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    }
+    return eps;
   };
   if (p.sampler == Sampler::Ddim) {
     EpsModel model = [&](const at::Tensor& x, int64_t t) {

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,9 +18,6 @@
 
 namespace fp8s {
 
-enum class ComputeType { FP32, BF16, FP16 };
-const char* compute_type_name(ComputeType type);
-std::optional<ComputeType> parse_compute_type(const std::string& name);
 at::ScalarType compute_dtype(ComputeType type);
 
 class TextEncoderImpl;
@@ -68,7 +66,8 @@ class Model {
   at::Tensor sample(const at::Tensor& noise, const at::Tensor& cond, const at::Tensor& uncond,
                     const SamplingParams& params, ComputeType compute,
                     const StepCallback& callback = {},
-                    const std::atomic<bool>* cancel = nullptr) const;
+                    const std::atomic<bool>* cancel = nullptr,
+                    const std::function<void(double)>& on_model_ms = {}) const;
   const DiscreteSchedule& schedule() const { return schedule_; }
 
  private:

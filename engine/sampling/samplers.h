@@ -11,10 +11,6 @@
 
 namespace fp8s {
 
-enum class Sampler { Euler, EulerAncestral, Heun, DpmPP2M, Ddim, Lcm };
-const char* sampler_name(Sampler s);          // euler, euler_ancestral, ...
-const char* sampler_display_name(Sampler s);  // A1111's: "Euler a", "DPM++ 2M", ...
-std::optional<Sampler> parse_sampler(const std::string& name);  // also accepts A1111's names
 
 // denoised = D(x, sigma); sigma is a 0-d F32 tensor.
 using Denoiser = std::function<at::Tensor(const at::Tensor& x, const at::Tensor& sigma)>;

@@ -6,11 +6,10 @@
 #include <optional>
 #include <string>
 
+#include "core/types.h"
+
 namespace fp8s {
 
-enum class Schedule { Normal, Karras };
-const char* schedule_name(Schedule s);
-std::optional<Schedule> parse_schedule(const std::string& name);
 
 // ldm's schedule: betas = linspace(sqrt(0.00085), sqrt(0.012), 1000)^2 (float64), stored F32.
 class DiscreteSchedule {

@@ -1,0 +1,24 @@
+// SHA-256 (FIPS 180-4), for A1111-compatible model hashes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace fp8s {
+
+class Sha256 {
+ public:
+  Sha256();
+  void update(const void* data, std::size_t n);
+  std::string hex();  // finishes and returns 64 lower-case hex digits
+
+ private:
+  void block(const uint8_t* p);
+  uint32_t h_[8];
+  uint8_t buf_[64];
+  std::size_t buf_len_ = 0;
+  uint64_t total_ = 0;
+};
+
+}  // namespace fp8s

@@ -1,0 +1,37 @@
+// The enums that name user choices (storage, compute, sampler, schedule), free of LibTorch so
+// front ends can include them cheaply. Names and parsers live beside the code that uses them.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "fp8/quantize.h"
+
+namespace fp8s {
+
+// How weights are kept in memory (DESIGN.md section 2).
+enum class WeightType { FP32, FP16, BF16, FP8_E4M3, FP8_E5M2 };
+const char* weight_type_name(WeightType type);  // the --weights spelling
+std::optional<WeightType> parse_weight_type(const std::string& name);
+bool is_fp8(WeightType type);
+
+struct StorageSpec {
+  WeightType weights = WeightType::FP32;
+  Fp8Scale scale = Fp8Scale::None;
+  bool fp8_vae = false;
+};
+
+enum class ComputeType { FP32, BF16, FP16 };
+const char* compute_type_name(ComputeType type);
+std::optional<ComputeType> parse_compute_type(const std::string& name);
+
+enum class Schedule { Normal, Karras };
+const char* schedule_name(Schedule s);
+std::optional<Schedule> parse_schedule(const std::string& name);
+
+enum class Sampler { Euler, EulerAncestral, Heun, DpmPP2M, Ddim, Lcm };
+const char* sampler_name(Sampler s);          // euler, euler_ancestral, ...
+const char* sampler_display_name(Sampler s);  // A1111's: "Euler a", "DPM++ 2M", ...
+std::optional<Sampler> parse_sampler(const std::string& name);  // also accepts A1111's names
+
+}  // namespace fp8s

@@ -1,0 +1,180 @@
+#include "io/png.h"
+
+#include <dirent.h>
+#include <png.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include "core/error.h"
+
+namespace fp8s {
+namespace {
+
+struct FileCloser {
+  void operator()(FILE* f) const {
+    if (f) std::fclose(f);
+  }
+};
+
+[[noreturn]] void png_error_handler(png_structp, png_const_charp msg) { throw RuntimeFailure(msg); }
+void png_warning_handler(png_structp, png_const_charp) {}
+
+void make_dirs(const std::string& dir) {
+  std::string partial;
+  for (std::size_t i = 0; i <= dir.size(); ++i) {
+    if (i == dir.size() || dir[i] == '/') {
+      if (!partial.empty() && ::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
+        throw InputError("cannot create the output folder " + dir + " (" + std::strerror(errno) + ")");
+      }
+    }
+    if (i < dir.size()) partial += dir[i];
+  }
+}
+
+}  // namespace
+
+void write_png(const std::string& path, const RgbImage& image, const std::string& parameters) {
+  if (image.width <= 0 || image.height <= 0 ||
+      image.pixels.size() != static_cast<std::size_t>(image.width) * image.height * 3) {
+    throw RuntimeFailure("write_png: image buffer does not match its size");
+  }
+  std::string temp = path + ".partial-XXXXXX";
+  std::vector<char> tmpl(temp.begin(), temp.end());
+  tmpl.push_back('\0');
+  const int fd = ::mkstemp(tmpl.data());
+  if (fd < 0) {
+    throw RuntimeFailure("cannot write " + path + " (" + std::strerror(errno) + ")");
+  }
+  temp = tmpl.data();
+  ::fchmod(fd, 0644);
+  std::unique_ptr<FILE, FileCloser> file(::fdopen(fd, "wb"));
+  png_structp png = nullptr;
+  png_infop info = nullptr;
+  try {
+    if (!file) throw RuntimeFailure("cannot write " + path);
+    png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, png_error_handler, png_warning_handler);
+    info = png ? png_create_info_struct(png) : nullptr;
+    if (!png || !info) throw RuntimeFailure("libpng could not start");
+    png_init_io(png, file.get());
+    png_set_IHDR(png, info, static_cast<png_uint_32>(image.width), static_cast<png_uint_32>(image.height),
+                 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+                 PNG_FILTER_TYPE_DEFAULT);
+    png_text text{};
+    if (!parameters.empty()) {
+      text.compression = PNG_TEXT_COMPRESSION_NONE;
+      text.key = const_cast<char*>("parameters");
+      text.text = const_cast<char*>(parameters.c_str());
+      text.text_length = parameters.size();
+      png_set_text(png, info, &text, 1);
+    }
+    png_write_info(png, info);
+    for (int y = 0; y < image.height; ++y) {
+      png_write_row(png, const_cast<png_bytep>(image.pixels.data() + static_cast<std::size_t>(y) * image.width * 3));
+    }
+    png_write_end(png, info);
+    png_destroy_write_struct(&png, &info);
+    if (std::fflush(file.get()) != 0 || ::fsync(fileno(file.get())) != 0) {
+      throw RuntimeFailure("writing " + path + " failed (" + std::strerror(errno) + ")");
+    }
+    file.reset();
+    if (::link(temp.c_str(), path.c_str()) != 0) {
+      throw RuntimeFailure("cannot create " + path + " (" + std::strerror(errno) + ")");
+    }
+    ::unlink(temp.c_str());
+  } catch (const RuntimeFailure& e) {
+    if (png) png_destroy_write_struct(&png, info ? &info : nullptr);
+    file.reset();
+    ::unlink(temp.c_str());
+    throw RuntimeFailure(std::string(e.what()).find(path) == std::string::npos
+                             ? "writing " + path + " failed: " + e.what()
+                             : e.what());
+  }
+}
+
+std::string write_numbered_png(const std::string& folder, uint64_t seed, const RgbImage& image,
+                               const std::string& parameters) {
+  make_dirs(folder);
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    long highest = 0;
+    if (DIR* d = ::opendir(folder.c_str())) {
+      while (const dirent* e = ::readdir(d)) {
+        const char* n = e->d_name;
+        int digits = 0;
+        while (n[digits] >= '0' && n[digits] <= '9') ++digits;
+        if (digits == 5 && n[5] == '-') highest = std::max(highest, std::strtol(n, nullptr, 10));
+      }
+      ::closedir(d);
+    }
+    char name[64];
+    std::snprintf(name, sizeof name, "%05ld-%llu.png", highest + 1, static_cast<unsigned long long>(seed));
+    const std::string path = folder + "/" + name;
+    if (::access(path.c_str(), F_OK) == 0) continue;
+    try {
+      write_png(path, image, parameters);
+      return path;
+    } catch (const RuntimeFailure&) {
+      if (::access(path.c_str(), F_OK) == 0) continue;  // lost a race for the name: next number
+      throw;
+    }
+  }
+  throw RuntimeFailure("could not find a free file name in " + folder);
+}
+
+PngContents read_png(const std::string& path) {
+  std::unique_ptr<FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
+  if (!file) throw InputError(path + ": cannot open (" + std::strerror(errno) + ")");
+  uint8_t sig[8] = {};
+  if (std::fread(sig, 1, 8, file.get()) != 8 || png_sig_cmp(sig, 0, 8) != 0) {
+    throw InputError(path + ": not a PNG file");
+  }
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, nullptr, png_error_handler, png_warning_handler);
+  png_infop info = png ? png_create_info_struct(png) : nullptr;
+  if (!png || !info) throw RuntimeFailure("libpng could not start");
+  PngContents out;
+  try {
+    png_init_io(png, file.get());
+    png_set_sig_bytes(png, 8);
+    png_set_user_limits(png, 16384, 16384);
+    png_read_info(png, info);
+    png_set_strip_16(png);
+    png_set_palette_to_rgb(png);
+    png_set_gray_to_rgb(png);
+    png_set_expand_gray_1_2_4_to_8(png);
+    png_set_strip_alpha(png);
+    png_read_update_info(png, info);
+    out.image.width = static_cast<int>(png_get_image_width(png, info));
+    out.image.height = static_cast<int>(png_get_image_height(png, info));
+    if (png_get_rowbytes(png, info) != static_cast<std::size_t>(out.image.width) * 3) {
+      throw RuntimeFailure("unsupported PNG layout");
+    }
+    out.image.pixels.resize(static_cast<std::size_t>(out.image.width) * out.image.height * 3);
+    std::vector<png_bytep> rows(static_cast<std::size_t>(out.image.height));
+    for (int y = 0; y < out.image.height; ++y) {
+      rows[y] = out.image.pixels.data() + static_cast<std::size_t>(y) * out.image.width * 3;
+    }
+    png_read_image(png, rows.data());
+    png_read_end(png, info);
+    png_textp texts = nullptr;
+    int count = 0;
+    png_get_text(png, info, &texts, &count);
+    for (int i = 0; i < count; ++i) {
+      if (std::strcmp(texts[i].key, "parameters") == 0) {
+        out.parameters.assign(texts[i].text, texts[i].text_length);
+      }
+    }
+  } catch (const RuntimeFailure& e) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    throw InputError(path + ": unreadable PNG (" + e.what() + ")");
+  }
+  png_destroy_read_struct(&png, &info, nullptr);
+  return out;
+}
+
+}  // namespace fp8s

@@ -1,0 +1,34 @@
+// PNG files through libpng: RGB images with an A1111-compatible `parameters` text chunk, written
+// atomically under numbered names that never overwrite, and read back.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fp8s {
+
+struct RgbImage {
+  int width = 0;
+  int height = 0;
+  std::vector<uint8_t> pixels;  // row-major RGB, 3 bytes per pixel
+};
+
+// Encodes `image` as PNG with a tEXt chunk `parameters` (when not empty) into `path` through a
+// temporary file in the same folder; refuses to replace an existing file. Throws RuntimeFailure
+// (disk full, read-only folder) leaving no partial file.
+void write_png(const std::string& path, const RgbImage& image, const std::string& parameters);
+
+// Writes into `folder` as `NNNNN-SEED.png`, NNNNN one above the highest existing number.
+// Creates the folder if needed. Returns the path written.
+std::string write_numbered_png(const std::string& folder, uint64_t seed, const RgbImage& image,
+                               const std::string& parameters);
+
+struct PngContents {
+  RgbImage image;
+  std::string parameters;  // empty when the file has no `parameters` text
+};
+// Reads an 8-bit RGB/RGBA/grey PNG (converted to RGB). Throws InputError for anything else.
+PngContents read_png(const std::string& path);
+
+}  // namespace fp8s

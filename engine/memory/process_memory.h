@@ -1,0 +1,19 @@
+// Process memory as the kernel sees it: resident set and its peak (/proc/self/status).
+#pragma once
+
+#include <cstdint>
+
+namespace fp8s {
+
+struct ProcessMemory {
+  uint64_t rss_bytes = 0;       // VmRSS
+  uint64_t rss_peak_bytes = 0;  // VmHWM
+};
+
+ProcessMemory read_process_memory();
+// Resets VmHWM through /proc/self/clear_refs where permitted; returns false otherwise.
+bool reset_rss_peak();
+// MemAvailable from /proc/meminfo (0 when unknown).
+uint64_t available_memory_bytes();
+
+}  // namespace fp8s

@@ -1,0 +1,376 @@
+#include "pipeline/engine.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <random>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "core/sha256.h"
+#include "memory/process_memory.h"
+#include "pipeline/model.h"
+#include "text/clip_tokenizer.h"
+#include "text/prompt_parser.h"
+
+namespace fp8s {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// A1111's legacy model hash: sha256 of 64 KiB at offset 1 MiB, first 8 hex digits.
+std::string legacy_model_hash(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::vector<uint8_t> buf(0x10000);
+  const ssize_t n = ::pread(fd, buf.data(), buf.size(), 0x100000);
+  ::close(fd);
+  Sha256 h;
+  if (n > 0) h.update(buf.data(), static_cast<std::size_t>(n));
+  return h.hex().substr(0, 8);
+}
+
+std::string stem_of(const std::string& path) {
+  auto slash = path.find_last_of('/');
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  auto dot = name.find_last_of('.');
+  return dot == std::string::npos ? name : name.substr(0, dot);
+}
+
+// A1111's "Approx cheap" latent -> RGB preview for SD 1.x latents.
+RgbImage latent_preview(const at::Tensor& latent) {
+  static const float coefs[4][3] = {
+      {0.298f, 0.207f, 0.208f}, {0.187f, 0.286f, 0.173f}, {-0.158f, 0.189f, 0.264f}, {-0.184f, -0.271f, -0.473f}};
+  auto coef = at::from_blob(const_cast<float*>(&coefs[0][0]), {4, 3}, at::kFloat);
+  auto rgb = at::einsum("lxy,lr->xyr", {latent[0].to(at::kFloat), coef});
+  rgb = ((rgb + 1) * 127.5).clamp(0, 255).round().to(at::kByte).contiguous();
+  RgbImage img;
+  img.height = static_cast<int>(rgb.size(0));
+  img.width = static_cast<int>(rgb.size(1));
+  img.pixels.assign(rgb.data_ptr<uint8_t>(), rgb.data_ptr<uint8_t>() + rgb.numel());
+  return img;
+}
+
+std::vector<RgbImage> to_images(const at::Tensor& decoded) {
+  // floor(clamp((x + 1) / 2, 0, 1) * 255 + 0.5) per channel
+  auto u8 = ((decoded + 1) / 2).clamp(0, 1).mul(255).add(0.5).floor().to(at::kByte);
+  u8 = u8.permute({0, 2, 3, 1}).contiguous();
+  std::vector<RgbImage> out;
+  for (int64_t i = 0; i < u8.size(0); ++i) {
+    RgbImage img;
+    img.height = static_cast<int>(u8.size(1));
+    img.width = static_cast<int>(u8.size(2));
+    auto one = u8[i];
+    img.pixels.assign(one.data_ptr<uint8_t>(), one.data_ptr<uint8_t>() + one.numel());
+    out.push_back(std::move(img));
+  }
+  return out;
+}
+
+void emit_memory(Observer* observer, const std::string& phase, int step, Clock::time_point start) {
+  if (!observer) return;
+  const auto mem = read_process_memory();
+  MemorySample s;
+  s.phase = phase;
+  s.step = step;
+  s.t_ms = ms_since(start);
+  s.rss_bytes = mem.rss_bytes;
+  s.rss_peak_bytes = mem.rss_peak_bytes;
+  observer->onMemory(s);
+}
+
+}  // namespace
+
+struct Engine::Impl {
+  LoadOptions options;
+  std::unique_ptr<Model> model;
+  std::optional<ClipTokenizer> tokenizer;
+  std::string model_hash;
+  double load_ms = 0;
+
+  const ClipTokenizer& tok() {
+    if (!tokenizer) tokenizer = ClipTokenizer::find(options.vocab, options.checkpoint);
+    return *tokenizer;
+  }
+
+  int native_size() const {
+    const auto& c = model->config();
+    if (c.unet.model_channels < 320) return 64;
+    return c.arch == Arch::SDXL_BASE ? 1024 : 512;
+  }
+
+  // A1111 conditioning of one prompt: 77-token windows, each encoded, emphasis applied with the
+  // mean restored, concatenated along the token axis. Returns [1, 77 * chunks, D].
+  at::Tensor encode_prompt(const std::string& prompt, int clip_skip, ComputeType compute) {
+    const auto chunks = tokenize_prompt(tok(), prompt);
+    std::vector<at::Tensor> parts;
+    for (std::size_t c = 0; c < chunks.ids.size(); ++c) {
+      std::vector<int64_t> ids(chunks.ids[c].begin(), chunks.ids[c].end());
+      auto tokens = at::tensor(ids, at::kLong).unsqueeze(0);
+      auto z = model->encode_tokens(tokens, clip_skip, compute);
+      const auto& m = chunks.multipliers[c];
+      if (std::any_of(m.begin(), m.end(), [](float v) { return v != 1.0f; })) {
+        auto mult = at::tensor(std::vector<float>(m.begin(), m.end()), at::kFloat).view({1, -1, 1});
+        auto original_mean = z.mean();
+        z = z * mult;
+        z = z * (original_mean / z.mean());
+      }
+      parts.push_back(z);
+    }
+    return at::cat(parts, 1);
+  }
+};
+
+Engine::Engine(const LoadOptions& options, Observer* observer) : impl_(std::make_unique<Impl>()) {
+  const auto start = Clock::now();
+  impl_->options = options;
+  if (observer) observer->onPhase({"load", 0});
+  emit_memory(observer, "load", -1, start);
+  impl_->model = std::make_unique<Model>(options.checkpoint, options.storage);
+  impl_->model_hash = legacy_model_hash(options.checkpoint);
+  impl_->load_ms = ms_since(start);
+  emit_memory(observer, "load", -1, start);
+}
+
+Engine::~Engine() = default;
+Engine::Engine(Engine&&) noexcept = default;
+Engine& Engine::operator=(Engine&&) noexcept = default;
+
+ModelInfo Engine::info() const {
+  ModelInfo i;
+  i.path = impl_->options.checkpoint;
+  i.architecture = impl_->model->detection().description();
+  i.storage = weight_type_name(impl_->model->storage().weights);
+  const auto b = impl_->model->weight_bytes();
+  i.unet_bytes = b.unet;
+  i.text_bytes = b.text;
+  i.vae_bytes = b.vae;
+  i.native_size = impl_->native_size();
+  return i;
+}
+
+void Engine::validate(const GenerationRequest& r) const {
+  const int w = r.width ? r.width : impl_->native_size();
+  const int h = r.height ? r.height : impl_->native_size();
+  for (auto [v, name] : {std::pair{w, "width"}, std::pair{h, "height"}}) {
+    if (v % 8 != 0) {
+      throw InputError(std::string(name) + " " + std::to_string(v) +
+                       " is not a multiple of 8; use e.g. " + std::to_string((v + 4) / 8 * 8));
+    }
+    if (v < 64 || v > 4096) {
+      throw InputError(std::string(name) + " " + std::to_string(v) + " is outside 64..4096 pixels");
+    }
+  }
+  if (r.steps < 1 || r.steps > 1000) throw InputError("steps must be between 1 and 1000");
+  if (!std::isfinite(r.cfg) || r.cfg < 0 || r.cfg > 100) throw InputError("CFG scale must be between 0 and 100");
+  if (r.batch_size < 1 || r.batch_size > 64) throw InputError("batch size must be between 1 and 64");
+  if (r.batch_count < 1 || r.batch_count > 10000) throw InputError("batch count must be between 1 and 10000");
+  if (r.clip_skip < 1 || r.clip_skip > 12) throw InputError("clip skip must be between 1 and 12");
+  compute_dtype(r.compute);  // refuses FP16 compute on the CPU
+}
+
+GenerationResult Engine::generate(const GenerationRequest& request_in, Observer* observer,
+                                  const std::atomic<bool>& cancel) {
+  validate(request_in);
+  GenerationRequest r = request_in;
+  if (!r.width) r.width = impl_->native_size();
+  if (!r.height) r.height = impl_->native_size();
+  if (r.seed < 0) r.seed = static_cast<int64_t>(std::random_device{}() & 0xFFFFFFFFu);
+  const auto start = Clock::now();
+  GenerationResult result;
+  result.timing.load_ms = impl_->load_ms;
+  auto& model = *impl_->model;
+  if (r.storage.weights != model.storage().weights || r.storage.scale != model.storage().scale ||
+      r.storage.fp8_vae != model.storage().fp8_vae) {
+    if (observer) observer->onPhase({"load", ms_since(start)});
+    const auto t = Clock::now();
+    model.set_storage(r.storage);
+    result.timing.load_ms = ms_since(t);
+  }
+  const auto pos = parse_extra_networks(r.prompt);
+  const auto neg = parse_extra_networks(r.negative);
+  if (!pos.loras.empty() || !neg.loras.empty()) {
+    throw InputError("prompt: <lora:...> tags are not supported by this build yet; remove them");
+  }
+  if (observer) observer->onPhase({"encode", ms_since(start)});
+  emit_memory(observer, "encode", -1, start);
+  auto t_encode = Clock::now();
+  auto cond = impl_->encode_prompt(pos.prompt_without_tags, r.clip_skip, r.compute);
+  auto uncond = impl_->encode_prompt(neg.prompt_without_tags, r.clip_skip, r.compute);
+  if (cond.size(1) != uncond.size(1)) {
+    // A1111 pads the shorter conditioning with encodings of the empty prompt.
+    auto empty = impl_->encode_prompt("", r.clip_skip, r.compute);
+    auto& shorter = cond.size(1) < uncond.size(1) ? cond : uncond;
+    const int64_t missing = (std::max(cond.size(1), uncond.size(1)) - shorter.size(1)) / 77;
+    shorter = at::cat({shorter, empty.repeat({1, missing, 1})}, 1);
+  }
+  cond = cond.repeat({r.batch_size, 1, 1});
+  uncond = uncond.repeat({r.batch_size, 1, 1});
+  result.timing.encode_ms = ms_since(t_encode);
+
+  const std::string model_name = stem_of(impl_->options.checkpoint);
+  for (int n = 0; n < r.batch_count; ++n) {
+    const uint64_t seed = static_cast<uint64_t>(r.seed) + static_cast<uint64_t>(n);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    auto noise = at::randn({r.batch_size, 4, r.height / 8, r.width / 8}, gen, at::kFloat);
+    SamplingParams p{r.sampler, r.schedule, r.steps, r.cfg, seed};
+    if (observer) observer->onPhase({"sample", ms_since(start)});
+    auto step_start = Clock::now();
+    double denoise_ms = 0;
+    const auto sigmas = model.schedule().get_sigmas(r.schedule, r.steps);
+    StepCallback on_step = [&](int i, int total, const at::Tensor&, const at::Tensor& denoised) {
+      const double step_ms = ms_since(step_start);
+      result.timing.step_ms.push_back(step_ms);
+      result.timing.denoise_ms.push_back(denoise_ms);
+      if (observer) {
+        StepEvent e;
+        e.image_index = n;
+        e.step = i + 1;
+        e.steps = total;
+        e.sigma = r.sampler == Sampler::Ddim ? 0.0f : sigmas[std::min<int64_t>(i + 1, sigmas.size(0) - 1)].item<float>();
+        e.step_ms = step_ms;
+        e.denoise_ms = denoise_ms;
+        e.preview = latent_preview(denoised);
+        observer->onStep(e);
+        emit_memory(observer, "step", i + 1, start);
+      }
+      if (cancel.load()) throw Cancelled();
+      denoise_ms = 0;
+      step_start = Clock::now();
+    };
+    auto latent = model.sample(noise, cond, uncond, p, r.compute, on_step, &cancel,
+                               [&](double ms) { denoise_ms += ms; });
+    if (observer) observer->onPhase({"decode", ms_since(start)});
+    const auto t_decode = Clock::now();
+    auto decoded = model.vae_decode(latent, r.compute == ComputeType::FP16 ? ComputeType::FP16 : r.compute);
+    if (!at::isfinite(decoded).all().item<bool>()) {
+      log().warn("the VAE decode overflowed in {}; decoding again in fp32", compute_type_name(r.compute));
+      decoded = model.vae_decode(latent, ComputeType::FP32);
+    }
+    result.timing.decode_ms += ms_since(t_decode);
+    emit_memory(observer, "decode", -1, start);
+    for (auto& img : to_images(decoded)) {
+      GeneratedImage g;
+      g.image = std::move(img);
+      g.seed = seed;
+      g.parameters = format_infotext(r, seed, model_name, impl_->model_hash, r.width, r.height);
+      result.images.push_back(std::move(g));
+    }
+  }
+  result.timing.total_ms = ms_since(start);
+  result.weight_bytes = model.weight_bytes().total();
+  result.rss_peak_bytes = read_process_memory().rss_peak_bytes;
+  if (observer) observer->onPhase({"done", result.timing.total_ms});
+  emit_memory(observer, "end", -1, start);
+  return result;
+}
+
+std::string format_infotext(const GenerationRequest& r, uint64_t seed, const std::string& model_name,
+                            const std::string& model_hash, int width, int height) {
+  std::ostringstream o;
+  o << r.prompt << "\n";
+  if (!r.negative.empty()) o << "Negative prompt: " << r.negative << "\n";
+  o << "Steps: " << r.steps << ", Sampler: " << sampler_display_name(r.sampler)
+    << ", Schedule type: " << (r.schedule == Schedule::Karras ? "Karras" : "Automatic")
+    << ", CFG scale: " << r.cfg << ", Seed: " << seed << ", Size: " << width << "x" << height;
+  if (!model_hash.empty()) o << ", Model hash: " << model_hash;
+  o << ", Model: " << model_name;
+  if (r.clip_skip != 1) o << ", Clip skip: " << r.clip_skip;
+  o << ", FP8 weight: "
+    << (is_fp8(r.storage.weights) ? std::string(weight_type_name(r.storage.weights)) : "Disable");
+  if (is_fp8(r.storage.weights) && r.storage.scale != Fp8Scale::None) {
+    o << ", FP8 scale: " << fp8_scale_name(r.storage.scale);
+  }
+  o << ", Weights: " << weight_type_name(r.storage.weights)
+    << ", Compute: " << compute_type_name(r.compute);
+  return o.str();
+}
+
+GenerationRequest parse_infotext(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  int params_line = -1;
+  for (int i = static_cast<int>(lines.size()) - 1; i >= 0; --i) {
+    if (lines[i].rfind("Steps: ", 0) == 0) {
+      params_line = i;
+      break;
+    }
+  }
+  if (params_line < 0) throw InputError("no generation parameters found (expected a 'Steps: ...' line)");
+  GenerationRequest r;
+  std::string prompt, negative;
+  bool in_negative = false;
+  for (int i = 0; i < params_line; ++i) {
+    const auto& l = lines[i];
+    if (l.rfind("Negative prompt: ", 0) == 0) {
+      in_negative = true;
+      negative = l.substr(17);
+      continue;
+    }
+    std::string& target = in_negative ? negative : prompt;
+    target += (target.empty() && !in_negative ? "" : "\n") + l;
+  }
+  r.prompt = prompt;
+  r.negative = negative;
+  // "Key: value, Key: value" (values may be quoted)
+  const std::string& p = lines[params_line];
+  std::size_t i = 0;
+  auto number = [](const std::string& v, auto fallback) {
+    try {
+      return static_cast<decltype(fallback)>(std::stod(v));
+    } catch (...) {
+      return fallback;
+    }
+  };
+  while (i < p.size()) {
+    auto colon = p.find(": ", i);
+    if (colon == std::string::npos) break;
+    const std::string key = p.substr(i, colon - i);
+    std::size_t v = colon + 2, end;
+    if (v < p.size() && p[v] == '"') {
+      end = p.find('"', v + 1);
+      end = end == std::string::npos ? p.size() : end + 1;
+    } else {
+      end = p.find(", ", v);
+      if (end == std::string::npos) end = p.size();
+    }
+    const std::string value = p.substr(v, end - v);
+    if (key == "Steps") r.steps = number(value, r.steps);
+    else if (key == "CFG scale") r.cfg = number(value, r.cfg);
+    else if (key == "Seed") r.seed = number(value, int64_t{-1});
+    else if (key == "Clip skip") r.clip_skip = number(value, r.clip_skip);
+    else if (key == "Sampler") {
+      if (auto s = parse_sampler(value)) r.sampler = *s;
+      if (value == "DPM++ 2M Karras") r.sampler = Sampler::DpmPP2M, r.schedule = Schedule::Karras;
+    } else if (key == "Schedule type") {
+      if (auto s = parse_schedule(value)) r.schedule = *s;
+    } else if (key == "Size") {
+      auto x = value.find('x');
+      if (x != std::string::npos) {
+        r.width = number(value.substr(0, x), 0);
+        r.height = number(value.substr(x + 1), 0);
+      }
+    } else if (key == "Weights") {
+      if (auto w = parse_weight_type(value)) r.storage.weights = *w;
+    } else if (key == "Compute") {
+      if (auto c = parse_compute_type(value)) r.compute = *c;
+    } else if (key == "FP8 scale") {
+      if (auto s = parse_fp8_scale(value)) r.storage.scale = *s;
+    }
+    i = end;
+    while (i < p.size() && (p[i] == ',' || p[i] == ' ')) ++i;
+  }
+  return r;
+}
+
+}  // namespace fp8s

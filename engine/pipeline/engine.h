@@ -1,0 +1,47 @@
+// The engine: loads a checkpoint once and serves generation requests, reporting progress to an
+// observer and honouring a cancel flag. Front ends (CLI, GUI) only talk to this class.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "pipeline/request.h"
+
+namespace fp8s {
+
+struct LoadOptions {
+  std::string checkpoint;
+  StorageSpec storage;
+  std::string vocab;  // explicit CLIP vocabulary (empty: search as DESIGN.md section 4 says)
+};
+
+class Engine {
+ public:
+  explicit Engine(const LoadOptions& options, Observer* observer = nullptr);
+  ~Engine();
+  Engine(Engine&&) noexcept;
+  Engine& operator=(Engine&&) noexcept;
+
+  // Runs the request; throws InputError for a bad request, Cancelled when `cancel` turns true.
+  GenerationResult generate(const GenerationRequest& request, Observer* observer,
+                            const std::atomic<bool>& cancel);
+  ModelInfo info() const;
+  // Validates a request against the loaded model (sizes, steps, ...) without running it.
+  void validate(const GenerationRequest& request) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The A1111 `parameters` text of an image.
+std::string format_infotext(const GenerationRequest& request, uint64_t seed,
+                            const std::string& model_name, const std::string& model_hash,
+                            int width, int height);
+
+// Reads A1111 `parameters` text back into a request (prompt, negative, steps, sampler, CFG,
+// seed, size, clip skip); unknown fields are ignored. Throws InputError when it is not infotext.
+GenerationRequest parse_infotext(const std::string& text);
+
+}  // namespace fp8s
