@@ -193,12 +193,13 @@ ExtraNetworks parse_extra_networks(const std::string& prompt) {
     ++i;
   }
   out.prompt_without_tags = text::u32_to_utf8(kept);
-  auto number = [](const std::string& v, const std::string& name) {
+  auto number = [](const std::string& v, LoraTag& tag) {
     char* end = nullptr;
     const double d = std::strtod(v.c_str(), &end);
     if (v.empty() || end != v.c_str() + v.size()) {
-      throw InputError("prompt: <lora:" + name + ":...> has the weight '" + v +
-                       "', which is not a number");
+      tag.error = "prompt: <lora:" + tag.name + ":...> has the weight '" + v +
+                  "', which is not a number; write e.g. <lora:" + tag.name + ":0.8>";
+      return 1.0;
     }
     return d;
   };
@@ -218,10 +219,10 @@ ExtraNetworks parse_extra_networks(const std::string& prompt) {
       LoraTag tag;
       tag.name = positional.empty() ? "" : positional[0];
       if (positional.size() > 1) tag.weight_text = positional[1];
-      tag.te_multiplier = positional.size() > 1 ? number(positional[1], tag.name) : 1.0;
-      if (named.count("te")) tag.te_multiplier = number(named["te"], tag.name);
-      tag.unet_multiplier = positional.size() > 2 ? number(positional[2], tag.name) : tag.te_multiplier;
-      if (named.count("unet")) tag.unet_multiplier = number(named["unet"], tag.name);
+      tag.te_multiplier = positional.size() > 1 ? number(positional[1], tag) : 1.0;
+      if (named.count("te")) tag.te_multiplier = number(named["te"], tag);
+      tag.unet_multiplier = positional.size() > 2 ? number(positional[2], tag) : tag.te_multiplier;
+      if (named.count("unet")) tag.unet_multiplier = number(named["unet"], tag);
       out.loras.push_back(tag);
     }
   }

@@ -25,6 +25,7 @@ struct LoraTag {
   double te_multiplier = 1.0;
   double unet_multiplier = 1.0;
   std::optional<std::string> weight_text;  // the first weight as written (A1111's `loras` list)
+  std::string error;  // non-empty when a weight is not a number (reported when the tag is used)
 };
 
 struct ExtraNetworks {
@@ -33,8 +34,8 @@ struct ExtraNetworks {
   std::vector<std::pair<std::string, std::vector<std::vector<std::string>>>> tags;  // type -> args
 };
 
-// Removes `<type:args>` tags (A1111 `extra_networks.parse_prompt`). Throws InputError for a LoRA
-// weight that is not a number.
+// Removes `<type:args>` tags (A1111 `extra_networks.parse_prompt`). A LoRA weight that is not a
+// number leaves the tag's `error` set rather than throwing: callers report it when they apply it.
 ExtraNetworks parse_extra_networks(const std::string& prompt);
 
 constexpr int kChunkTokens = 75;

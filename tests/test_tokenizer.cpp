@@ -1,0 +1,164 @@
+// CLIP tokenizer and A1111 prompt handling against ../shared/reference/clip (issue 3).
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include "core/error.h"
+#include "text/clip_tokenizer.h"
+#include "text/prompt_parser.h"
+#include "support.h"
+
+using namespace fp8s;
+
+namespace {
+
+QJsonDocument load_json(const char* rel) {
+  return QJsonDocument::fromJson(QByteArray::fromStdString(test::read_bytes(test::reference_path(rel))));
+}
+
+}  // namespace
+
+class TestTokenizer : public QObject {
+  Q_OBJECT
+
+  std::unique_ptr<ClipTokenizer> m_gz, m_json;
+
+ private slots:
+  void initTestCase() {
+    if (!test::have_reference()) return;
+    m_gz = std::make_unique<ClipTokenizer>(ClipTokenizer::load(test::reference_path("clip/bpe_simple_vocab_16e6.txt.gz")));
+    m_json = std::make_unique<ClipTokenizer>(ClipTokenizer::load(test::reference_path("clip/vocab.json")));
+  }
+
+  void vocabularyFacts() {
+    FP8S_REQUIRE_REFERENCE();
+    for (auto* t : {m_gz.get(), m_json.get()}) {
+      QCOMPARE(t->vocab_size(), std::size_t(49408));
+      QCOMPARE(t->bos(), 49406);
+      QCOMPARE(t->eos(), 49407);
+      QCOMPARE(t->comma(), 267);
+    }
+  }
+
+  void tokenizeCases() {
+    FP8S_REQUIRE_REFERENCE();
+    int checked = 0;
+    const auto cases = load_json("clip/tokenize_cases.json").array();
+    for (const auto& v : cases) {
+      const auto c = v.toObject();
+      std::vector<int32_t> want;
+      for (const auto& id : c["ids"].toArray()) want.push_back(id.toInt());
+      const std::string prompt = c["prompt"].toString().toStdString();
+      const auto got = m_gz->encode(prompt);
+      QCOMPARE(m_json->encode(prompt), got);
+      if (c["ftfy_mojibake"].toBool()) {
+        // Documented difference: ftfy's heuristic mojibake repair (cafÃ© -> café) is not ported.
+        QVERIFY(got != want);
+        continue;
+      }
+      QVERIFY2(got == want, qPrintable(c["prompt"].toString()));
+      ++checked;
+    }
+    QCOMPARE(checked, 60);
+  }
+
+  void emphasisCases() {
+    FP8S_REQUIRE_REFERENCE();
+    const auto cases = load_json("clip/prompt_cases.json").object()["emphasis_cases"].toArray();
+    for (const auto& v : cases) {
+      const auto c = v.toObject();
+      const auto parsed = parse_prompt_attention(c["prompt"].toString().toStdString());
+      const auto want = c["parsed"].toArray();
+      QVERIFY2(parsed.size() == std::size_t(want.size()), qPrintable(c["prompt"].toString()));
+      for (int i = 0; i < want.size(); ++i) {
+        QCOMPARE(QString::fromStdString(parsed[i].text), want[i].toArray()[0].toString());
+        QCOMPARE(parsed[i].weight, want[i].toArray()[1].toDouble());  // exact, as A1111 computes
+      }
+    }
+  }
+
+  void extraNetworkCases() {
+    FP8S_REQUIRE_REFERENCE();
+    const auto cases = load_json("clip/prompt_cases.json").object()["extra_network_cases"].toArray();
+    for (const auto& v : cases) {
+      const auto c = v.toObject();
+      const auto got = parse_extra_networks(c["prompt"].toString().toStdString());
+      QCOMPARE(QString::fromStdString(got.prompt_without_tags), c["prompt_without_tags"].toString());
+      const auto loras = c["loras"].toArray();
+      QCOMPARE(int(got.loras.size()), loras.size());
+      for (int i = 0; i < loras.size(); ++i) {
+        QCOMPARE(QString::fromStdString(got.loras[i].name), loras[i].toArray()[0].toString());
+        const QJsonValue w = loras[i].toArray()[1];
+        QCOMPARE(got.loras[i].weight_text.has_value(), !w.isNull());
+        if (!w.isNull()) QCOMPARE(QString::fromStdString(*got.loras[i].weight_text), w.toString());
+      }
+      const auto tags = c["tags"].toObject();
+      QCOMPARE(int(got.tags.size()), tags.size());
+      for (const auto& [type, entries] : got.tags) {
+        const auto want = tags[QString::fromStdString(type)].toArray();
+        QCOMPARE(int(entries.size()), want.size());
+        for (int i = 0; i < want.size(); ++i) {
+          QStringList items;
+          for (const auto& s : entries[i]) items << QString::fromStdString(s);
+          QStringList want_items;
+          for (const auto& s : want[i].toArray()) want_items << s.toString();
+          QCOMPARE(items, want_items);
+        }
+      }
+    }
+  }
+
+  void chunkCases() {
+    FP8S_REQUIRE_REFERENCE();
+    const auto cases = load_json("clip/chunk_cases.json").array();
+    for (const auto& v : cases) {
+      const auto c = v.toObject();
+      const auto got = tokenize_prompt(*m_gz, c["prompt"].toString().toStdString());
+      const auto chunks = c["chunks"].toArray();
+      const auto mults = c["multipliers"].toArray();
+      QVERIFY2(got.ids.size() == std::size_t(chunks.size()), qPrintable(c["prompt"].toString()));
+      for (int k = 0; k < chunks.size(); ++k) {
+        for (int i = 0; i < 77; ++i) {
+          QCOMPARE(got.ids[k][i], chunks[k].toArray()[i].toInt());
+          QCOMPARE(double(got.multipliers[k][i]), double(float(mults[k].toArray()[i].toDouble())));
+        }
+      }
+      QCOMPARE(got.token_count, c["token_count"].toInt());
+    }
+  }
+
+  // Hand cases of A1111's rules that need no vocabulary.
+  void emphasisRules() {
+    auto p = parse_prompt_attention("a ((b)) [c] (d:1.5)");
+    QCOMPARE(p.size(), std::size_t(6));
+    QCOMPARE(p[1].text, std::string("b"));
+    QCOMPARE(p[1].weight, 1.1 * 1.1);
+    QCOMPARE(p[3].weight, 1 / 1.1);
+    QCOMPARE(p[5].weight, 1.5);
+    QVERIFY_EXCEPTION_THROWN(parse_prompt_attention("(a:1.3.4)"), InputError);
+    auto e = parse_extra_networks("x <lora:style:0.5:0.25> y");
+    QCOMPARE(e.loras.size(), std::size_t(1));
+    QCOMPARE(e.loras[0].te_multiplier, 0.5);
+    QCOMPARE(e.loras[0].unet_multiplier, 0.25);
+    QVERIFY(!parse_extra_networks("<lora:x:abc>").loras.at(0).error.empty());
+    QVERIFY(parse_extra_networks("<lora:x:0.5>").loras.at(0).error.empty());
+  }
+
+  void missingVocabularyListsEveryPlace() {
+    qputenv("FP8S_CLIP_VOCAB", "");
+    qputenv("XDG_DATA_HOME", "/nonexistent-xdg");
+    try {
+      ClipTokenizer::find("", "/nonexistent-models/model.safetensors");
+      QFAIL("found a vocabulary where none exists");
+    } catch (const InputError& e) {
+      const std::string msg = e.what();
+      QVERIFY2(msg.find("/nonexistent-models/tokenizer") != std::string::npos, e.what());
+      QVERIFY2(msg.find("/nonexistent-xdg/fp8studio/clip") != std::string::npos, e.what());
+      QVERIFY2(msg.find("openai/CLIP") != std::string::npos, e.what());
+    }
+    QVERIFY_EXCEPTION_THROWN(ClipTokenizer::find("/nonexistent/vocab.json", ""), InputError);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestTokenizer)
+#include "test_tokenizer.moc"
