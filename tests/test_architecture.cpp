@@ -68,7 +68,7 @@ ShapeMap shapes_of(const KeyList& k) {
 class TestArchitecture : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   // The figures issue 2 states for the released files, independent of any reference data.
   void sd15ParameterCounts() {
     const auto layout = checkpoint_layout(preset_sd15(), Dtype::F32);

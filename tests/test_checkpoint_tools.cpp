@@ -41,7 +41,7 @@ class TestCheckpointTools : public QObject {
   QTemporaryDir m_dir;
   QString m_tiny;
 
- private slots:
+ private Q_SLOTS:
   void initTestCase() {
     m_tiny = m_dir.path() + "/tiny.safetensors";
     auto r = test::run_cli({"make-synthetic", "--arch", "tiny-sd1", "--seed", "3", "--out", m_tiny});

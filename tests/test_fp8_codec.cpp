@@ -84,7 +84,7 @@ void check_encode(const ReferenceEncoder& ref, const FormatSpec& f, float x, int
 class TestFp8Codec : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void decodesAll256CodesToOcpValues() {
     for (const auto& f : kFormats) {
       const float* table = fp8_decode_table(f.format);

@@ -26,7 +26,7 @@ class TestFullSize : public QObject {
     return -1;
   }
 
- private slots:
+ private Q_SLOTS:
   void sd15() {
     const auto j = make_and_inspect("sd15");
     QCOMPARE(j["architecture"].toString(), QString("SD 1.x"));

@@ -6,7 +6,7 @@
 
 class TestGui : public QObject {
   Q_OBJECT
- private slots:
+ private Q_SLOTS:
   void mainWindowShows() {
     fp8s::gui::MainWindow w;
     w.show();

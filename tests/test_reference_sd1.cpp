@@ -99,7 +99,7 @@ class TestReferenceSd1 : public QObject {
     }
   }
 
- private slots:
+ private Q_SLOTS:
   void fp32_data() { add_rows(false); }
   void fp32() {
     QFETCH(QJsonObject, c);

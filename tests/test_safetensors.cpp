@@ -44,7 +44,7 @@ class TestSafetensors : public QObject {
     }
   }
 
- private slots:
+ private Q_SLOTS:
   void roundTripAllDtypes() {
     const std::string p = path("rt.safetensors");
     std::vector<TensorSpec> specs{

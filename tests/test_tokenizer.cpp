@@ -23,7 +23,7 @@ class TestTokenizer : public QObject {
 
   std::unique_ptr<ClipTokenizer> m_gz, m_json;
 
- private slots:
+ private Q_SLOTS:
   void initTestCase() {
     if (!test::have_reference()) return;
     m_gz = std::make_unique<ClipTokenizer>(ClipTokenizer::load(test::reference_path("clip/bpe_simple_vocab_16e6.txt.gz")));
