@@ -44,9 +44,11 @@ struct CliResult {
 
 // Runs fp8studio-cli with `args` in `cwd`, waiting up to `timeout_ms`.
 inline CliResult run_cli(const QStringList& args, const QString& cwd = QString(),
-                         int timeout_ms = 600000) {
+                         int timeout_ms = 600000,
+                         const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment()) {
   QProcess p;
   if (!cwd.isEmpty()) p.setWorkingDirectory(cwd);
+  p.setProcessEnvironment(env);
   p.start(QString::fromUtf8(FP8S_CLI_PATH), args);
   CliResult r;
   if (!p.waitForFinished(timeout_ms)) {

@@ -110,6 +110,7 @@ void register_bench(CLI::App& app) {
   auto* sub = app.add_subcommand("bench", "measure throughput (medians, min-max over repeats)");
   add_common_options(*sub, o->common, true);
   sub->add_option("--section", o->sections, "what to measure: codec")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->check(CLI::IsMember({"codec"}))
       ->capture_default_str();
   sub->add_option("--size-mib", o->mib, "tensor size for the codec section (MiB of FP32)")

@@ -158,7 +158,8 @@ void register_probe(CLI::App& app) {
   sub->add_option("--model", o->m.model, "checkpoint (.safetensors)");
   sub->add_option("--case", o->m.case_file, "tensors of the case (.safetensors)");
   sub->add_option("--prefix", o->m.prefix, "name prefix of the case's tensors");
-  sub->add_option("--input", o->m.inputs, "ROLE=NAME: take an input from another tensor");
+  sub->add_option("--input", o->m.inputs, "ROLE=NAME: take an input from another tensor")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("--weights", o->m.weights, "storage: fp32, fp16, bf16, fp8-e4m3, fp8-e5m2")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "fp8-e4m3", "fp8-e5m2"}))
       ->capture_default_str();
@@ -178,7 +179,7 @@ void register_probe(CLI::App& app) {
   sub->add_option("--steps", o->m.steps, "sampling steps")->check(CLI::Range(1, 1000))->capture_default_str();
   sub->add_option("--cfg", o->m.cfg, "classifier-free guidance scale")->capture_default_str();
   sub->add_option("--seed", o->m.seed, "seed of the step noise")->capture_default_str();
-  sub->add_option("--lora", o->m.loras, "FILE:MULT");
+  sub->add_option("--lora", o->m.loras, "FILE:MULT")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("--format", o->format, "FP8 format for fp8-encode/fp8-decode: e4m3 or e5m2")
       ->check(CLI::IsMember({"e4m3", "e5m2"}))
       ->capture_default_str();

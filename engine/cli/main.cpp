@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("fp8studio-cli ") + fp8s::kVersion);
   app.require_subcommand(1);
   app.fallthrough(false);
+  // A flag given twice takes its last value, as in most CLIs (lists such as --lora collect all).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   fp8s::cli::register_make_synthetic(app);
   fp8s::cli::register_inspect(app);
   fp8s::cli::register_convert(app);

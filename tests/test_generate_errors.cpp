@@ -1,0 +1,93 @@
+// generate on broken input: one-line errors with exit code 2, no output files (issue 3).
+#include "io/safetensors.h"
+#include "support.h"
+
+using namespace fp8s;
+
+class TestGenerateErrors : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir m_dir;
+  QString m_model, m_vocab;
+
+  test::CliResult generate(QStringList extra, const QString& model = QString(),
+                           const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment()) {
+    QStringList args{"generate", "--model", model.isEmpty() ? m_model : model, "--outdir",
+                     m_dir.path() + "/out", "--prompt", "a red fox", "--steps", "2", "--width", "64",
+                     "--height", "64", "--weights", "fp32", "--compute", "fp32"};
+    if (!m_vocab.isEmpty()) args << "--vocab" << m_vocab;
+    return test::run_cli(args + extra, {}, 600000, env);
+  }
+
+ private Q_SLOTS:
+  void initTestCase() {
+    m_model = m_dir.path() + "/tiny.safetensors";
+    auto r = test::run_cli({"make-synthetic", "--arch", "tiny-sd1", "--out", m_model});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    if (test::have_reference()) m_vocab = test::reference_dir() + "/clip";
+  }
+
+  void worksOnTheSyntheticModel() {
+    if (m_vocab.isEmpty()) QSKIP("needs the CLIP vocabulary from ../shared/reference/clip");
+    auto r = generate({"--seed", "3", "--json"});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    QVERIFY(QFileInfo::exists(m_dir.path() + "/out/00001-3.png"));
+  }
+
+  void badSizesAndSteps() {
+    test::expect_one_line_error(generate({"--width", "65"}), 2, "not a multiple of 8");
+    test::expect_one_line_error(generate({"--height", "100000"}), 2, "outside 64..4096");
+    test::expect_one_line_error(generate({"--steps", "0"}), 2, "steps");
+    test::expect_one_line_error(generate({"--compute", "fp16"}), 2, "CUDA");
+    test::expect_one_line_error(generate({"--sampler", "plms"}), 2, "plms");
+    test::expect_one_line_error(generate({"--cfg", "nan"}), 2, "CFG");
+  }
+
+  void wrongArchitecture() {
+    if (!test::have_reference()) QSKIP("needs ../shared/reference (SDXL and LoRA files)");
+    test::expect_one_line_error(generate({}, test::reference_dir() + "/sd1/lora-tiny-sd1.safetensors"), 2,
+                                "not supported");
+    test::expect_one_line_error(generate({}, test::reference_dir() + "/sdxl/tiny-sdxl.safetensors"), 2, "SDXL");
+  }
+
+  void missingKeys() {
+    // The synthetic model without one UNet weight.
+    SafetensorsFile full(m_model.toStdString());
+    std::vector<TensorSpec> specs;
+    for (const auto& t : full.tensors()) {
+      if (t.name != "model.diffusion_model.out.2.weight") specs.push_back({t.name, t.dtype, t.shape});
+    }
+    const QString broken = m_dir.path() + "/broken.safetensors";
+    {
+      SafetensorsWriter w(broken.toStdString(), specs, full.metadata());
+      for (const auto& s : specs) {
+        std::vector<uint8_t> raw(full.at(s.name).nbytes());
+        full.read(full.at(s.name), raw.data());
+        w.append(raw.data(), raw.size());
+      }
+      w.commit();
+    }
+    test::expect_one_line_error(generate({}, broken), 2, "model.diffusion_model.out.2.weight");
+  }
+
+  void missingVocabulary() {
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("HOME", m_dir.path() + "/home");
+    env.insert("XDG_DATA_HOME", m_dir.path() + "/xdg");
+    env.remove("FP8S_CLIP_VOCAB");
+    const QString saved = m_vocab;
+    m_vocab.clear();
+    auto r = generate({}, {}, env);
+    m_vocab = saved;
+    test::expect_one_line_error(r, 2, "CLIP vocabulary");
+    QVERIFY(r.err.contains(m_dir.path() + "/xdg/fp8studio/clip"));
+  }
+
+  void noFilesOnFailure() {
+    const auto files = QDir(m_dir.path() + "/out").entryList(QDir::Files);
+    for (const auto& f : files) QVERIFY2(!f.contains("partial"), qPrintable(f));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestGenerateErrors)
+#include "test_generate_errors.moc"
