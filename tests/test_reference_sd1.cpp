@@ -74,7 +74,6 @@ class TestReferenceSd1 : public QObject {
       if (i > 0 && case_args[i - 1].toString() == "--compute") a = compute;
       args << a;
     }
-    if (c.contains("lora")) QSKIP("LoRA cases replay once LoRA support lands (issue 5)");
     const QString out = m_dir.path() + "/" + c["name"].toString() + "-" + compute + ".safetensors";
     args << "--out" << out << "--overwrite" << "--log-level" << "warn";
     auto r = test::run_cli(args);

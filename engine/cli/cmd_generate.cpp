@@ -85,7 +85,8 @@ void finish_request(GenerationRequest& r, const std::string& sampler, const std:
 void register_generate(CLI::App& app) {
   struct Opts {
     CommonOptions common;
-    std::string model, vocab, outdir = "outputs";
+    std::string model, vocab, outdir = "outputs", lora_dir;
+    std::vector<std::string> loras;
     GenerationRequest r;
     std::string sampler = "dpmpp_2m", schedule = "karras", weights = "bf16", scale = "none",
                 compute = "bf16";
@@ -97,12 +98,17 @@ void register_generate(CLI::App& app) {
   sub->add_option("--vocab", o->vocab, "CLIP vocabulary (.txt.gz, vocab.json, or a folder)");
   sub->add_option("--outdir", o->outdir, "output folder (files are never overwritten)")->capture_default_str();
   add_request_options(*sub, o->r, o->sampler, o->schedule, o->weights, o->scale, o->compute);
+  sub->add_option("--lora", o->loras, "FILE[:MULT]: apply a LoRA (repeatable)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_option("--lora-dir", o->lora_dir, "folder where <lora:NAME:W> prompt tags are looked up");
   sub->callback([o] {
+    o->r.loras = parse_lora_flags(o->loras);
     finish_request(o->r, o->sampler, o->schedule, o->weights, o->scale, o->compute);
     LoadOptions load;
     load.checkpoint = o->model;
     load.storage = o->r.storage;
     load.vocab = o->vocab;
+    load.lora_dir = o->lora_dir;
     Engine engine(load);
     engine.validate(o->r);
     std::signal(SIGINT, on_sigint);

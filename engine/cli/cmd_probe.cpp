@@ -53,6 +53,30 @@ void probe_fp8(const std::string& role, const std::string& format_name, const st
   writer.commit();
 }
 
+}  // namespace
+
+std::vector<LoraRequest> parse_lora_flags(const std::vector<std::string>& flags) {
+  std::vector<LoraRequest> out;
+  for (const auto& f : flags) {
+    LoraRequest r;
+    const auto colon = f.find_last_of(':');
+    r.path = colon == std::string::npos ? f : f.substr(0, colon);
+    if (colon != std::string::npos) {
+      try {
+        std::size_t used = 0;
+        r.te_multiplier = r.unet_multiplier = std::stod(f.substr(colon + 1), &used);
+        if (used != f.size() - colon - 1) throw std::invalid_argument("trailing");
+      } catch (const std::exception&) {
+        throw InputError("--lora " + f + ": expected FILE:MULTIPLIER, e.g. style.safetensors:0.8");
+      }
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+namespace {
+
 struct ModelProbeOptions {
   std::string model, case_file, prefix, out;
   std::vector<std::string> inputs;  // role=NAME overrides
@@ -81,7 +105,6 @@ void probe_model(const std::string& role, const ModelProbeOptions& o) {
   if (o.model.empty() || o.case_file.empty()) {
     throw InputError("probe " + role + " needs --model CKPT and --case CASE.safetensors");
   }
-  if (!o.loras.empty()) throw InputError("probe: --lora is not supported by this build yet");
   std::map<std::string, std::string> names;
   for (const auto& r : kInputs.at(role)) names[r] = o.prefix + r;
   for (const auto& spec : o.inputs) {
@@ -99,6 +122,7 @@ void probe_model(const std::string& role, const ModelProbeOptions& o) {
   storage.scale = *parse_fp8_scale(o.scale);
   const auto compute = *parse_compute_type(o.compute);
   Model model(o.model, storage);
+  model.set_loras(parse_lora_flags(o.loras));
   std::map<std::string, at::Tensor> out;
   auto expect_dims = [&](const std::string& r, int64_t dims) {
     if (in[r].dim() != dims) {

@@ -3,7 +3,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include "pipeline/lora_request.h"
+
 namespace fp8s::cli {
+
+// --lora FILE[:MULT] flags -> LoRA requests (multiplier 1 when absent).
+std::vector<LoraRequest> parse_lora_flags(const std::vector<std::string>& flags);
 
 // Options every subcommand has.
 struct CommonOptions {

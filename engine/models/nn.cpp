@@ -237,6 +237,31 @@ void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const Te
 
 }  // namespace
 
+void load_layer_weight(QuantisedLayer& layer, const SafetensorsFile& file, const std::string& key,
+                       const StorageSpec& storage, bool quantise) {
+  StorageSpec spec = storage;
+  if (!quantise && is_fp8(spec.weights)) spec.weights = WeightType::FP16;
+  load_quantised(layer, file, file.at(key), key, spec);
+}
+
+void store_layer_weight(QuantisedLayer& layer, const at::Tensor& w_in, const StorageSpec& storage) {
+  at::Tensor w = w_in.to(at::kFloat).contiguous();
+  if (!layer.fp8) {
+    layer.weight.set_data(w.to(layer.weight.scalar_type()));
+    return;
+  }
+  at::Tensor codes = at::empty(w.sizes(), at::kByte);
+  const Fp8Scale scale = layer.scale_weight.defined()
+                             ? (layer.scale_weight.numel() > 1 ? Fp8Scale::Channel : Fp8Scale::Tensor)
+                             : storage.scale;
+  const auto scales = quantize_weight(w.data_ptr<float>(), w.size(0), w.numel(), layer.format, scale,
+                                      codes.data_ptr<uint8_t>());
+  layer.weight.set_data(codes);
+  if (!scales.empty()) {
+    layer.register_scale(at::tensor(std::vector<float>(scales.begin(), scales.end()), at::kFloat));
+  }
+}
+
 LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile& file,
                                const std::string& prefix, const StorageSpec& storage,
                                bool quantise_component, const std::vector<std::string>& ignorable) {

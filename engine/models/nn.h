@@ -101,6 +101,14 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
                                bool quantise_component,
                                const std::vector<std::string>& ignorable = {});
 
+// (Re)loads one quantised layer's weight from `key` in the storage type (FP8 codes + scale when
+// `quantise` and the storage is FP8; the file's codes when the file is already FP8).
+void load_layer_weight(QuantisedLayer& layer, const SafetensorsFile& file, const std::string& key,
+                       const StorageSpec& storage, bool quantise);
+// Replaces a layer's weight with `w` (FP32), stored like the layer stores it now: FP8 layers are
+// quantised again with a freshly computed scale (round to nearest even).
+void store_layer_weight(QuantisedLayer& layer, const at::Tensor& w, const StorageSpec& storage);
+
 // Reads one tensor of the file into a new FP32 (or integer) CPU tensor.
 at::Tensor read_tensor(const SafetensorsFile& file, const TensorRecord& record);
 

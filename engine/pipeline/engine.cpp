@@ -198,9 +198,24 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
   }
   const auto pos = parse_extra_networks(r.prompt);
   const auto neg = parse_extra_networks(r.negative);
-  if (!pos.loras.empty() || !neg.loras.empty()) {
-    throw InputError("prompt: <lora:...> tags are not supported by this build yet; remove them");
+  std::vector<LoraRequest> loras = r.loras;
+  for (const auto& tag : pos.loras) {
+    if (!tag.error.empty()) throw InputError(tag.error);
+    if (tag.name.empty() || tag.name.find('/') != std::string::npos || tag.name.find('\\') != std::string::npos ||
+        tag.name.find("..") != std::string::npos) {
+      throw InputError("prompt: <lora:" + tag.name + ":...> must name a file in the LoRA folder (no paths)");
+    }
+    if (impl_->options.lora_dir.empty()) {
+      throw InputError("prompt: <lora:" + tag.name + ":...> needs a LoRA folder (--lora-dir)");
+    }
+    const std::string path = impl_->options.lora_dir + "/" + tag.name + ".safetensors";
+    if (::access(path.c_str(), R_OK) != 0) {
+      throw InputError("prompt: <lora:" + tag.name + ":...>: " + path + " does not exist");
+    }
+    loras.push_back({path, tag.te_multiplier, tag.unet_multiplier});
   }
+  if (!neg.loras.empty()) log().warn("LoRA tags in the negative prompt are ignored (as A1111 does)");
+  model.set_loras(loras);
   if (observer) observer->onPhase({"encode", ms_since(start)});
   emit_memory(observer, "encode", -1, start);
   auto t_encode = Clock::now();

@@ -14,6 +14,7 @@ struct LoadOptions {
   std::string checkpoint;
   StorageSpec storage;
   std::string vocab;  // explicit CLIP vocabulary (empty: search as DESIGN.md section 4 says)
+  std::string lora_dir;  // where <lora:NAME:W> tags are looked up (NAME.safetensors)
 };
 
 class Engine {

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "lora/lora.h"
 #include "models/text_encoder.h"
 #include "models/unet.h"
 #include "models/vae.h"
@@ -70,9 +71,60 @@ void Model::load_all() {
   bytes_.unet = load_module_weights(*unet_, *file_, "model.diffusion_model.", storage_, fp8_text_unet).bytes;
   vae_ = std::make_shared<VaeImpl>(config_.vae);
   bytes_.vae = load_module_weights(*vae_, *file_, "first_stage_model.", storage_, storage_.fp8_vae).bytes;
+  index_layers();
   log().info("{}: {} loaded, weights {} ({:.1f} MB: UNet {:.1f}, text {:.1f}, VAE {:.1f})",
              file_->path(), detection_.description(), weight_type_name(storage_.weights),
              bytes_.total() / 1e6, bytes_.unet / 1e6, bytes_.text / 1e6, bytes_.vae / 1e6);
+}
+
+void Model::index_layers() {
+  layers_.clear();
+  layer_quantisable_.clear();
+  auto add = [&](torch::nn::Module& root, const std::string& prefix, bool quantisable) {
+    for (const auto& item : root.named_modules("", false)) {
+      if (auto* layer = dynamic_cast<QuantisedLayer*>(item.value().get())) {
+        layers_[prefix + item.key() + ".weight"] = layer;
+        layer_quantisable_[prefix + item.key() + ".weight"] = quantisable;
+      }
+    }
+  };
+  for (std::size_t i = 0; i < text_.size(); ++i) add(*text_[i], config_.text_encoders[i].prefix, true);
+  add(*unet_, "model.diffusion_model.", true);
+  add(*vae_, "first_stage_model.", storage_.fp8_vae);
+}
+
+std::size_t Model::set_loras(const std::vector<LoraRequest>& loras) {
+  if (loras == active_loras_) return 0;
+  for (const auto& key : lora_touched_) {
+    load_layer_weight(*layers_.at(key), *file_, key, storage_, layer_quantisable_.at(key));
+  }
+  lora_touched_.clear();
+  active_loras_.clear();
+  // Sum every LoRA's delta per layer in FP32, then store each layer once.
+  std::map<std::string, at::Tensor> deltas;
+  for (const auto& request : loras) {
+    const auto lora = read_lora(request.path);
+    const auto plan = plan_lora(lora, config_);
+    for (const auto& [module, key] : plan.targets) {
+      if (key.find('#') != std::string::npos) {
+        throw InputError(request.path + ": LoRAs on open_clip's fused attention are not supported yet");
+      }
+      auto it = layers_.find(key);
+      if (it == layers_.end()) continue;
+      const bool unet = key.rfind("model.diffusion_model.", 0) == 0;
+      const double m = unet ? request.unet_multiplier : request.te_multiplier;
+      auto d = module->delta(m, it->second->weight.sizes());
+      auto& acc = deltas[key];
+      acc = acc.defined() ? acc + d : d;
+    }
+    active_loras_.push_back(request);
+  }
+  for (auto& [key, delta] : deltas) {
+    auto* layer = layers_.at(key);
+    store_layer_weight(*layer, layer->decoded_weight(at::kFloat) + delta, storage_);
+    lora_touched_.push_back(key);
+  }
+  return lora_touched_.size();
 }
 
 void Model::set_storage(const StorageSpec& storage) {
@@ -81,11 +133,15 @@ void Model::set_storage(const StorageSpec& storage) {
     return;
   }
   storage_ = storage;
+  const auto loras = active_loras_;
+  active_loras_.clear();
+  lora_touched_.clear();
   // Release the old weights first, then read the new ones from the file (never from a copy).
   text_.clear();
   unet_.reset();
   vae_.reset();
   load_all();
+  set_loras(loras);
 }
 
 at::Tensor Model::encode_tokens(const at::Tensor& tokens, int clip_skip, ComputeType compute) const {

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "io/safetensors.h"
 #include "models/architecture.h"
 #include "models/nn.h"
+#include "pipeline/lora_request.h"
 #include "sampling/samplers.h"
 
 namespace fp8s {
@@ -70,8 +72,15 @@ class Model {
                     const std::function<void(double)>& on_model_ms = {}) const;
   const DiscreteSchedule& schedule() const { return schedule_; }
 
+  // Makes exactly these LoRAs active (merged into the weights: W += m·(alpha/r)·up·down in FP32,
+  // FP8 weights dequantised and quantised again). Layers a previous set touched are first restored
+  // from the file, so removing a LoRA restores the base weights exactly. Returns the number of
+  // layers changed.
+  std::size_t set_loras(const std::vector<LoraRequest>& loras);
+
  private:
   void load_all();
+  void index_layers();
 
   std::unique_ptr<SafetensorsFile> file_;
   ModelConfig config_;
@@ -81,6 +90,10 @@ class Model {
   std::shared_ptr<UNetImpl> unet_;
   std::shared_ptr<VaeImpl> vae_;
   ComponentBytes bytes_;
+  std::map<std::string, QuantisedLayer*> layers_;   // checkpoint weight key -> layer
+  std::map<std::string, bool> layer_quantisable_;   // key -> whether its component is FP8-able
+  std::vector<LoraRequest> active_loras_;
+  std::vector<std::string> lora_touched_;           // keys changed by the active LoRAs
   DiscreteSchedule schedule_;
 };
 

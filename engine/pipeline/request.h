@@ -9,6 +9,7 @@
 
 #include "io/png.h"
 #include "core/types.h"
+#include "pipeline/lora_request.h"
 
 namespace fp8s {
 
@@ -27,6 +28,7 @@ struct GenerationRequest {
   int clip_skip = 1;
   StorageSpec storage;
   ComputeType compute = ComputeType::BF16;
+  std::vector<LoraRequest> loras;  // in addition to <lora:NAME:W> tags in the prompt
 };
 
 struct PhaseEvent {
