@@ -181,7 +181,7 @@ class TestCheckpointTools : public QObject {
   }
 
   void benchCodecReports() {
-    auto r = test::run_cli({"bench", "--section", "codec", "--size-mib", "4", "--repeats", "2", "--json"});
+    auto r = test::run_cli({"bench", "--section", "codec", "--size-mib", "4", "--codec-repeats", "2", "--json"});
     QVERIFY2(r.exit_code == 0, qPrintable(r.err));
     const auto rows = json_of(r)["codec"].toArray();
     QCOMPARE(rows.size(), 12);

@@ -109,20 +109,23 @@ void register_bench(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("bench", "measure throughput (medians, min-max over repeats)");
   add_common_options(*sub, o->common, true);
-  sub->add_option("--section", o->sections, "what to measure: codec")
+  sub->add_option("--section", o->sections, "what to measure: codec, generate")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-      ->check(CLI::IsMember({"codec"}))
+      ->check(CLI::IsMember({"codec", "generate"}))
       ->capture_default_str();
   sub->add_option("--size-mib", o->mib, "tensor size for the codec section (MiB of FP32)")
       ->check(CLI::Range(1, 8192))
       ->capture_default_str();
-  sub->add_option("--repeats", o->repeats, "repeats per measurement")
+  sub->add_option("--codec-repeats", o->repeats, "repeats per codec measurement")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   sub->callback([o] {
     for (const auto& s : o->sections) {
       if (s == "codec") bench_codec(o->mib, o->repeats, o->common.json);
     }
+  });
+  register_bench_generate(*sub, [o] {
+    return std::find(o->sections.begin(), o->sections.end(), "generate") != o->sections.end();
   });
 }
 

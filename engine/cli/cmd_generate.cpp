@@ -42,9 +42,8 @@ class CliObserver : public Observer {
 }  // namespace
 
 // Adds the request flags shared by generate, compare and bench.
-void add_request_options(CLI::App& sub, GenerationRequest& r, std::string& sampler,
-                         std::string& schedule, std::string& weights, std::string& scale,
-                         std::string& compute) {
+void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flags) {
+  auto& [sampler, schedule, weights, scale, compute] = flags;
   sub.add_option("--prompt", r.prompt, "the prompt (A1111 syntax: (emphasis:1.2), [less], BREAK)");
   sub.add_option("--negative", r.negative, "the negative prompt");
   sub.add_option("--steps", r.steps, "sampling steps")->capture_default_str();
@@ -73,8 +72,8 @@ void add_request_options(CLI::App& sub, GenerationRequest& r, std::string& sampl
       ->capture_default_str();
 }
 
-void finish_request(GenerationRequest& r, const std::string& sampler, const std::string& schedule,
-                    const std::string& weights, const std::string& scale, const std::string& compute) {
+void finish_request(GenerationRequest& r, const RequestFlags& flags) {
+  const auto& [sampler, schedule, weights, scale, compute] = flags;
   r.sampler = *parse_sampler(sampler);
   r.schedule = *parse_schedule(schedule);
   r.storage.weights = *parse_weight_type(weights);
@@ -88,8 +87,7 @@ void register_generate(CLI::App& app) {
     std::string model, vocab, outdir = "outputs", lora_dir;
     std::vector<std::string> loras;
     GenerationRequest r;
-    std::string sampler = "dpmpp_2m", schedule = "karras", weights = "bf16", scale = "none",
-                compute = "bf16";
+    RequestFlags flags;
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("generate", "text to image: writes numbered PNG files");
@@ -97,13 +95,13 @@ void register_generate(CLI::App& app) {
   sub->add_option("--model", o->model, "checkpoint (.safetensors)")->required();
   sub->add_option("--vocab", o->vocab, "CLIP vocabulary (.txt.gz, vocab.json, or a folder)");
   sub->add_option("--outdir", o->outdir, "output folder (files are never overwritten)")->capture_default_str();
-  add_request_options(*sub, o->r, o->sampler, o->schedule, o->weights, o->scale, o->compute);
+  add_request_options(*sub, o->r, o->flags);
   sub->add_option("--lora", o->loras, "FILE[:MULT]: apply a LoRA (repeatable)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("--lora-dir", o->lora_dir, "folder where <lora:NAME:W> prompt tags are looked up");
   sub->callback([o] {
     o->r.loras = parse_lora_flags(o->loras);
-    finish_request(o->r, o->sampler, o->schedule, o->weights, o->scale, o->compute);
+    finish_request(o->r, o->flags);
     LoadOptions load;
     load.checkpoint = o->model;
     load.storage = o->r.storage;

@@ -3,7 +3,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "pipeline/lora_request.h"
+#include <functional>
+
+#include "pipeline/request.h"
 
 namespace fp8s::cli {
 
@@ -17,6 +19,14 @@ struct CommonOptions {
 };
 void add_common_options(CLI::App& sub, CommonOptions& common, bool reports);
 
+// The request flags shared by generate, compare and bench, and their conversion.
+struct RequestFlags {
+  std::string sampler = "dpmpp_2m", schedule = "karras", weights = "bf16", scale = "none",
+              compute = "bf16";
+};
+void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flags);
+void finish_request(GenerationRequest& r, const RequestFlags& flags);
+
 void register_make_synthetic(CLI::App& app);
 void register_inspect(CLI::App& app);
 void register_convert(CLI::App& app);
@@ -24,5 +34,8 @@ void register_probe(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_generate(CLI::App& app);
+void register_compare(CLI::App& app);
+// Adds bench's `generate` section options to `bench`; runs when `selected()` says so.
+void register_bench_generate(CLI::App& bench, std::function<bool()> selected);
 
 }  // namespace fp8s::cli

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/threads.h"
+#include "memory/tracking_allocator.h"
 #include "core/version.h"
 
 namespace fp8s::cli {
@@ -23,6 +24,7 @@ void add_common_options(CLI::App& sub, CommonOptions& common, bool reports) {
 
 int main(int argc, char** argv) {
   fp8s::init_threads();
+  fp8s::install_tracking_allocator();
   CLI::App app{"FP8 Studio command line: Stable Diffusion with FP8 weight storage, measured.",
                "fp8studio-cli"};
   app.set_version_flag("--version", std::string("fp8studio-cli ") + fp8s::kVersion);
@@ -37,6 +39,7 @@ int main(int argc, char** argv) {
   fp8s::cli::register_bench(app);
   fp8s::cli::register_tokenize(app);
   fp8s::cli::register_generate(app);
+  fp8s::cli::register_compare(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,6 +1,9 @@
 #include "models/nn.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
 #include <cstring>
 
 #include "core/error.h"
@@ -39,32 +42,65 @@ at::ScalarType float_storage_dtype(WeightType type) {
   }
 }
 
+namespace {
+
+std::atomic<uint64_t> g_decode_ns{0};
+std::atomic<uint64_t> g_decode_weights{0};
+
+// One scratch buffer per compute dtype and thread: a layer's decoded weight lives there only
+// until its matmul/conv returns, and the next layer reuses the same memory, so decoding adds one
+// weight's worth of memory (the largest) instead of an allocation per layer.
+at::Tensor scratch(at::ScalarType dtype, at::IntArrayRef sizes) {
+  thread_local std::map<at::ScalarType, at::Tensor> buffers;
+  int64_t n = 1;
+  for (auto d : sizes) n *= d;
+  auto& buf = buffers[dtype];
+  if (!buf.defined() || buf.numel() < n) {
+    buf = at::Tensor();  // free the smaller one first
+    buf = at::empty({n}, at::TensorOptions().dtype(dtype));
+  }
+  return buf.narrow(0, 0, n).view(sizes);
+}
+
+}  // namespace
+
+DecodeStats decode_stats() { return {g_decode_ns.load(), g_decode_weights.load()}; }
+void reset_decode_stats() {
+  g_decode_ns.store(0);
+  g_decode_weights.store(0);
+}
+
 at::Tensor QuantisedLayer::decoded_weight(at::ScalarType dtype) const {
-  if (!fp8) return weight.scalar_type() == dtype ? weight : weight.to(dtype);
+  if (!fp8) {
+    if (weight.scalar_type() == dtype) return weight;
+    return scratch(dtype, weight.sizes()).copy_(weight);
+  }
   // FP8 codes -> compute dtype, then the per-tensor or per-channel scale.
+  const auto start = std::chrono::steady_clock::now();
   at::Tensor codes = weight.is_contiguous() ? weight : weight.contiguous();
   const auto n = static_cast<std::size_t>(codes.numel());
   const auto* src = codes.data_ptr<uint8_t>();
   const bool per_channel = scale_weight.defined() && scale_weight.numel() > 1;
   const float tensor_scale =
       scale_weight.defined() && !per_channel ? scale_weight.item<float>() : 1.0f;
-  at::Tensor out;
-  if (dtype == at::kBFloat16) {
-    out = at::empty(codes.sizes(), codes.options().dtype(at::kBFloat16));
+  const at::ScalarType target = dtype == at::kBFloat16 || dtype == at::kHalf ? dtype : at::kFloat;
+  at::Tensor out = scratch(target, codes.sizes());
+  if (target == at::kBFloat16) {
     decode_fp8_to_bf16(src, reinterpret_cast<uint16_t*>(out.data_ptr()), n, format, tensor_scale);
-  } else if (dtype == at::kHalf) {
-    out = at::empty(codes.sizes(), codes.options().dtype(at::kHalf));
+  } else if (target == at::kHalf) {
     decode_fp8_to_f16(src, reinterpret_cast<uint16_t*>(out.data_ptr()), n, format, tensor_scale);
   } else {
-    out = at::empty(codes.sizes(), codes.options().dtype(at::kFloat));
     decode_fp8_to_f32(src, out.data_ptr<float>(), n, format, tensor_scale);
-    if (dtype != at::kFloat) out = out.to(dtype);
   }
+  if (target != dtype) out = out.to(dtype);
   if (per_channel) {
     std::vector<int64_t> shape(static_cast<std::size_t>(out.dim()), 1);
     shape[0] = -1;
     out = out.mul_(scale_weight.to(out.scalar_type()).view(shape));
   }
+  g_decode_ns.fetch_add(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::steady_clock::now() - start).count()));
+  g_decode_weights.fetch_add(n);
   return out;
 }
 

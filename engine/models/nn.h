@@ -101,6 +101,14 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
                                bool quantise_component,
                                const std::vector<std::string>& ignorable = {});
 
+// Time spent decoding FP8 weights (for `bench`: GB/s and share of the step time).
+struct DecodeStats {
+  uint64_t nanoseconds = 0;
+  uint64_t weights = 0;  // decoded elements
+};
+DecodeStats decode_stats();
+void reset_decode_stats();
+
 // (Re)loads one quantised layer's weight from `key` in the storage type (FP8 codes + scale when
 // `quantise` and the storage is FP8; the file's codes when the file is already FP8).
 void load_layer_weight(QuantisedLayer& layer, const SafetensorsFile& file, const std::string& key,

@@ -14,6 +14,7 @@
 #include "core/logging.h"
 #include "core/sha256.h"
 #include "memory/process_memory.h"
+#include "memory/tracking_allocator.h"
 #include "pipeline/model.h"
 #include "text/clip_tokenizer.h"
 #include "text/prompt_parser.h"
@@ -85,6 +86,9 @@ void emit_memory(Observer* observer, const std::string& phase, int step, Clock::
   s.t_ms = ms_since(start);
   s.rss_bytes = mem.rss_bytes;
   s.rss_peak_bytes = mem.rss_peak_bytes;
+  const auto tracked = tracked_bytes();
+  s.tracked_live_bytes = tracked.live;
+  s.tracked_peak_bytes = tracked.peak;
   observer->onMemory(s);
 }
 
@@ -158,6 +162,17 @@ ModelInfo Engine::info() const {
   return i;
 }
 
+std::vector<float> Engine::unet_probe(const StorageSpec& storage, ComputeType compute, uint64_t seed,
+                                     int latent_size) {
+  auto& model = *impl_->model;
+  model.set_storage(storage);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  auto x = at::randn({1, 4, latent_size, latent_size}, gen, at::kFloat);
+  auto ctx = at::randn({1, 77, model.config().unet.context_dim}, gen, at::kFloat);
+  auto eps = model.unet(x, at::full({1}, 500.0f), ctx, {}, compute).contiguous();
+  return std::vector<float>(eps.data_ptr<float>(), eps.data_ptr<float>() + eps.numel());
+}
+
 void Engine::validate(const GenerationRequest& r) const {
   const int w = r.width ? r.width : impl_->native_size();
   const int h = r.height ? r.height : impl_->native_size();
@@ -186,6 +201,7 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
   if (!r.height) r.height = impl_->native_size();
   if (r.seed < 0) r.seed = static_cast<int64_t>(std::random_device{}() & 0xFFFFFFFFu);
   const auto start = Clock::now();
+  reset_tracked_peak();
   GenerationResult result;
   result.timing.load_ms = impl_->load_ms;
   auto& model = *impl_->model;
@@ -283,7 +299,11 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
   }
   result.timing.total_ms = ms_since(start);
   result.weight_bytes = model.weight_bytes().total();
+  result.unet_bytes = model.weight_bytes().unet;
+  result.text_bytes = model.weight_bytes().text;
+  result.vae_bytes = model.weight_bytes().vae;
   result.rss_peak_bytes = read_process_memory().rss_peak_bytes;
+  result.tracked_peak_bytes = tracked_bytes().peak;
   if (observer) observer->onPhase({"done", result.timing.total_ms});
   emit_memory(observer, "end", -1, start);
   return result;

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "pipeline/request.h"
 
@@ -28,6 +29,10 @@ class Engine {
   GenerationResult generate(const GenerationRequest& request, Observer* observer,
                             const std::atomic<bool>& cancel);
   ModelInfo info() const;
+  // The UNet's output (FP32, flattened) for fixed random inputs drawn from `seed` (latent
+  // `latent_size`², t = 500), with weights in `storage`: measures what a storage type changes.
+  std::vector<float> unet_probe(const StorageSpec& storage, ComputeType compute, uint64_t seed,
+                                int latent_size);
   // Validates a request against the loaded model (sizes, steps, ...) without running it.
   void validate(const GenerationRequest& request) const;
 

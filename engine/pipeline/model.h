@@ -77,6 +77,8 @@ class Model {
   // from the file, so removing a LoRA restores the base weights exactly. Returns the number of
   // layers changed.
   std::size_t set_loras(const std::vector<LoraRequest>& loras);
+  // Every Linear/Conv2d layer, by checkpoint weight key.
+  const std::map<std::string, QuantisedLayer*>& layers() const { return layers_; }
 
  private:
   void load_all();

@@ -85,6 +85,8 @@ struct GenerationResult {
   std::vector<GeneratedImage> images;
   TimingReport timing;
   uint64_t weight_bytes = 0;
+  uint64_t unet_bytes = 0, text_bytes = 0, vae_bytes = 0;
+  uint64_t tracked_peak_bytes = 0;  // peak live tensor bytes during this request
   uint64_t rss_peak_bytes = 0;
 };
 

@@ -1,0 +1,99 @@
+// compare: one generation in several storage modes with memory, time and fidelity figures.
+// bench --section generate: step times of the modes, alternated over repeats.
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "compare/compare.h"
+#include "core/error.h"
+#include "core/logging.h"
+
+namespace fp8s::cli {
+
+void register_compare(CLI::App& app) {
+  struct Opts {
+    CommonOptions common;
+    std::string model, vocab, outdir = "outputs", modes = "fp16,fp8-e4m3";
+    GenerationRequest r;
+    RequestFlags flags;
+    bool no_unet_error = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* sub = app.add_subcommand("compare", "the same image in several storage modes: memory, time, PSNR/SSIM, heat map");
+  add_common_options(*sub, o->common, true);
+  sub->add_option("--model", o->model, "checkpoint (.safetensors)")->required();
+  sub->add_option("--modes", o->modes, "storage modes, e.g. fp16,fp8-e4m3,fp8-e4m3/channel")->capture_default_str();
+  sub->add_option("--vocab", o->vocab, "CLIP vocabulary (.txt.gz, vocab.json, or a folder)");
+  sub->add_option("--outdir", o->outdir, "a new compare-NNNNN folder is made in it")->capture_default_str();
+  sub->add_flag("--no-unet-error", o->no_unet_error, "skip the UNet output error against fp32 storage");
+  add_request_options(*sub, o->r, o->flags);
+  sub->callback([o] {
+    finish_request(o->r, o->flags);
+    CompareOptions c;
+    c.load.checkpoint = o->model;
+    c.load.vocab = o->vocab;
+    c.request = o->r;
+    c.modes = parse_modes(o->modes, o->r.storage.scale);
+    c.outdir = o->outdir;
+    c.unet_error = !o->no_unet_error;
+    const auto report = run_compare(c, [](const std::string& s) { log().info("{}", s); });
+    if (o->common.json) {
+      std::ifstream f(report.folder + "/report.json");
+      std::cout << f.rdbuf();
+    } else {
+      std::ifstream f(report.folder + "/report.md");
+      std::cout << f.rdbuf() << "\nfiles in " << report.folder << "\n";
+    }
+  });
+}
+
+void register_bench_generate(CLI::App& bench, std::function<bool()> selected) {
+  struct Opts {
+    std::string model, vocab, modes = "bf16,fp8-e4m3";
+    GenerationRequest r;
+    RequestFlags flags;
+    int repeats = 3;
+  };
+  auto o = std::make_shared<Opts>();
+  o->r.width = o->r.height = 256;
+  o->r.steps = 4;
+  o->r.seed = 1;
+  bench.add_option("--model", o->model, "checkpoint for --section generate");
+  bench.add_option("--modes", o->modes, "storage modes for --section generate")->capture_default_str();
+  bench.add_option("--repeat", o->repeats, "measured rounds (after one warm-up round)")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  bench.add_option("--vocab", o->vocab, "CLIP vocabulary");
+  add_request_options(bench, o->r, o->flags);
+  bench.final_callback([o, selected, &bench] {
+    if (!selected()) return;
+    if (o->model.empty()) throw InputError("bench --section generate needs --model");
+    finish_request(o->r, o->flags);
+    BenchOptions b;
+    b.load.checkpoint = o->model;
+    b.load.vocab = o->vocab;
+    b.request = o->r;
+    b.modes = parse_modes(o->modes, o->r.storage.scale);
+    b.repeats = o->repeats;
+    const auto modes = run_bench(b, [](const std::string& s) { log().info("{}", s); });
+    const bool json = bench.get_option("--json")->as<bool>();
+    if (json) {
+      nlohmann::json j = nlohmann::json::array();
+      for (const auto& m : modes) {
+        j.push_back({{"mode", m.mode.label()}, {"step_ms", m.step_ms}, {"median_ms", m.median_ms},
+                     {"min_ms", m.min_ms}, {"max_ms", m.max_ms}, {"ratio_to_first", m.ratio_to_first},
+                     {"run_median_ms", m.run_median_ms}, {"decode_gb_per_s", m.decode_gb_per_s},
+                     {"decode_share", m.decode_share}, {"weight_bytes", m.weight_bytes},
+                     {"tracked_peak_bytes", m.tracked_peak_bytes}});
+      }
+      std::cout << nlohmann::json{{"generate", j}}.dump(2) << "\n";
+    } else {
+      std::cout << bench_markdown(b, modes);
+    }
+  });
+}
+
+}  // namespace fp8s::cli

@@ -1,0 +1,272 @@
+#include "compare/compare.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include "compare/image_metrics.h"
+#include "core/error.h"
+#include "models/nn.h"
+
+namespace fp8s {
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+double mean(const std::vector<double>& v) {
+  return v.empty() ? 0 : std::accumulate(v.begin(), v.end(), 0.0) / v.size();
+}
+
+std::string make_run_folder(const std::string& outdir) {
+  ::mkdir(outdir.c_str(), 0755);
+  for (int n = 1; n < 100000; ++n) {
+    char name[32];
+    std::snprintf(name, sizeof name, "/compare-%05d", n);
+    const std::string path = outdir + name;
+    if (::mkdir(path.c_str(), 0755) == 0) return path;
+    if (errno != EEXIST) throw InputError("cannot create " + path + " (" + std::strerror(errno) + ")");
+  }
+  throw InputError(outdir + ": no free compare-NNNNN folder name");
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  const std::string temp = path + ".partial";
+  {
+    std::ofstream f(temp, std::ios::binary | std::ios::trunc);
+    f << text;
+    if (!f.flush()) throw RuntimeFailure("writing " + path + " failed");
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) throw RuntimeFailure("cannot write " + path);
+}
+
+std::string file_label(const ModeSpec& m) {
+  std::string s = m.label();
+  std::replace(s.begin(), s.end(), '/', '-');
+  return s;
+}
+
+double rel_l2(const std::vector<float>& a, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    num += (double(a[i]) - ref[i]) * (double(a[i]) - ref[i]);
+    den += double(ref[i]) * ref[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+std::string mb(uint64_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f", bytes / 1e6);
+  return b;
+}
+
+std::string fmt(double v, int digits = 2) {
+  if (std::isinf(v)) return "inf";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.*f", digits, v);
+  return b;
+}
+
+}  // namespace
+
+std::string ModeSpec::label() const {
+  std::string s = weight_type_name(storage.weights);
+  if (is_fp8(storage.weights) && storage.scale != Fp8Scale::None) s += std::string("/") + fp8_scale_name(storage.scale);
+  if (storage.fp8_vae) s += "+vae";
+  return s;
+}
+
+std::vector<ModeSpec> parse_modes(const std::string& list, Fp8Scale default_scale) {
+  std::vector<ModeSpec> modes;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (item.empty()) continue;
+    ModeSpec m;
+    const auto slash = item.find('/');
+    const std::string weights = item.substr(0, slash);
+    const auto w = parse_weight_type(weights);
+    if (!w) throw InputError("mode '" + item + "': unknown storage '" + weights + "' (fp32, fp16, bf16, fp8-e4m3, fp8-e5m2)");
+    m.storage.weights = *w;
+    m.storage.scale = is_fp8(*w) ? default_scale : Fp8Scale::None;
+    if (slash != std::string::npos) {
+      const auto s = parse_fp8_scale(item.substr(slash + 1));
+      if (!s) throw InputError("mode '" + item + "': unknown FP8 scale (none, tensor, channel)");
+      m.storage.scale = *s;
+    }
+    modes.push_back(m);
+  }
+  if (modes.empty()) throw InputError("--modes lists no storage modes");
+  return modes;
+}
+
+CompareReport run_compare(const CompareOptions& o, const std::function<void(const std::string&)>& progress) {
+  CompareReport report;
+  GenerationRequest request = o.request;
+  if (request.seed < 0) request.seed = static_cast<int64_t>(std::random_device{}() & 0xFFFFFFFFu);
+  LoadOptions load = o.load;
+  load.storage = o.modes.front().storage;
+  Engine engine(load);
+  engine.validate(request);
+  report.folder = make_run_folder(o.outdir);
+  std::atomic<bool> never{false};
+  for (const auto& mode : o.modes) {
+    if (progress) progress("generating with " + mode.label());
+    request.storage = mode.storage;
+    ModeResult m;
+    m.mode = mode;
+    m.result = engine.generate(request, nullptr, never);
+    m.step_ms_mean = mean(m.result.timing.step_ms);
+    m.step_ms_median = median(m.result.timing.step_ms);
+    m.image_file = file_label(mode) + ".png";
+    write_png(report.folder + "/" + m.image_file, m.result.images.front().image,
+              m.result.images.front().parameters);
+    report.modes.push_back(std::move(m));
+  }
+  const auto& first = report.modes.front().result.images.front().image;
+  std::vector<RgbImage> images;
+  std::vector<std::string> labels;
+  for (std::size_t k = 0; k < report.modes.size(); ++k) {
+    auto& m = report.modes[k];
+    const auto& img = m.result.images.front().image;
+    m.psnr = psnr(img, first);
+    m.ssim = ssim(img, first);
+    m.max_abs_diff = max_abs_diff(img, first);
+    images.push_back(img);
+    labels.push_back(m.mode.label());
+    if (k >= 1) {
+      const std::string name = k == 1 ? "diff_heatmap.png" : "diff_heatmap_" + file_label(m.mode) + ".png";
+      write_png(report.folder + "/" + name, diff_heatmap(first, img), "");
+    }
+  }
+  write_png(report.folder + "/side_by_side.png", side_by_side(images, labels), "");
+  if (o.unet_error) {
+    if (progress) progress("measuring the UNet output error against fp32 storage");
+    const int latent = std::max(8, request.height / 8 / 2);
+    StorageSpec fp32;
+    const auto ref = engine.unet_probe(fp32, ComputeType::FP32, static_cast<uint64_t>(request.seed), latent);
+    for (auto& m : report.modes) {
+      m.unet_rel_l2 = rel_l2(engine.unet_probe(m.mode.storage, ComputeType::FP32, static_cast<uint64_t>(request.seed), latent), ref);
+    }
+  }
+  // report.json and report.md
+  nlohmann::json j{{"model", o.load.checkpoint},
+                   {"prompt", request.prompt},
+                   {"negative", request.negative},
+                   {"seed", request.seed},
+                   {"steps", request.steps},
+                   {"size", std::to_string(first.width) + "x" + std::to_string(first.height)},
+                   {"sampler", sampler_name(request.sampler)},
+                   {"compute", compute_type_name(request.compute)},
+                   {"modes", nlohmann::json::array()}};
+  std::ostringstream md;
+  md << "# FP8 Studio compare\n\n" << "Model `" << o.load.checkpoint << "`, " << first.width << "x" << first.height
+     << ", " << request.steps << " steps " << sampler_display_name(request.sampler) << ", CFG " << request.cfg
+     << ", seed " << request.seed << ", compute " << compute_type_name(request.compute) << ".\n\n"
+     << "| mode | UNet MB | text MB | VAE MB | weights MB | peak tracked MB | peak RSS MB | step ms (mean) | step ms (median) | total ms | PSNR dB | SSIM | max abs diff | UNet rel. L2 vs fp32 |\n"
+     << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& m : report.modes) {
+    const auto& r = m.result;
+    j["modes"].push_back({{"mode", m.mode.label()},
+                          {"image", m.image_file},
+                          {"weight_bytes", {{"unet", r.unet_bytes}, {"text", r.text_bytes}, {"vae", r.vae_bytes}, {"total", r.weight_bytes}}},
+                          {"peak_tracked_bytes", r.tracked_peak_bytes},
+                          {"peak_rss_bytes", r.rss_peak_bytes},
+                          {"step_ms", r.timing.step_ms},
+                          {"step_ms_mean", m.step_ms_mean},
+                          {"step_ms_median", m.step_ms_median},
+                          {"total_ms", r.timing.total_ms},
+                          {"psnr_db_vs_first", std::isinf(m.psnr) ? nlohmann::json("inf") : nlohmann::json(m.psnr)},
+                          {"ssim_vs_first", m.ssim},
+                          {"max_abs_diff_vs_first", m.max_abs_diff},
+                          {"unet_rel_l2_vs_fp32", m.unet_rel_l2}});
+    md << "| " << m.mode.label() << " | " << mb(r.unet_bytes) << " | " << mb(r.text_bytes) << " | " << mb(r.vae_bytes)
+       << " | " << mb(r.weight_bytes) << " | " << mb(r.tracked_peak_bytes) << " | " << mb(r.rss_peak_bytes) << " | "
+       << fmt(m.step_ms_mean, 0) << " | " << fmt(m.step_ms_median, 0) << " | " << fmt(r.timing.total_ms, 0) << " | "
+       << fmt(m.psnr) << " | " << fmt(m.ssim, 4) << " | " << m.max_abs_diff << " | "
+       << (m.unet_rel_l2 < 0 ? std::string("-") : fmt(m.unet_rel_l2, 5)) << " |\n";
+  }
+  md << "\nPSNR, SSIM (luminance, 11x11 Gaussian window) and max abs diff are against the first mode. "
+        "Peak RSS is the process's high-water mark (it only falls when the kernel lets it be reset).\n\n"
+     << "![side by side](side_by_side.png)\n\n![difference](diff_heatmap.png)\n";
+  write_text(report.folder + "/report.json", j.dump(2) + "\n");
+  write_text(report.folder + "/report.md", md.str());
+  return report;
+}
+
+std::vector<BenchMode> run_bench(const BenchOptions& o, const std::function<void(const std::string&)>& progress) {
+  LoadOptions load = o.load;
+  load.storage = o.modes.front().storage;
+  Engine engine(load);
+  GenerationRequest request = o.request;
+  if (request.seed < 0) request.seed = 1;
+  engine.validate(request);
+  std::atomic<bool> never{false};
+  std::vector<BenchMode> out(o.modes.size());
+  std::vector<uint64_t> decode_ns(o.modes.size()), decode_weights(o.modes.size());
+  std::vector<double> step_total(o.modes.size());
+  for (int round = -1; round < o.repeats; ++round) {
+    for (std::size_t k = 0; k < o.modes.size(); ++k) {
+      if (progress) progress((round < 0 ? std::string("warm-up ") : "round " + std::to_string(round + 1) + " ") + o.modes[k].label());
+      request.storage = o.modes[k].storage;
+      reset_decode_stats();
+      const auto r = engine.generate(request, nullptr, never);
+      const auto stats = decode_stats();
+      if (round < 0) continue;
+      auto& m = out[k];
+      m.mode = o.modes[k];
+      m.step_ms.insert(m.step_ms.end(), r.timing.step_ms.begin(), r.timing.step_ms.end());
+      m.run_median_ms.push_back(median(r.timing.step_ms));
+      m.weight_bytes = r.weight_bytes;
+      m.tracked_peak_bytes = std::max(m.tracked_peak_bytes, r.tracked_peak_bytes);
+      decode_ns[k] += stats.nanoseconds;
+      decode_weights[k] += stats.weights;
+      step_total[k] += std::accumulate(r.timing.step_ms.begin(), r.timing.step_ms.end(), 0.0);
+    }
+  }
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    auto& m = out[k];
+    m.median_ms = median(m.step_ms);
+    m.min_ms = *std::min_element(m.step_ms.begin(), m.step_ms.end());
+    m.max_ms = *std::max_element(m.step_ms.begin(), m.step_ms.end());
+    m.ratio_to_first = m.median_ms / std::max(1e-9, out.front().median_ms);
+    if (decode_ns[k] > 0) {
+      m.decode_gb_per_s = decode_weights[k] / (decode_ns[k] / 1e9) / 1e9;
+      m.decode_share = decode_ns[k] / 1e6 / std::max(1e-9, step_total[k]);
+    }
+  }
+  return out;
+}
+
+std::string bench_markdown(const BenchOptions& o, const std::vector<BenchMode>& modes) {
+  std::ostringstream md;
+  md << "| mode | median step ms | min-max | ratio to " << modes.front().mode.label()
+     << " | per-run medians | FP8 decode GB/s | decode share of step | weights MB | peak tracked MB |\n"
+     << "|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& m : modes) {
+    std::string runs;
+    for (double v : m.run_median_ms) runs += (runs.empty() ? "" : ", ") + fmt(v, 0);
+    md << "| " << m.mode.label() << " | " << fmt(m.median_ms, 0) << " | " << fmt(m.min_ms, 0) << "-" << fmt(m.max_ms, 0)
+       << " | " << fmt(m.ratio_to_first, 3) << " | " << runs << " | " << (m.decode_share > 0 ? fmt(m.decode_gb_per_s) : "-")
+       << " | " << (m.decode_share > 0 ? fmt(100 * m.decode_share, 1) + "%" : "-") << " | " << mb(m.weight_bytes)
+       << " | " << mb(m.tracked_peak_bytes) << " |\n";
+  }
+  md << "\n" << o.repeats << " measured rounds alternating the modes after one warm-up run each; "
+     << o.request.width << "x" << o.request.height << ", " << o.request.steps << " steps, compute "
+     << compute_type_name(o.request.compute) << ".\n";
+  return md.str();
+}
+
+}  // namespace fp8s

@@ -1,0 +1,72 @@
+// `compare` and `bench`: the same generation in several storage modes, one process, one mode
+// after the other (each mode's weights released before the next are loaded), with memory, time
+// and fidelity figures and the files that show them.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "pipeline/engine.h"
+
+namespace fp8s {
+
+struct ModeSpec {
+  StorageSpec storage;
+  std::string label() const;  // "fp16", "fp8-e4m3", "fp8-e4m3/tensor"
+};
+// Parses "fp16,fp8-e4m3,fp8-e4m3/channel" (a /SCALE suffix overrides the default scale).
+std::vector<ModeSpec> parse_modes(const std::string& list, Fp8Scale default_scale);
+
+struct CompareOptions {
+  LoadOptions load;
+  GenerationRequest request;  // its storage is replaced by each mode's
+  std::vector<ModeSpec> modes;
+  std::string outdir;         // a new compare-NNNNN folder is made inside
+  bool unet_error = true;     // also measure the UNet output error vs FP32 storage
+};
+
+struct ModeResult {
+  ModeSpec mode;
+  GenerationResult result;
+  std::string image_file;
+  double step_ms_mean = 0, step_ms_median = 0;
+  double psnr = 0, ssim = 1;  // versus the first mode
+  int max_abs_diff = 0;
+  double unet_rel_l2 = -1;    // versus FP32 storage (-1: not measured)
+};
+
+struct CompareReport {
+  std::string folder;
+  std::vector<ModeResult> modes;
+};
+
+// Writes <folder>/<mode>.png, side_by_side.png, diff_heatmap.png (and diff_heatmap_<mode>.png for
+// further modes), report.json and report.md.
+CompareReport run_compare(const CompareOptions& options,
+                          const std::function<void(const std::string&)>& progress = {});
+
+struct BenchOptions {
+  LoadOptions load;
+  GenerationRequest request;
+  std::vector<ModeSpec> modes;
+  int repeats = 3;
+};
+
+struct BenchMode {
+  ModeSpec mode;
+  std::vector<double> step_ms;          // every step of every measured run
+  std::vector<double> run_median_ms;    // per run
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+  double ratio_to_first = 1;            // median step time / the first mode's
+  double decode_gb_per_s = 0;           // FP8 decode throughput (codes in)
+  double decode_share = 0;              // decode time / step time
+  uint64_t weight_bytes = 0, tracked_peak_bytes = 0;
+};
+
+// Runs every mode once as warm-up (excluded), then `repeats` rounds alternating A B A B.
+std::vector<BenchMode> run_bench(const BenchOptions& options,
+                                 const std::function<void(const std::string&)>& progress = {});
+std::string bench_markdown(const BenchOptions& options, const std::vector<BenchMode>& modes);
+
+}  // namespace fp8s

@@ -1,0 +1,130 @@
+// FP8 weight storage in the engine: every layer kind converted, decode equal to the codec, no
+// full-precision copy left resident, and the compare report's files (issue 4).
+#include <ATen/ATen.h>
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include "fp8/convert.h"
+#include "io/png.h"
+#include "memory/tracking_allocator.h"
+#include "pipeline/model.h"
+#include "support.h"
+
+using namespace fp8s;
+
+class TestFp8Storage : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir m_dir;
+  QString m_model;
+
+ private Q_SLOTS:
+  void initTestCase() {
+    install_tracking_allocator();
+    m_model = m_dir.path() + "/tiny.safetensors";
+    auto r = test::run_cli({"make-synthetic", "--arch", "tiny-sd1", "--seed", "7", "--out", m_model});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  }
+
+  void everyLayerKindIsStoredAndDecodedExactly() {
+    for (auto [weights, format] : {std::pair{WeightType::FP8_E4M3, Fp8Format::E4M3FN},
+                                   std::pair{WeightType::FP8_E5M2, Fp8Format::E5M2}}) {
+      for (auto scale : {Fp8Scale::None, Fp8Scale::Tensor, Fp8Scale::Channel}) {
+        StorageSpec s{weights, scale, false};
+        Model model(m_model.toStdString(), s);
+        int linear = 0, conv = 0;
+        for (const auto& [key, layer] : model.layers()) {
+          const bool vae = key.rfind("first_stage_model.", 0) == 0;
+          if (vae) {
+            QCOMPARE(layer->weight.scalar_type(), at::kHalf);  // the VAE stays 16-bit
+            continue;
+          }
+          QVERIFY2(layer->fp8 && layer->weight.scalar_type() == at::kByte, key.c_str());
+          (layer->weight.dim() == 4 ? conv : linear) += 1;
+          // independent path: the file's weight, quantised by quantize_weight, decoded by the codec
+          const auto& rec = model.file().at(key);
+          std::vector<uint16_t> raw(rec.numel());
+          model.file().read(rec, raw.data());
+          std::vector<float> w(raw.size());
+          f16_to_f32(raw.data(), w.data(), w.size());
+          std::vector<uint8_t> codes(w.size());
+          const auto scales = quantize_weight(w.data(), rec.shape[0], static_cast<int64_t>(w.size()), format, scale, codes.data());
+          auto decoded = layer->decoded_weight(at::kFloat).contiguous();
+          const int64_t cols = static_cast<int64_t>(w.size()) / rec.shape[0];
+          for (std::size_t i = 0; i < w.size(); ++i) {
+            QCOMPARE(layer->weight.data_ptr<uint8_t>()[i], codes[i]);
+            const float sc = scales.empty() ? 1.0f : scales[scales.size() == 1 ? 0 : i / cols];
+            const float want = decode_fp8(codes[i], format) * sc;
+            if (decoded.data_ptr<float>()[i] != want) QFAIL(key.c_str());
+          }
+          // the BF16 decode is the FP32 one rounded (exact for unscaled codes)
+          auto bf = layer->decoded_weight(at::kBFloat16).to(at::kFloat);
+          QVERIFY(at::allclose(bf, decoded, 1.0 / 128, 0));
+        }
+        QVERIFY(linear > 50);
+        QVERIFY(conv > 20);
+      }
+    }
+  }
+
+  void nonQuantisedTensorsKeepSixteenBits() {
+    StorageSpec s{WeightType::FP8_E4M3, Fp8Scale::None, false};
+    Model model(m_model.toStdString(), s);
+    for (const auto& [key, layer] : model.layers()) {
+      if (layer->bias.defined()) QCOMPARE(layer->bias.scalar_type(), at::kHalf);
+    }
+  }
+
+  void noFullPrecisionCopyStaysResident() {
+    for (auto weights : {WeightType::FP16, WeightType::FP8_E4M3, WeightType::FP32}) {
+      const auto before = tracked_bytes().live;
+      {
+        StorageSpec s{weights, Fp8Scale::Tensor, false};
+        Model model(m_model.toStdString(), s);
+        const auto after = tracked_bytes().live;
+        const auto stored = model.weight_bytes().total();
+        const double held = double(after - before);
+        qInfo("%s: tracked %.0f bytes for %llu stored bytes", weight_type_name(weights), held,
+              static_cast<unsigned long long>(stored));
+        QVERIFY2(held >= 0.99 * stored && held <= 1.02 * stored + 64 * 1024,
+                 qPrintable(QString("held %1 vs stored %2").arg(held).arg(stored)));
+      }
+      QVERIFY(tracked_bytes().live <= before + 64 * 1024);  // released with the model
+    }
+  }
+
+  void compareWritesItsReport() {
+    if (!test::have_reference()) QSKIP("needs the CLIP vocabulary from ../shared/reference/clip");
+    const QString out = m_dir.path() + "/cmp";
+    auto r = test::run_cli({"compare", "--model", m_model, "--modes", "fp16,fp8-e4m3/channel", "--vocab",
+                            test::reference_dir() + "/clip", "--width", "64", "--height", "64", "--steps", "3",
+                            "--seed", "11", "--compute", "fp32", "--outdir", out, "--json"});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    const QString folder = out + "/compare-00001";
+    for (const char* f : {"fp16.png", "fp8-e4m3-channel.png", "side_by_side.png", "diff_heatmap.png", "report.md", "report.json"}) {
+      QVERIFY2(QFileInfo::exists(folder + "/" + f), f);
+    }
+    const auto j = QJsonDocument::fromJson(QByteArray::fromStdString(test::read_bytes((folder + "/report.json").toStdString()))).object();
+    const auto modes = j["modes"].toArray();
+    QCOMPARE(modes.size(), 2);
+    QCOMPARE(modes[0].toObject()["psnr_db_vs_first"].toString(), QString("inf"));
+    const auto fp8 = modes[1].toObject();
+    const auto fp16 = modes[0].toObject();
+    QVERIFY(fp8["psnr_db_vs_first"].toDouble() > 10);
+    QVERIFY(fp8["ssim_vs_first"].toDouble() > 0.5 && fp8["ssim_vs_first"].toDouble() < 1);
+    QVERIFY(fp8["weight_bytes"].toObject()["unet"].toDouble() < 0.55 * fp16["weight_bytes"].toObject()["unet"].toDouble());
+    QVERIFY(fp8["unet_rel_l2_vs_fp32"].toDouble() > 0);
+    QCOMPARE(fp8["step_ms"].toArray().size(), 3);
+    QVERIFY(QString::fromStdString(test::read_bytes((folder + "/report.md").toStdString())).contains("| fp8-e4m3/channel |"));
+    // the report matches its images
+    const auto a = read_png((folder + "/fp16.png").toStdString()), b = read_png((folder + "/fp8-e4m3-channel.png").toStdString());
+    int worst = 0;
+    for (std::size_t i = 0; i < a.image.pixels.size(); ++i) worst = std::max(worst, std::abs(int(a.image.pixels[i]) - int(b.image.pixels[i])));
+    QCOMPARE(fp8["max_abs_diff_vs_first"].toInt(), worst);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestFp8Storage)
+#include "test_fp8_storage.moc"
