@@ -119,13 +119,12 @@ void register_bench(CLI::App& app) {
   sub->add_option("--codec-repeats", o->repeats, "repeats per codec measurement")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
-  sub->callback([o] {
+  auto generate = register_bench_generate(*sub);
+  sub->callback([o, generate] {
     for (const auto& s : o->sections) {
       if (s == "codec") bench_codec(o->mib, o->repeats, o->common.json);
+      if (s == "generate") generate(o->common.json);
     }
-  });
-  register_bench_generate(*sub, [o] {
-    return std::find(o->sections.begin(), o->sections.end(), "generate") != o->sections.end();
   });
 }
 

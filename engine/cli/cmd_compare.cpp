@@ -50,7 +50,7 @@ void register_compare(CLI::App& app) {
   });
 }
 
-void register_bench_generate(CLI::App& bench, std::function<bool()> selected) {
+std::function<void(bool json)> register_bench_generate(CLI::App& bench) {
   struct Opts {
     std::string model, vocab, modes = "bf16,fp8-e4m3";
     GenerationRequest r;
@@ -68,8 +68,7 @@ void register_bench_generate(CLI::App& bench, std::function<bool()> selected) {
       ->capture_default_str();
   bench.add_option("--vocab", o->vocab, "CLIP vocabulary");
   add_request_options(bench, o->r, o->flags);
-  bench.final_callback([o, selected, &bench] {
-    if (!selected()) return;
+  return [o](bool json) {
     if (o->model.empty()) throw InputError("bench --section generate needs --model");
     finish_request(o->r, o->flags);
     BenchOptions b;
@@ -79,7 +78,6 @@ void register_bench_generate(CLI::App& bench, std::function<bool()> selected) {
     b.modes = parse_modes(o->modes, o->r.storage.scale);
     b.repeats = o->repeats;
     const auto modes = run_bench(b, [](const std::string& s) { log().info("{}", s); });
-    const bool json = bench.get_option("--json")->as<bool>();
     if (json) {
       nlohmann::json j = nlohmann::json::array();
       for (const auto& m : modes) {
@@ -93,7 +91,7 @@ void register_bench_generate(CLI::App& bench, std::function<bool()> selected) {
     } else {
       std::cout << bench_markdown(b, modes);
     }
-  });
+  };
 }
 
 }  // namespace fp8s::cli

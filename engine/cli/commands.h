@@ -35,7 +35,7 @@ void register_bench(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_generate(CLI::App& app);
 void register_compare(CLI::App& app);
-// Adds bench's `generate` section options to `bench`; runs when `selected()` says so.
-void register_bench_generate(CLI::App& bench, std::function<bool()> selected);
+// Adds bench's `generate` section options to `bench`; returns what runs the section.
+std::function<void(bool json)> register_bench_generate(CLI::App& bench);
 
 }  // namespace fp8s::cli
