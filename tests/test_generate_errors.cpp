@@ -50,6 +50,16 @@ class TestGenerateErrors : public QObject {
     test::expect_one_line_error(generate({}, test::reference_dir() + "/sdxl/tiny-sdxl.safetensors"), 2, "SDXL");
   }
 
+  void loraTagsStayInTheLoraFolder() {
+    const QString dir = m_dir.path() + "/loras";
+    QDir().mkpath(dir);
+    test::expect_one_line_error(generate({"--prompt", "a fox <lora:../tiny:1>", "--lora-dir", dir}), 2, "no paths");
+    test::expect_one_line_error(generate({"--prompt", "a fox <lora:sub/x:1>", "--lora-dir", dir}), 2, "no paths");
+    test::expect_one_line_error(generate({"--prompt", "a fox <lora:absent:1>", "--lora-dir", dir}), 2, "does not exist");
+    test::expect_one_line_error(generate({"--prompt", "a fox <lora:absent:x>", "--lora-dir", dir}), 2, "not a number");
+    test::expect_one_line_error(generate({"--lora", m_model + ":abc"}), 2, "FILE:MULTIPLIER");
+  }
+
   void missingKeys() {
     // The synthetic model without one UNet weight.
     SafetensorsFile full(m_model.toStdString());

@@ -3,7 +3,10 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <cmath>
+
 #include "core/error.h"
+#include "io/safetensors.h"
 #include "lora/lora.h"
 #include "pipeline/model.h"
 #include "support.h"
@@ -64,6 +67,84 @@ class TestLora : public QObject {
       QCOMPARE(model.set_loras(lora), std::size_t(0));  // unchanged request: nothing to do
       model.set_loras({});
       QVERIFY(at::equal(model.unet(x, t, ctx, {}, ComputeType::FP32), base));
+    }
+  }
+
+  void onlineEqualsMergeAndLorasAdd() {
+    FP8S_REQUIRE_REFERENCE();
+    StorageSpec s;  // FP32 storage: merge and online must agree to rounding
+    Model model(test::reference_path("sd1/tiny-sd1.safetensors"), s);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
+    auto x = at::randn({1, 4, 8, 8}, gen);
+    auto t = at::full({1}, 300.0f);
+    auto ctx = at::randn({1, 77, 64}, gen);
+    const auto path = test::reference_path("sd1/lora-tiny-sd1.safetensors");
+    const auto base = model.unet(x, t, ctx, {}, ComputeType::FP32);
+    auto effect = [&](const std::vector<LoraRequest>& l, LoraMode m) {
+      model.set_loras(l, m);
+      return model.unet(x, t, ctx, {}, ComputeType::FP32) - base;
+    };
+    const auto merged = effect({{path, 0.8, 0.8}}, LoraMode::Merge);
+    const auto online = effect({{path, 0.8, 0.8}}, LoraMode::Online);
+    QVERIFY(at::allclose(online, merged, 1e-4, 1e-5));
+    // a negative multiplier pulls the other way (in the linear regime of small multipliers)
+    const auto small = effect({{path, 0.002, 0.002}}, LoraMode::Online);
+    const auto negative = effect({{path, -0.002, -0.002}}, LoraMode::Online);
+    const double asym = ((negative + small).norm() / small.norm()).item<double>();
+    QVERIFY2(asym < 0.05, qPrintable(QString("asymmetry %1, |small| %2").arg(asym).arg(small.norm().item<double>())));
+    const auto twice = effect({{path, 0.4, 0.4}, {path, 0.4, 0.4}}, LoraMode::Online);
+    QVERIFY(at::allclose(twice, online, 1e-4, 1e-5));
+    // multiplier changes in online mode touch no weight: the base stays bit-identical
+    model.set_loras({{path, 0.3, 0.3}}, LoraMode::Online);
+    model.set_loras({}, LoraMode::Online);
+    QVERIFY(at::equal(model.unet(x, t, ctx, {}, ComputeType::FP32), base));
+  }
+
+  void unmatchedKeysAreCountedNotFatal() {
+    FP8S_REQUIRE_REFERENCE();
+    QTemporaryDir dir;
+    const auto src = read_lora(test::reference_path("sd1/lora-tiny-sd1.safetensors"));
+    // the reference LoRA plus one module that names no layer
+    SafetensorsFile in(test::reference_path("sd1/lora-tiny-sd1.safetensors"));
+    std::vector<TensorSpec> specs;
+    for (const auto& t : in.tensors()) specs.push_back({t.name, t.dtype, t.shape});
+    specs.push_back({"lora_unet_no_such_block.lora_down.weight", Dtype::F16, {4, 8}});
+    specs.push_back({"lora_unet_no_such_block.lora_up.weight", Dtype::F16, {8, 4}});
+    const std::string out = (dir.path() + "/extra.safetensors").toStdString();
+    {
+      SafetensorsWriter w(out, specs, in.metadata());
+      for (const auto& t : in.tensors()) {
+        std::vector<uint8_t> raw(t.nbytes());
+        in.read(t, raw.data());
+        w.append(raw.data(), raw.size());
+      }
+      std::vector<uint16_t> zeros(32, 0);
+      w.append(zeros.data(), 64);
+      w.append(zeros.data(), 64);
+      w.commit();
+    }
+    SafetensorsFile ckpt(test::reference_path("sd1/tiny-sd1.safetensors"));
+    const auto plan = plan_lora(read_lora(out), config_for(ckpt));
+    QCOMPARE(plan.targets.size(), src.modules.size());
+    QCOMPARE(plan.unmatched, std::vector<std::string>{"lora_unet_no_such_block"});
+  }
+
+  void syntheticLoraHasTheAskedStrength() {
+    QTemporaryDir dir;
+    const std::string out = (dir.path() + "/syn.safetensors").toStdString();
+    make_synthetic_lora(preset_tiny_sd1(), 8, 8, 0.2, 3, out, false);
+    const auto lora = read_lora(out);
+    SafetensorsFile f(out);
+    QCOMPARE(f.metadata().at("ss_network_dim"), std::string("8"));
+    const auto plan = plan_lora(lora, preset_tiny_sd1());
+    QVERIFY(plan.unmatched.empty());
+    // rms(ΔW) ≈ 0.2 / sqrt(fan_in) on a large layer
+    for (const auto& m : lora.modules) {
+      if (m.name != "lora_unet_down_blocks_1_resnets_0_conv2") continue;
+      auto d = m.delta(1.0, {64, 64, 3, 3});
+      const double rms = d.pow(2).mean().sqrt().item<double>();
+      const double want = 0.2 / std::sqrt(64.0 * 9);
+      QVERIFY2(std::fabs(rms / want - 1) < 0.15, qPrintable(QString("rms %1 want %2").arg(rms).arg(want)));
     }
   }
 

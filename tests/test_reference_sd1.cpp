@@ -138,6 +138,29 @@ class TestReferenceSd1 : public QObject {
     replay(c, "fp32", 0);
   }
 
+  // LoRA cases again with the LoRA applied online (factors at forward time) instead of merged.
+  void lora_online_data() {
+    QTest::addColumn<QJsonObject>("c");
+    if (!test::have_reference()) {
+      QTest::newRow("no-reference") << QJsonObject{};
+      return;
+    }
+    for (const auto& v : load_cases("sd1")) {
+      const auto c = v.toObject();
+      if (c.contains("lora")) QTest::newRow(qPrintable(c["name"].toString())) << c;
+    }
+  }
+  void lora_online() {
+    QFETCH(QJsonObject, c);
+    if (c.isEmpty()) QSKIP("../shared/reference/ is absent: reference comparisons skipped");
+    auto args = c["args"].toArray();
+    args.append("--lora-mode");
+    args.append("online");
+    c["args"] = args;
+    c["name"] = c["name"].toString() + "-online";
+    replay(c, "fp32", 0);
+  }
+
   void bf16_data() { add_rows(true); }
   void bf16() {
     QFETCH(QJsonObject, c);

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "fp8/convert.h"
+#include "lora/lora.h"
 #include "models/inspect.h"
 #include "models/synthetic.h"
 
@@ -53,6 +54,35 @@ void register_make_synthetic(CLI::App& app) {
                                                  "tensors");
     make_synthetic(s, [&](std::size_t done, std::size_t, uint64_t) { bar->update(done); });
     bar->finish();
+    log().info("wrote {}", o->out);
+  });
+}
+
+void register_make_synthetic_lora(CLI::App& app) {
+  struct Opts {
+    CommonOptions common;
+    std::string model, arch, out;
+    int rank = 8;
+    double alpha = 8, strength = 0.2;
+    uint64_t seed = 0;
+    bool overwrite = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* sub = app.add_subcommand("make-synthetic-lora", "write a kohya LoRA with random factors for a model layout");
+  add_common_options(*sub, o->common, false);
+  sub->add_option("--model", o->model, "the checkpoint the LoRA is for (its layout)");
+  sub->add_option("--arch", o->arch, "or a preset layout: sd15, sdxl, tiny-sd1, tiny-sdxl")
+      ->check(CLI::IsMember({"sd15", "sdxl", "tiny-sd1", "tiny-sdxl"}));
+  sub->add_option("--rank", o->rank, "rank")->capture_default_str();
+  sub->add_option("--alpha", o->alpha, "alpha (the scale is alpha / rank)")->capture_default_str();
+  sub->add_option("--strength", o->strength, "rms(ΔW) / rms(W) at multiplier 1")->capture_default_str();
+  sub->add_option("--seed", o->seed, "random seed")->capture_default_str();
+  sub->add_option("--out", o->out, "output .safetensors (never overwritten)")->required();
+  sub->add_flag("--overwrite", o->overwrite, "replace --out if it exists");
+  sub->callback([o] {
+    if (o->model.empty() == o->arch.empty()) throw InputError("make-synthetic-lora needs either --model or --arch");
+    const ModelConfig config = o->model.empty() ? *preset_by_name(o->arch) : config_for(SafetensorsFile(o->model));
+    make_synthetic_lora(config, o->rank, o->alpha, o->strength, o->seed, o->out, o->overwrite);
     log().info("wrote {}", o->out);
   });
 }

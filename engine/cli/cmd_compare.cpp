@@ -19,7 +19,8 @@ void register_compare(CLI::App& app) {
     std::string model, vocab, outdir = "outputs", modes = "fp16,fp8-e4m3";
     GenerationRequest r;
     RequestFlags flags;
-    bool no_unet_error = false;
+    bool no_unet_error = false, retention_only = false;
+    std::vector<std::string> loras;
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("compare", "the same image in several storage modes: memory, time, PSNR/SSIM, heat map");
@@ -29,6 +30,9 @@ void register_compare(CLI::App& app) {
   sub->add_option("--vocab", o->vocab, "CLIP vocabulary (.txt.gz, vocab.json, or a folder)");
   sub->add_option("--outdir", o->outdir, "a new compare-NNNNN folder is made in it")->capture_default_str();
   sub->add_flag("--no-unet-error", o->no_unet_error, "skip the UNet output error against fp32 storage");
+  sub->add_option("--lora", o->loras, "FILE[:MULT]: apply a LoRA and report its retention per mode")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_flag("--retention-only", o->retention_only, "only the LoRA retention table (no images)");
   add_request_options(*sub, o->r, o->flags);
   sub->callback([o] {
     finish_request(o->r, o->flags);
@@ -39,6 +43,9 @@ void register_compare(CLI::App& app) {
     c.modes = parse_modes(o->modes, o->r.storage.scale);
     c.outdir = o->outdir;
     c.unet_error = !o->no_unet_error;
+    c.request.loras = parse_lora_flags(o->loras);
+    c.retention_only = o->retention_only;
+    if (c.retention_only && c.request.loras.empty()) throw InputError("--retention-only needs --lora");
     const auto report = run_compare(c, [](const std::string& s) { log().info("{}", s); });
     if (o->common.json) {
       std::ifstream f(report.folder + "/report.json");

@@ -43,7 +43,10 @@ class CliObserver : public Observer {
 
 // Adds the request flags shared by generate, compare and bench.
 void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flags) {
-  auto& [sampler, schedule, weights, scale, compute] = flags;
+  auto& [sampler, schedule, weights, scale, compute, lora_mode] = flags;
+  sub.add_option("--lora-mode", lora_mode, "auto (online for FP8, else merge), merge, merge-stochastic, online")
+      ->check(CLI::IsMember({"auto", "merge", "merge-stochastic", "online"}))
+      ->capture_default_str();
   sub.add_option("--prompt", r.prompt, "the prompt (A1111 syntax: (emphasis:1.2), [less], BREAK)");
   sub.add_option("--negative", r.negative, "the negative prompt");
   sub.add_option("--steps", r.steps, "sampling steps")->capture_default_str();
@@ -73,7 +76,8 @@ void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flag
 }
 
 void finish_request(GenerationRequest& r, const RequestFlags& flags) {
-  const auto& [sampler, schedule, weights, scale, compute] = flags;
+  const auto& [sampler, schedule, weights, scale, compute, lora_mode] = flags;
+  r.lora_mode = *parse_lora_mode(lora_mode);
   r.sampler = *parse_sampler(sampler);
   r.schedule = *parse_schedule(schedule);
   r.storage.weights = *parse_weight_type(weights);

@@ -87,6 +87,7 @@ struct ModelProbeOptions {
   float cfg = 7.0f;
   uint64_t seed = 0;
   std::vector<std::string> loras;
+  std::string lora_mode = "auto";
   bool overwrite = false;
 };
 
@@ -122,7 +123,7 @@ void probe_model(const std::string& role, const ModelProbeOptions& o) {
   storage.scale = *parse_fp8_scale(o.scale);
   const auto compute = *parse_compute_type(o.compute);
   Model model(o.model, storage);
-  model.set_loras(parse_lora_flags(o.loras));
+  model.set_loras(parse_lora_flags(o.loras), *parse_lora_mode(o.lora_mode));
   std::map<std::string, at::Tensor> out;
   auto expect_dims = [&](const std::string& r, int64_t dims) {
     if (in[r].dim() != dims) {
@@ -204,6 +205,9 @@ void register_probe(CLI::App& app) {
   sub->add_option("--cfg", o->m.cfg, "classifier-free guidance scale")->capture_default_str();
   sub->add_option("--seed", o->m.seed, "seed of the step noise")->capture_default_str();
   sub->add_option("--lora", o->m.loras, "FILE:MULT")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_option("--lora-mode", o->m.lora_mode, "auto, merge, merge-stochastic, online")
+      ->check(CLI::IsMember({"auto", "merge", "merge-stochastic", "online"}))
+      ->capture_default_str();
   sub->add_option("--format", o->format, "FP8 format for fp8-encode/fp8-decode: e4m3 or e5m2")
       ->check(CLI::IsMember({"e4m3", "e5m2"}))
       ->capture_default_str();

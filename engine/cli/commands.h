@@ -22,12 +22,13 @@ void add_common_options(CLI::App& sub, CommonOptions& common, bool reports);
 // The request flags shared by generate, compare and bench, and their conversion.
 struct RequestFlags {
   std::string sampler = "dpmpp_2m", schedule = "karras", weights = "bf16", scale = "none",
-              compute = "bf16";
+              compute = "bf16", lora_mode = "auto";
 };
 void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flags);
 void finish_request(GenerationRequest& r, const RequestFlags& flags);
 
 void register_make_synthetic(CLI::App& app);
+void register_make_synthetic_lora(CLI::App& app);
 void register_inspect(CLI::App& app);
 void register_convert(CLI::App& app);
 void register_probe(CLI::App& app);

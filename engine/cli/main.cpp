@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   // A flag given twice takes its last value, as in most CLIs (lists such as --lora collect all).
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   fp8s::cli::register_make_synthetic(app);
+  fp8s::cli::register_make_synthetic_lora(app);
   fp8s::cli::register_inspect(app);
   fp8s::cli::register_convert(app);
   fp8s::cli::register_probe(app);

@@ -122,7 +122,30 @@ CompareReport run_compare(const CompareOptions& o, const std::function<void(cons
   engine.validate(request);
   report.folder = make_run_folder(o.outdir);
   std::atomic<bool> never{false};
+  if (!request.loras.empty()) {
+    if (progress) progress("measuring LoRA retention");
+    const int latent = std::max(8, request.height / 8 / 2);
+    const auto seed = static_cast<uint64_t>(request.seed);
+    auto norm_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
+      double s = 0;
+      for (std::size_t i = 0; i < a.size(); ++i) s += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+      return std::sqrt(s);
+    };
+    StorageSpec fp16{WeightType::FP16, Fp8Scale::None, false};
+    const double reference =
+        norm_diff(engine.unet_probe(fp16, ComputeType::FP32, seed, latent, request.loras, LoraMode::Merge),
+                  engine.unet_probe(fp16, ComputeType::FP32, seed, latent));
+    for (const auto& mode : o.modes) {
+      const auto base = engine.unet_probe(mode.storage, ComputeType::FP32, seed, latent);
+      for (auto lm : {LoraMode::Merge, LoraMode::MergeStochastic, LoraMode::Online}) {
+        if (!is_fp8(mode.storage.weights) && lm == LoraMode::MergeStochastic) continue;
+        const auto with = engine.unet_probe(mode.storage, ComputeType::FP32, seed, latent, request.loras, lm);
+        report.retention.push_back({mode.label(), lora_mode_name(lm), norm_diff(with, base) / std::max(reference, 1e-30)});
+      }
+    }
+  }
   for (const auto& mode : o.modes) {
+    if (o.retention_only) break;
     if (progress) progress("generating with " + mode.label());
     request.storage = mode.storage;
     ModeResult m;
@@ -134,6 +157,20 @@ CompareReport run_compare(const CompareOptions& o, const std::function<void(cons
     write_png(report.folder + "/" + m.image_file, m.result.images.front().image,
               m.result.images.front().parameters);
     report.modes.push_back(std::move(m));
+  }
+  nlohmann::json retention = nlohmann::json::array();
+  std::ostringstream rmd;
+  if (!report.retention.empty()) {
+    rmd << "\n## LoRA retention (UNet output, FP32 compute)\n\n| storage | LoRA mode | retention |\n|---|---|---|\n";
+    for (const auto& r : report.retention) {
+      retention.push_back({{"mode", r.mode}, {"lora_mode", r.lora_mode}, {"retention", r.retention}});
+      rmd << "| " << r.mode << " | " << r.lora_mode << " | " << fmt(r.retention, 4) << " |\n";
+    }
+  }
+  if (o.retention_only) {
+    write_text(report.folder + "/report.json", nlohmann::json{{"model", o.load.checkpoint}, {"retention", retention}}.dump(2) + "\n");
+    write_text(report.folder + "/report.md", "# FP8 Studio compare\n" + rmd.str());
+    return report;
   }
   const auto& first = report.modes.front().result.images.front().image;
   std::vector<RgbImage> images;
@@ -201,6 +238,8 @@ CompareReport run_compare(const CompareOptions& o, const std::function<void(cons
   md << "\nPSNR, SSIM (luminance, 11x11 Gaussian window) and max abs diff are against the first mode. "
         "Peak RSS is the process's high-water mark (it only falls when the kernel lets it be reset).\n\n"
      << "![side by side](side_by_side.png)\n\n![difference](diff_heatmap.png)\n";
+  j["retention"] = retention;
+  md << rmd.str();
   write_text(report.folder + "/report.json", j.dump(2) + "\n");
   write_text(report.folder + "/report.md", md.str());
   return report;

@@ -24,6 +24,15 @@ struct CompareOptions {
   std::vector<ModeSpec> modes;
   std::string outdir;         // a new compare-NNNNN folder is made inside
   bool unet_error = true;     // also measure the UNet output error vs FP32 storage
+  bool retention_only = false;  // only the LoRA retention table (no images)
+};
+
+// How much of a LoRA's effect survives a storage type and LoRA mode:
+// ‖f(x; W_fmt + LoRA) − f(x; W_fmt)‖ / ‖f(x; W_fp16 + LoRA) − f(x; W_fp16)‖ on the UNet output.
+struct RetentionRow {
+  std::string mode;
+  std::string lora_mode;
+  double retention = 0;
 };
 
 struct ModeResult {
@@ -39,6 +48,7 @@ struct ModeResult {
 struct CompareReport {
   std::string folder;
   std::vector<ModeResult> modes;
+  std::vector<RetentionRow> retention;  // when the request has LoRAs
 };
 
 // Writes <folder>/<mode>.png, side_by_side.png, diff_heatmap.png (and diff_heatmap_<mode>.png for

@@ -34,4 +34,10 @@ const char* sampler_name(Sampler s);          // euler, euler_ancestral, ...
 const char* sampler_display_name(Sampler s);  // A1111's: "Euler a", "DPM++ 2M", ...
 std::optional<Sampler> parse_sampler(const std::string& name);  // also accepts A1111's names
 
+// How a LoRA is applied: merged into the weights (round to nearest, or stochastic rounding as
+// ComfyUI does), or kept as factors added at forward time. Auto: online for FP8 storage.
+enum class LoraMode { Auto, Merge, MergeStochastic, Online };
+const char* lora_mode_name(LoraMode mode);
+std::optional<LoraMode> parse_lora_mode(const std::string& name);
+
 }  // namespace fp8s

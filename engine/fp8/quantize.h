@@ -21,4 +21,11 @@ std::optional<Fp8Scale> parse_fp8_scale(const std::string& name);
 std::vector<float> quantize_weight(const float* w, int64_t rows, int64_t numel, Fp8Format format,
                                    Fp8Scale scale, uint8_t* codes);
 
+// Like quantize_weight, but rounds stochastically (ComfyUI's merge): each value goes to one of its
+// two neighbouring FP8 values with probability proportional to closeness, from a counter-based
+// generator seeded with `seed`, so the result is reproducible.
+std::vector<float> quantize_weight_stochastic(const float* w, int64_t rows, int64_t numel,
+                                              Fp8Format format, Fp8Scale scale, uint8_t* codes,
+                                              uint64_t seed);
+
 }  // namespace fp8s

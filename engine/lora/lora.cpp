@@ -1,6 +1,9 @@
 #include "lora/lora.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "core/logging.h"
@@ -217,6 +220,56 @@ LoraPlan plan_lora(const LoraFile& lora, const ModelConfig& config) {
                plan.unmatched.size(), lora.modules.size(), first);
   }
   return plan;
+}
+
+void make_synthetic_lora(const ModelConfig& config, int rank, double alpha, double strength,
+                         uint64_t seed, const std::string& out, bool overwrite) {
+  if (rank < 1 || rank > 1024) throw InputError("--rank must be between 1 and 1024");
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& e : checkpoint_layout(config, Dtype::F16)) shapes[e.name] = e.shape;
+  std::vector<TensorSpec> specs;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> modules;
+  for (const auto& [name, key] : lora_key_map(config)) {
+    if (key.find('#') != std::string::npos || name.find("time_embedding") != std::string::npos ||
+        name.find("add_embedding") != std::string::npos) {
+      continue;
+    }
+    const auto& w = shapes.at(key);
+    std::vector<int64_t> down{rank, w[1]}, up{w[0], rank};
+    if (w.size() == 4) {
+      down = {rank, w[1], w[2], w[3]};
+      up = {w[0], rank, 1, 1};
+    }
+    specs.push_back({name + ".alpha", Dtype::F16, {}});
+    specs.push_back({name + ".lora_down.weight", Dtype::F16, down});
+    specs.push_back({name + ".lora_up.weight", Dtype::F16, up});
+    modules.push_back({name, w});
+  }
+  const bool sdxl = config.text_encoders.size() > 1;
+  std::map<std::string, std::string> meta{{"ss_network_dim", std::to_string(rank)},
+                                          {"ss_network_alpha", std::to_string(alpha)},
+                                          {"ss_network_module", "networks.lora"},
+                                          {"ss_base_model_version", sdxl ? "sdxl_base_v1-0" : "sd_v1"},
+                                          {"ss_tag_frequency", "{\"synthetic\": {\"fp8studio\": 1}}"}};
+  SafetensorsWriter writer(out, specs, meta, overwrite);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  auto write_half = [&](const at::Tensor& t) {
+    auto h = t.to(at::kHalf).contiguous();
+    writer.append(h.data_ptr(), static_cast<std::size_t>(h.numel()) * 2);
+  };
+  for (const auto& [name, w] : modules) {
+    int64_t fan_in = 1;
+    for (std::size_t i = 1; i < w.size(); ++i) fan_in *= w[i];
+    write_half(at::full({}, alpha, at::kFloat));
+    // var(down) = 1/fan_in; var(ΔW) = rank · var(up) · var(down) · (alpha/rank)² = strength²/fan_in
+    const double down_bound = std::sqrt(3.0 / fan_in);
+    const double up_std = strength * rank / alpha / std::sqrt(static_cast<double>(rank));
+    std::vector<int64_t> down_shape{rank, w[1]}, up_shape{w[0], rank};
+    if (w.size() == 4) down_shape = {rank, w[1], w[2], w[3]}, up_shape = {w[0], rank, 1, 1};
+    write_half((at::rand(down_shape, gen) * 2 - 1) * down_bound);
+    write_half((at::rand(up_shape, gen) * 2 - 1) * (up_std * std::sqrt(3.0)));
+  }
+  writer.commit();
 }
 
 }  // namespace fp8s

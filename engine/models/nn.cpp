@@ -117,7 +117,12 @@ QLinearImpl::QLinearImpl(int64_t in, int64_t out, bool has_bias) {
 }
 
 at::Tensor QLinearImpl::forward(const at::Tensor& x) const {
-  return at::linear(x, decoded_weight(x.scalar_type()), bias_as(x.scalar_type()));
+  auto y = at::linear(x, decoded_weight(x.scalar_type()), bias_as(x.scalar_type()));
+  for (const auto& l : online_loras) {
+    const auto t = x.scalar_type();
+    y = y + at::linear(at::linear(x, l.down.flatten(1).to(t)), l.up.flatten(1).to(t)) * l.scale;
+  }
+  return y;
 }
 
 void QLinearImpl::register_scale(const at::Tensor& scale) {
@@ -135,8 +140,18 @@ QConv2dImpl::QConv2dImpl(int64_t in, int64_t out, int64_t kernel, int64_t stride
 }
 
 at::Tensor QConv2dImpl::forward(const at::Tensor& x) const {
-  return at::conv2d(x, decoded_weight(x.scalar_type()), bias_as(x.scalar_type()), {stride_, stride_},
-                    {padding_, padding_});
+  auto y = at::conv2d(x, decoded_weight(x.scalar_type()), bias_as(x.scalar_type()), {stride_, stride_},
+                      {padding_, padding_});
+  for (const auto& l : online_loras) {
+    const auto t = x.scalar_type();
+    // down has the layer's kernel (LoCon) or is 1x1 on a 1x1 layer
+    const int64_t k = l.down.dim() == 4 ? l.down.size(2) : 1;
+    auto down = l.down.dim() == 4 ? l.down : l.down.unsqueeze(-1).unsqueeze(-1);
+    auto h = at::conv2d(x, down.to(t), {}, {stride_, stride_}, {k == 1 ? 0 : padding_, k == 1 ? 0 : padding_});
+    auto up = l.up.dim() == 4 ? l.up : l.up.unsqueeze(-1).unsqueeze(-1);
+    y = y + at::conv2d(h, up.to(t)) * l.scale;
+  }
+  return y;
 }
 
 void QConv2dImpl::register_scale(const at::Tensor& scale) {
@@ -251,6 +266,15 @@ void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const Te
     if (const auto* s = file.find(scale_key_for(key))) layer.register_scale(read_tensor(file, *s).reshape({-1}));
     return;
   }
+  const at::ScalarType target = float_storage_dtype(storage.weights);
+  if (!is_fp8(storage.weights) && ((rec.dtype == Dtype::F16 && target == at::kHalf) ||
+                                   (rec.dtype == Dtype::BF16 && target == at::kBFloat16))) {
+    at::Tensor v = at::empty(layer.weight.sizes(), at::TensorOptions().dtype(target));
+    file.read(rec, v.data_ptr());
+    layer.weight.set_data(v);
+    layer.fp8 = false;
+    return;
+  }
   at::Tensor w = read_tensor(file, rec);
   if (!is_fp8(storage.weights)) {
     layer.weight.set_data(w.to(float_storage_dtype(storage.weights)));
@@ -280,7 +304,8 @@ void load_layer_weight(QuantisedLayer& layer, const SafetensorsFile& file, const
   load_quantised(layer, file, file.at(key), key, spec);
 }
 
-void store_layer_weight(QuantisedLayer& layer, const at::Tensor& w_in, const StorageSpec& storage) {
+void store_layer_weight(QuantisedLayer& layer, const at::Tensor& w_in, const StorageSpec& storage,
+                        std::optional<uint64_t> stochastic_seed) {
   at::Tensor w = w_in.to(at::kFloat).contiguous();
   if (!layer.fp8) {
     layer.weight.set_data(w.to(layer.weight.scalar_type()));
@@ -290,8 +315,11 @@ void store_layer_weight(QuantisedLayer& layer, const at::Tensor& w_in, const Sto
   const Fp8Scale scale = layer.scale_weight.defined()
                              ? (layer.scale_weight.numel() > 1 ? Fp8Scale::Channel : Fp8Scale::Tensor)
                              : storage.scale;
-  const auto scales = quantize_weight(w.data_ptr<float>(), w.size(0), w.numel(), layer.format, scale,
-                                      codes.data_ptr<uint8_t>());
+  const auto scales =
+      stochastic_seed ? quantize_weight_stochastic(w.data_ptr<float>(), w.size(0), w.numel(), layer.format,
+                                                   scale, codes.data_ptr<uint8_t>(), *stochastic_seed)
+                      : quantize_weight(w.data_ptr<float>(), w.size(0), w.numel(), layer.format, scale,
+                                        codes.data_ptr<uint8_t>());
   layer.weight.set_data(codes);
   if (!scales.empty()) {
     layer.register_scale(at::tensor(std::vector<float>(scales.begin(), scales.end()), at::kFloat));
@@ -345,8 +373,18 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
                        " but the model expects " + shape_str(t.sizes()) +
                        "; the checkpoint is not the architecture it claims to be");
     }
-    at::Tensor v = read_tensor(file, *rec);
-    t.set_data(v.is_floating_point() ? v.to(float_dtype) : v);
+    // Same float type in the file and in memory: read straight into the new tensor, without an
+    // FP32 intermediate (the token embedding alone would be 150 MB of it).
+    const bool direct = (rec->dtype == Dtype::F16 && float_dtype == at::kHalf) ||
+                        (rec->dtype == Dtype::BF16 && float_dtype == at::kBFloat16);
+    if (direct) {
+      at::Tensor v = at::empty(t.sizes(), at::TensorOptions().dtype(float_dtype));
+      file.read(*rec, v.data_ptr());
+      t.set_data(v);
+    } else {
+      at::Tensor v = read_tensor(file, *rec);
+      t.set_data(v.is_floating_point() ? v.to(float_dtype) : v);
+    }
     used.insert(key);
   };
   for (auto& item : module.named_parameters(true)) load_one(item.key(), item.value());

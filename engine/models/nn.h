@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,14 @@ class QuantisedLayer {
   at::Tensor bias_as(at::ScalarType dtype) const;
   // Registers the FP8 scale buffer once (called by the loader).
   virtual void register_scale(const at::Tensor& scale) = 0;
+
+  // LoRAs applied at forward time (base weights untouched): y += scale · up(down(x)).
+  struct OnlineLora {
+    at::Tensor down;  // [r, in] or [r, in, kh, kw], FP32
+    at::Tensor up;    // [out, r] or [out, r, 1, 1], FP32
+    double scale = 1;
+  };
+  std::vector<OnlineLora> online_loras;
 };
 
 class QLinearImpl : public torch::nn::Module, public QuantisedLayer {
@@ -115,7 +124,9 @@ void load_layer_weight(QuantisedLayer& layer, const SafetensorsFile& file, const
                        const StorageSpec& storage, bool quantise);
 // Replaces a layer's weight with `w` (FP32), stored like the layer stores it now: FP8 layers are
 // quantised again with a freshly computed scale (round to nearest even).
-void store_layer_weight(QuantisedLayer& layer, const at::Tensor& w, const StorageSpec& storage);
+// With `stochastic_seed` set, FP8 rounding is stochastic from that seed (merge-stochastic).
+void store_layer_weight(QuantisedLayer& layer, const at::Tensor& w, const StorageSpec& storage,
+                        std::optional<uint64_t> stochastic_seed = std::nullopt);
 
 // Reads one tensor of the file into a new FP32 (or integer) CPU tensor.
 at::Tensor read_tensor(const SafetensorsFile& file, const TensorRecord& record);

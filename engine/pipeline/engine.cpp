@@ -163,9 +163,11 @@ ModelInfo Engine::info() const {
 }
 
 std::vector<float> Engine::unet_probe(const StorageSpec& storage, ComputeType compute, uint64_t seed,
-                                     int latent_size) {
+                                     int latent_size, const std::vector<LoraRequest>& loras,
+                                     LoraMode lora_mode) {
   auto& model = *impl_->model;
   model.set_storage(storage);
+  model.set_loras(loras, lora_mode);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   auto x = at::randn({1, 4, latent_size, latent_size}, gen, at::kFloat);
   auto ctx = at::randn({1, 77, model.config().unet.context_dim}, gen, at::kFloat);
@@ -211,6 +213,7 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
     const auto t = Clock::now();
     model.set_storage(r.storage);
     result.timing.load_ms = ms_since(t);
+    reset_tracked_peak();  // the switch is a load, not part of this generation's footprint
   }
   const auto pos = parse_extra_networks(r.prompt);
   const auto neg = parse_extra_networks(r.negative);
@@ -231,7 +234,8 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
     loras.push_back({path, tag.te_multiplier, tag.unet_multiplier});
   }
   if (!neg.loras.empty()) log().warn("LoRA tags in the negative prompt are ignored (as A1111 does)");
-  model.set_loras(loras);
+  model.set_loras(loras, r.lora_mode);
+  r.loras = loras;
   if (observer) observer->onPhase({"encode", ms_since(start)});
   emit_memory(observer, "encode", -1, start);
   auto t_encode = Clock::now();
@@ -324,6 +328,15 @@ std::string format_infotext(const GenerationRequest& r, uint64_t seed, const std
     << (is_fp8(r.storage.weights) ? std::string(weight_type_name(r.storage.weights)) : "Disable");
   if (is_fp8(r.storage.weights) && r.storage.scale != Fp8Scale::None) {
     o << ", FP8 scale: " << fp8_scale_name(r.storage.scale);
+  }
+  if (!r.loras.empty()) {
+    o << ", LoRA: \"";
+    for (std::size_t i = 0; i < r.loras.size(); ++i) {
+      auto name = r.loras[i].path.substr(r.loras[i].path.find_last_of('/') + 1);
+      if (name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0) name.resize(name.size() - 12);
+      o << (i ? ", " : "") << name << ": " << r.loras[i].unet_multiplier;
+    }
+    o << "\", LoRA mode: " << lora_mode_name(r.lora_mode);
   }
   o << ", Weights: " << weight_type_name(r.storage.weights)
     << ", Compute: " << compute_type_name(r.compute);

@@ -32,7 +32,8 @@ class Engine {
   // The UNet's output (FP32, flattened) for fixed random inputs drawn from `seed` (latent
   // `latent_size`², t = 500), with weights in `storage`: measures what a storage type changes.
   std::vector<float> unet_probe(const StorageSpec& storage, ComputeType compute, uint64_t seed,
-                                int latent_size);
+                                int latent_size, const std::vector<LoraRequest>& loras = {},
+                                LoraMode lora_mode = LoraMode::Auto);
   // Validates a request against the loaded model (sizes, steps, ...) without running it.
   void validate(const GenerationRequest& request) const;
 

@@ -2,6 +2,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/error.h"
@@ -12,6 +13,23 @@
 #include "models/vae.h"
 
 namespace fp8s {
+
+const char* lora_mode_name(LoraMode mode) {
+  switch (mode) {
+    case LoraMode::Auto: return "auto";
+    case LoraMode::Merge: return "merge";
+    case LoraMode::MergeStochastic: return "merge-stochastic";
+    case LoraMode::Online: return "online";
+  }
+  return "auto";
+}
+
+std::optional<LoraMode> parse_lora_mode(const std::string& name) {
+  for (auto m : {LoraMode::Auto, LoraMode::Merge, LoraMode::MergeStochastic, LoraMode::Online}) {
+    if (name == lora_mode_name(m)) return m;
+  }
+  return std::nullopt;
+}
 
 const char* compute_type_name(ComputeType type) {
   switch (type) {
@@ -93,15 +111,24 @@ void Model::index_layers() {
   add(*vae_, "first_stage_model.", storage_.fp8_vae);
 }
 
-std::size_t Model::set_loras(const std::vector<LoraRequest>& loras) {
-  if (loras == active_loras_) return 0;
+std::size_t Model::set_loras(const std::vector<LoraRequest>& loras, LoraMode mode_in) {
+  const LoraMode mode = mode_in != LoraMode::Auto ? mode_in
+                        : is_fp8(storage_.weights) ? LoraMode::Online
+                                                   : LoraMode::Merge;
+  if (loras == active_loras_ && mode == active_mode_) return 0;
+  // Undo the previous set: merged layers are read again from the file, online factors dropped.
   for (const auto& key : lora_touched_) {
-    load_layer_weight(*layers_.at(key), *file_, key, storage_, layer_quantisable_.at(key));
+    auto* layer = layers_.at(key);
+    if (!layer->online_loras.empty()) {
+      layer->online_loras.clear();
+    } else {
+      load_layer_weight(*layer, *file_, key, storage_, layer_quantisable_.at(key));
+    }
   }
   lora_touched_.clear();
   active_loras_.clear();
-  // Sum every LoRA's delta per layer in FP32, then store each layer once.
-  std::map<std::string, at::Tensor> deltas;
+  active_mode_ = mode;
+  std::map<std::string, at::Tensor> deltas;  // merge: every LoRA's delta summed per layer in FP32
   for (const auto& request : loras) {
     const auto lora = read_lora(request.path);
     const auto plan = plan_lora(lora, config_);
@@ -113,6 +140,11 @@ std::size_t Model::set_loras(const std::vector<LoraRequest>& loras) {
       if (it == layers_.end()) continue;
       const bool unet = key.rfind("model.diffusion_model.", 0) == 0;
       const double m = unet ? request.unet_multiplier : request.te_multiplier;
+      if (mode == LoraMode::Online) {
+        it->second->online_loras.push_back({module->down, module->up, m * module->alpha / module->rank()});
+        if (std::find(lora_touched_.begin(), lora_touched_.end(), key) == lora_touched_.end()) lora_touched_.push_back(key);
+        continue;
+      }
       auto d = module->delta(m, it->second->weight.sizes());
       auto& acc = deltas[key];
       acc = acc.defined() ? acc + d : d;
@@ -121,7 +153,9 @@ std::size_t Model::set_loras(const std::vector<LoraRequest>& loras) {
   }
   for (auto& [key, delta] : deltas) {
     auto* layer = layers_.at(key);
-    store_layer_weight(*layer, layer->decoded_weight(at::kFloat) + delta, storage_);
+    std::optional<uint64_t> seed;
+    if (mode == LoraMode::MergeStochastic) seed = std::hash<std::string>{}(key);  // fixed per tensor
+    store_layer_weight(*layer, layer->decoded_weight(at::kFloat) + delta, storage_, seed);
     lora_touched_.push_back(key);
   }
   return lora_touched_.size();
@@ -134,6 +168,7 @@ void Model::set_storage(const StorageSpec& storage) {
   }
   storage_ = storage;
   const auto loras = active_loras_;
+  const auto mode = active_mode_;
   active_loras_.clear();
   lora_touched_.clear();
   // Release the old weights first, then read the new ones from the file (never from a copy).
@@ -141,7 +176,7 @@ void Model::set_storage(const StorageSpec& storage) {
   unet_.reset();
   vae_.reset();
   load_all();
-  set_loras(loras);
+  set_loras(loras, mode);
 }
 
 at::Tensor Model::encode_tokens(const at::Tensor& tokens, int clip_skip, ComputeType compute) const {

@@ -76,7 +76,9 @@ class Model {
   // FP8 weights dequantised and quantised again). Layers a previous set touched are first restored
   // from the file, so removing a LoRA restores the base weights exactly. Returns the number of
   // layers changed.
-  std::size_t set_loras(const std::vector<LoraRequest>& loras);
+  // `mode` Auto means online when the storage is FP8, merge otherwise. Online LoRAs keep their
+  // factors beside the layers and change no weight; changing multipliers never reloads the model.
+  std::size_t set_loras(const std::vector<LoraRequest>& loras, LoraMode mode = LoraMode::Auto);
   // Every Linear/Conv2d layer, by checkpoint weight key.
   const std::map<std::string, QuantisedLayer*>& layers() const { return layers_; }
 
@@ -95,6 +97,7 @@ class Model {
   std::map<std::string, QuantisedLayer*> layers_;   // checkpoint weight key -> layer
   std::map<std::string, bool> layer_quantisable_;   // key -> whether its component is FP8-able
   std::vector<LoraRequest> active_loras_;
+  LoraMode active_mode_ = LoraMode::Merge;
   std::vector<std::string> lora_touched_;           // keys changed by the active LoRAs
   DiscreteSchedule schedule_;
 };

@@ -29,6 +29,7 @@ struct GenerationRequest {
   StorageSpec storage;
   ComputeType compute = ComputeType::BF16;
   std::vector<LoraRequest> loras;  // in addition to <lora:NAME:W> tags in the prompt
+  LoraMode lora_mode = LoraMode::Auto;
 };
 
 struct PhaseEvent {
