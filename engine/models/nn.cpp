@@ -348,9 +348,9 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
                        " but the model expects " + shape_str(layer->weight.sizes()) +
                        "; the checkpoint is not the architecture it claims to be");
     }
-    StorageSpec spec = storage;
-    if (!quantise_component && is_fp8(spec.weights)) spec.weights = WeightType::FP16;
-    load_quantised(*layer, file, *rec, key, spec);
+    // Embedding MLPs (time_embed, label_emb) stay 16-bit like every embedding (DESIGN.md section 2).
+    load_layer_weight(*layer, file, key, storage,
+                      quantise_component && is_quantisable(key, rec->shape, /*fp8_vae=*/true));
     handled.insert(item.key() + ".weight");
     used.insert(key);
     if (layer->scale_weight.defined()) {

@@ -101,8 +101,9 @@ void Model::index_layers() {
   auto add = [&](torch::nn::Module& root, const std::string& prefix, bool quantisable) {
     for (const auto& item : root.named_modules("", false)) {
       if (auto* layer = dynamic_cast<QuantisedLayer*>(item.value().get())) {
-        layers_[prefix + item.key() + ".weight"] = layer;
-        layer_quantisable_[prefix + item.key() + ".weight"] = quantisable;
+        const std::string key = prefix + item.key() + ".weight";
+        layers_[key] = layer;
+        layer_quantisable_[key] = quantisable && is_quantisable(key, layer->weight.sizes().vec(), true);
       }
     }
   };
