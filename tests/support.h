@@ -9,6 +9,9 @@
 #include <QtTest>
 
 #include <fstream>
+
+#include "fp8/convert.h"
+#include "io/safetensors.h"
 #include <string>
 #include <vector>
 
@@ -34,6 +37,18 @@ inline void write_bytes(const std::string& path, const std::string& bytes) {
 inline std::string read_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+// A float tensor of a safetensors file widened to FP32 (with its shape).
+inline std::vector<float> read_f32_tensor(const fp8s::SafetensorsFile& f, const std::string& name,
+                                          std::vector<int64_t>* shape = nullptr) {
+  const auto& r = f.at(name);
+  std::vector<uint8_t> raw(r.nbytes());
+  f.read(r, raw.data());
+  std::vector<float> out(r.numel());
+  fp8s::widen_to_f32(raw.data(), r.dtype, out.size(), out.data(), name);
+  if (shape) *shape = r.shape;
+  return out;
 }
 
 struct CliResult {

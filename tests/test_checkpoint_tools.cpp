@@ -25,12 +25,7 @@ QJsonObject component(const QJsonObject& report, const QString& name) {
 }
 
 std::vector<float> read_f32(const SafetensorsFile& f, const std::string& name) {
-  const auto& r = f.at(name);
-  std::vector<uint8_t> raw(r.nbytes());
-  f.read(r, raw.data());
-  std::vector<float> out(r.numel());
-  widen_to_f32(raw.data(), r.dtype, out.size(), out.data(), name);
-  return out;
+  return test::read_f32_tensor(f, name);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <cmath>
+#include <functional>
 
 #include "io/png.h"
 #include "io/safetensors.h"
@@ -29,16 +30,7 @@ QJsonArray load_cases(const QString& folder) {
   return QJsonDocument::fromJson(QByteArray::fromStdString(text)).array();
 }
 
-std::vector<float> read_floats(const SafetensorsFile& f, const std::string& name,
-                               std::vector<int64_t>* shape) {
-  const auto& r = f.at(name);
-  std::vector<uint8_t> raw(r.nbytes());
-  f.read(r, raw.data());
-  std::vector<float> out(r.numel());
-  widen_to_f32(raw.data(), r.dtype, out.size(), out.data(), name);
-  *shape = r.shape;
-  return out;
-}
+
 
 }  // namespace
 
@@ -47,7 +39,8 @@ class TestReferenceSd1 : public QObject {
 
   QTemporaryDir m_dir;
 
-  void add_rows(bool only_model_roles) {
+  // One row per case that `keep` accepts (a single empty row when the reference is absent).
+  void add_rows(const std::function<bool(const QJsonObject&)>& keep) {
     QTest::addColumn<QJsonObject>("c");
     if (!test::have_reference()) {
       QTest::newRow("no-reference") << QJsonObject{};
@@ -55,11 +48,12 @@ class TestReferenceSd1 : public QObject {
     }
     for (const auto& v : load_cases("sd1")) {
       const auto c = v.toObject();
-      const QString role = c["role"].toString();
-      const bool model_role = role != "generate" && role != "tokenize";
-      if (only_model_roles && !model_role) continue;
-      QTest::newRow(qPrintable(c["name"].toString())) << c;
+      if (keep(c)) QTest::newRow(qPrintable(c["name"].toString())) << c;
     }
+  }
+  static bool model_role(const QJsonObject& c) {
+    const QString role = c["role"].toString();
+    return role != "generate" && role != "tokenize";
   }
 
   // Runs a model-role case; returns {name -> (mine, ref, rtol)} comparisons.
@@ -82,8 +76,8 @@ class TestReferenceSd1 : public QObject {
     for (const auto& o : c["outputs"].toArray()) {
       const std::string name = (c["prefix"].toString() + o.toString()).toStdString();
       std::vector<int64_t> shape_a, shape_b;
-      const auto a = read_floats(mine, name, &shape_a);
-      const auto b = read_floats(ref, name, &shape_b);
+      const auto a = test::read_f32_tensor(mine, name, &shape_a);
+      const auto b = test::read_f32_tensor(ref, name, &shape_b);
       QCOMPARE(shape_a, shape_b);
       double worst = 0, ref_max = 0;
       for (std::size_t i = 0; i < a.size(); ++i) {
@@ -99,7 +93,7 @@ class TestReferenceSd1 : public QObject {
   }
 
  private Q_SLOTS:
-  void fp32_data() { add_rows(false); }
+  void fp32_data() { add_rows([](const QJsonObject&) { return true; }); }
   void fp32() {
     QFETCH(QJsonObject, c);
     if (c.isEmpty()) QSKIP("../shared/reference/ is absent: reference comparisons skipped");
@@ -139,17 +133,7 @@ class TestReferenceSd1 : public QObject {
   }
 
   // LoRA cases again with the LoRA applied online (factors at forward time) instead of merged.
-  void lora_online_data() {
-    QTest::addColumn<QJsonObject>("c");
-    if (!test::have_reference()) {
-      QTest::newRow("no-reference") << QJsonObject{};
-      return;
-    }
-    for (const auto& v : load_cases("sd1")) {
-      const auto c = v.toObject();
-      if (c.contains("lora")) QTest::newRow(qPrintable(c["name"].toString())) << c;
-    }
-  }
+  void lora_online_data() { add_rows([](const QJsonObject& c) { return c.contains("lora"); }); }
   void lora_online() {
     QFETCH(QJsonObject, c);
     if (c.isEmpty()) QSKIP("../shared/reference/ is absent: reference comparisons skipped");
@@ -161,7 +145,7 @@ class TestReferenceSd1 : public QObject {
     replay(c, "fp32", 0);
   }
 
-  void bf16_data() { add_rows(true); }
+  void bf16_data() { add_rows(model_role); }
   void bf16() {
     QFETCH(QJsonObject, c);
     if (c.isEmpty()) QSKIP("../shared/reference/ is absent: reference comparisons skipped");

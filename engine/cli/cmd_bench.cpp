@@ -12,6 +12,7 @@
 #include <ATen/Parallel.h>
 
 #include "cli/commands.h"
+#include "compare/compare.h"
 #include "core/error.h"
 #include "fp8/codec.h"
 
@@ -23,11 +24,6 @@ struct Measurement {
   double source_bytes = 0;
   std::vector<double> seconds;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 void bench_codec(std::size_t mib, int repeats, bool json) {
   const std::size_t n = mib * 1024 * 1024 / 4;  // elements of a `mib` MiB FP32 tensor

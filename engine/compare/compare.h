@@ -11,6 +11,8 @@
 
 namespace fp8s {
 
+double median(std::vector<double> values);  // 0 for none
+
 struct ModeSpec {
   StorageSpec storage;
   std::string label() const;  // "fp16", "fp8-e4m3", "fp8-e4m3/tensor"

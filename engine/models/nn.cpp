@@ -184,6 +184,10 @@ at::Tensor LayerNormImpl::forward(const at::Tensor& x) const {
       .to(x.scalar_type());
 }
 
+std::shared_ptr<torch::nn::Module> container(torch::nn::Module& parent, const std::string& name) {
+  return parent.register_module(name, std::make_shared<torch::nn::Module>());
+}
+
 at::Tensor sliced_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             double scale, const at::Tensor& mask, int64_t budget_bytes) {
   // q: [B, H, Nq, d], k/v: [B, H, Nk, d]

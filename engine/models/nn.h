@@ -88,6 +88,10 @@ class LayerNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(LayerNorm);
 
+// Registers an empty module under `name` in `parent` and returns it: the numbered and named
+// levels of checkpoint paths (`input_blocks.1`, `ff.net`, ...) that hold no parameters themselves.
+std::shared_ptr<torch::nn::Module> container(torch::nn::Module& parent, const std::string& name);
+
 // softmax(q kᵀ · scale) v over [B, heads, N, d] inputs, with the softmax in FP32 and the query axis
 // processed in slices so that no more than ~`budget_bytes` of scores exist at once.
 at::Tensor sliced_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

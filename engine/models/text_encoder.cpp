@@ -4,14 +4,6 @@
 
 namespace fp8s {
 
-namespace {
-
-std::shared_ptr<torch::nn::Module> container(torch::nn::Module& parent, const std::string& name) {
-  return parent.register_module(name, std::make_shared<torch::nn::Module>());
-}
-
-}  // namespace
-
 EmbeddingImpl::EmbeddingImpl(int64_t count, int64_t dim) {
   weight = register_parameter("weight", at::empty({1}).expand({count, dim}), false);
 }

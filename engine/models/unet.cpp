@@ -9,9 +9,6 @@ namespace fp8s {
 
 namespace {
 
-std::shared_ptr<torch::nn::Module> container(torch::nn::Module& parent, const std::string& name) {
-  return parent.register_module(name, std::make_shared<torch::nn::Module>());
-}
 
 void check_cancel(const std::atomic<bool>* cancel) {
   if (cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled();

@@ -4,14 +4,6 @@
 
 namespace fp8s {
 
-namespace {
-
-std::shared_ptr<torch::nn::Module> container(torch::nn::Module& parent, const std::string& name) {
-  return parent.register_module(name, std::make_shared<torch::nn::Module>());
-}
-
-}  // namespace
-
 VaeResnetImpl::VaeResnetImpl(int64_t in, int64_t out) {
   norm1_ = register_module("norm1", GroupNorm(32, in, 1e-6));
   conv1_ = register_module("conv1", QConv2d(in, out, 3));
