@@ -98,16 +98,27 @@ void probe_model(const std::string& role, const ModelProbeOptions& o) {
       {"unet", {"x", "t", "context"}},
       {"vae-decode", {"latent"}},
       {"vae-encode", {"image"}},
-      {"sample", {"noise", "cond", "uncond"}}};
+      {"sample", {"noise", "cond", "uncond"}},
+      {"sdxl-text", {"tokens_l", "tokens_g"}},
+      {"adm", {"pooled", "size_cond"}}};
   if (!kInputs.count(role)) {
     throw InputError("unknown probe role '" + role +
-                     "' (known: clip, unet, vae-decode, vae-encode, sample, fp8-encode, fp8-decode)");
+                     "' (known: clip, sdxl-text, adm, unet, vae-decode, vae-encode, sample, fp8-encode, fp8-decode)");
   }
   if (o.model.empty() || o.case_file.empty()) {
     throw InputError("probe " + role + " needs --model CKPT and --case CASE.safetensors");
   }
+  StorageSpec storage;
+  storage.weights = *parse_weight_type(o.weights);
+  storage.scale = *parse_fp8_scale(o.scale);
+  const auto compute = *parse_compute_type(o.compute);
+  Model model(o.model, storage);
+  model.set_loras(parse_lora_flags(o.loras), *parse_lora_mode(o.lora_mode));
   std::map<std::string, std::string> names;
-  for (const auto& r : kInputs.at(role)) names[r] = o.prefix + r;
+  auto roles = kInputs.at(role);
+  if (model.is_sdxl() && role == "unet") roles.push_back("y");
+  if (model.is_sdxl() && role == "sample") roles.insert(roles.end(), {"y_cond", "y_uncond"});
+  for (const auto& r : roles) names[r] = o.prefix + r;
   for (const auto& spec : o.inputs) {
     const auto eq = spec.find('=');
     if (eq == std::string::npos) throw InputError("--input expects ROLE=NAME, got '" + spec + "'");
@@ -118,12 +129,6 @@ void probe_model(const std::string& role, const ModelProbeOptions& o) {
   SafetensorsFile cases(o.case_file);
   std::map<std::string, at::Tensor> in;
   for (const auto& [r, name] : names) in[r] = read_tensor(cases, cases.at(name));
-  StorageSpec storage;
-  storage.weights = *parse_weight_type(o.weights);
-  storage.scale = *parse_fp8_scale(o.scale);
-  const auto compute = *parse_compute_type(o.compute);
-  Model model(o.model, storage);
-  model.set_loras(parse_lora_flags(o.loras), *parse_lora_mode(o.lora_mode));
   std::map<std::string, at::Tensor> out;
   auto expect_dims = [&](const std::string& r, int64_t dims) {
     if (in[r].dim() != dims) {
@@ -134,9 +139,19 @@ void probe_model(const std::string& role, const ModelProbeOptions& o) {
   if (role == "clip") {
     expect_dims("tokens", 2);
     out["hidden"] = model.encode_tokens(in["tokens"].to(at::kLong), o.clip_skip, compute);
+  } else if (role == "sdxl-text") {
+    expect_dims("tokens_l", 2);
+    const auto t = model.encode_sdxl(in["tokens_l"].to(at::kLong), in["tokens_g"].to(at::kLong), compute);
+    out["hidden_l"] = t.hidden_l;
+    out["hidden_g"] = t.hidden_g;
+    out["context"] = t.context;
+    out["pooled"] = t.pooled;
+  } else if (role == "adm") {
+    expect_dims("size_cond", 2);
+    out["y"] = model.sdxl_vector(in["pooled"], in["size_cond"]);
   } else if (role == "unet") {
     expect_dims("x", 4);
-    out["eps"] = model.unet(in["x"], in["t"].reshape({-1}), in["context"], {}, compute);
+    out["eps"] = model.unet(in["x"], in["t"].reshape({-1}), in["context"], in.count("y") ? in["y"] : at::Tensor(), compute);
   } else if (role == "vae-decode") {
     expect_dims("latent", 4);
     out["image"] = model.vae_decode(in["latent"], compute);
@@ -151,7 +166,9 @@ void probe_model(const std::string& role, const ModelProbeOptions& o) {
     p.steps = o.steps;
     p.cfg = o.cfg;
     p.seed = o.seed;
-    out["latent"] = model.sample(in["noise"], in["cond"], in["uncond"], p, compute);
+    out["latent"] = model.sample(in["noise"], in["cond"], in["uncond"], p, compute, {}, nullptr, {},
+                                 in.count("y_cond") ? in["y_cond"] : at::Tensor(),
+                                 in.count("y_uncond") ? in["y_uncond"] : at::Tensor());
   }
   std::vector<TensorSpec> specs;
   std::vector<at::Tensor> values;

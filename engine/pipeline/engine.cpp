@@ -176,6 +176,10 @@ std::vector<float> Engine::unet_probe(const StorageSpec& storage, ComputeType co
 }
 
 void Engine::validate(const GenerationRequest& r) const {
+  if (impl_->model->is_sdxl()) {
+    throw InputError(impl_->options.checkpoint +
+                     ": SDXL generation is not supported by this build yet (its stages are, through `probe`)");
+  }
   const int w = r.width ? r.width : impl_->native_size();
   const int h = r.height ? r.height : impl_->native_size();
   for (auto [v, name] : {std::pair{w, "width"}, std::pair{h, "height"}}) {

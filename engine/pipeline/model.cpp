@@ -8,8 +8,8 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "lora/lora.h"
-#include "models/text_encoder.h"
 #include "models/unet.h"
+#include "models/text_encoder.h"
 #include "models/vae.h"
 
 namespace fp8s {
@@ -66,9 +66,6 @@ Model::Model(const std::string& checkpoint, const StorageSpec& storage)
                      ", which is not supported yet (supported: SD 1.x and SDXL base checkpoints)");
   }
   config_ = config_for(*file_);
-  if (config_.arch == Arch::SDXL_BASE) {
-    throw InputError(checkpoint + ": SDXL checkpoints are not supported by this build yet");
-  }
   load_all();
   file_->release_mapping();
 }
@@ -191,6 +188,27 @@ at::Tensor Model::encode_tokens(const at::Tensor& tokens, int clip_skip, Compute
   return te->forward(tokens, layer, c.final_layer_norm, compute_dtype(compute)).hidden;
 }
 
+Model::SdxlText Model::encode_sdxl(const at::Tensor& tokens_l, const at::Tensor& tokens_g,
+                                   ComputeType compute) const {
+  if (!is_sdxl() || text_.size() < 2) throw InputError(file_->path() + ": not an SDXL checkpoint");
+  const auto dtype = compute_dtype(compute);
+  const auto& cl = text_[0]->config();
+  const auto& cg = text_[1]->config();
+  SdxlText out;
+  out.hidden_l = text_[0]->forward(tokens_l, cl.hidden_state_index, cl.final_layer_norm, dtype).hidden;
+  auto g = text_[1]->forward(tokens_g, cg.hidden_state_index, cg.final_layer_norm, dtype);
+  out.hidden_g = g.hidden;
+  out.pooled = g.pooled;
+  out.context = at::cat({out.hidden_l, out.hidden_g}, -1);
+  return out;
+}
+
+at::Tensor Model::sdxl_vector(const at::Tensor& pooled, const at::Tensor& size_cond) const {
+  const int64_t b = size_cond.size(0);
+  auto sizes = timestep_embedding(size_cond.to(at::kFloat).reshape({-1}), 256).reshape({b, -1});
+  return at::cat({pooled.to(at::kFloat), sizes}, 1);
+}
+
 at::Tensor Model::unet(const at::Tensor& x, const at::Tensor& t, const at::Tensor& context,
                        const at::Tensor& y, ComputeType compute,
                        const std::atomic<bool>* cancel) const {
@@ -208,19 +226,24 @@ at::Tensor Model::vae_encode(const at::Tensor& image, ComputeType compute) const
 at::Tensor Model::sample(const at::Tensor& noise, const at::Tensor& cond, const at::Tensor& uncond,
                          const SamplingParams& p, ComputeType compute,
                          const StepCallback& callback, const std::atomic<bool>* cancel,
-                         const std::function<void(double)>& on_model_ms) const {
+                         const std::function<void(double)>& on_model_ms, const at::Tensor& y_cond,
+                         const at::Tensor& y_uncond) const {
   if (p.steps < 1) throw InputError("steps must be at least 1");
   const int64_t b = noise.size(0);
   const bool use_cfg = p.cfg != 1.0f;
   // Text conditioning stays the same every step: build the batched [uncond; cond] once.
   const at::Tensor ctx = use_cfg ? at::cat({uncond, cond}) : cond;
+  if (is_sdxl() && (!y_cond.defined() || (use_cfg && !y_uncond.defined()))) {
+    throw InputError("SDXL sampling needs the vector conditioning (y_cond and y_uncond)");
+  }
+  const at::Tensor y = !is_sdxl() ? at::Tensor() : use_cfg ? at::cat({y_uncond, y_cond}) : y_cond;
   auto eps_of = [&](const at::Tensor& x_in, const at::Tensor& t) {
     const auto start = std::chrono::steady_clock::now();
     at::Tensor eps;
     if (!use_cfg) {
-      eps = unet(x_in, t.expand({b}), ctx, {}, compute, cancel);
+      eps = unet(x_in, t.expand({b}), ctx, y, compute, cancel);
     } else {
-      auto both = unet(at::cat({x_in, x_in}), t.expand({2 * b}), ctx, {}, compute, cancel).chunk(2);
+      auto both = unet(at::cat({x_in, x_in}), t.expand({2 * b}), ctx, y, compute, cancel).chunk(2);
       eps = both[0] + (both[1] - both[0]) * p.cfg;
     }
     if (on_model_ms) {

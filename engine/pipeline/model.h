@@ -57,6 +57,17 @@ class Model {
   // SD1 text conditioning for 77-token windows: tokens [B,77] -> hidden [B,77,D] (FP32).
   // clip_skip 1 = last layer, 2 = penultimate (then the final LayerNorm, as A1111).
   at::Tensor encode_tokens(const at::Tensor& tokens, int clip_skip, ComputeType compute) const;
+  // SDXL conditioning: embedder 0 (CLIP-L) and 1 (OpenCLIP bigG) hidden states, their
+  // concatenation (the UNet's context) and the pooled embedder-1 output.
+  struct SdxlText {
+    at::Tensor hidden_l, hidden_g, context, pooled;
+  };
+  SdxlText encode_sdxl(const at::Tensor& tokens_l, const at::Tensor& tokens_g, ComputeType compute) const;
+  // The SDXL vector y = pooled ++ sinusoidal(256) of [orig_h, orig_w, crop_top, crop_left, target_h,
+  // target_w] (size_cond [B,6]).
+  at::Tensor sdxl_vector(const at::Tensor& pooled, const at::Tensor& size_cond) const;
+  bool is_sdxl() const { return config_.unet.adm_in_channels > 0; }
+
   // One UNet call: eps for x at timesteps t.
   at::Tensor unet(const at::Tensor& x, const at::Tensor& t, const at::Tensor& context,
                   const at::Tensor& y, ComputeType compute,
@@ -69,7 +80,8 @@ class Model {
                     const SamplingParams& params, ComputeType compute,
                     const StepCallback& callback = {},
                     const std::atomic<bool>* cancel = nullptr,
-                    const std::function<void(double)>& on_model_ms = {}) const;
+                    const std::function<void(double)>& on_model_ms = {},
+                    const at::Tensor& y_cond = {}, const at::Tensor& y_uncond = {}) const;
   const DiscreteSchedule& schedule() const { return schedule_; }
 
   // Makes exactly these LoRAs active (merged into the weights: W += m·(alpha/r)·up·down in FP32,
