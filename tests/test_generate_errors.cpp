@@ -47,7 +47,18 @@ class TestGenerateErrors : public QObject {
     if (!test::have_reference()) QSKIP("needs ../shared/reference (SDXL and LoRA files)");
     test::expect_one_line_error(generate({}, test::reference_dir() + "/sd1/lora-tiny-sd1.safetensors"), 2,
                                 "not supported");
-    test::expect_one_line_error(generate({}, test::reference_dir() + "/sdxl/tiny-sdxl.safetensors"), 2, "SDXL");
+    // an SD 2.x layout (open_clip ViT-H text encoder): detected, named and refused
+    const std::string sd2 = (m_dir.path() + "/sd2.safetensors").toStdString();
+    {
+      SafetensorsWriter w(sd2, {{"model.diffusion_model.input_blocks.0.0.weight", Dtype::F16, {320, 4, 3, 3}},
+                                {"cond_stage_model.model.transformer.resblocks.0.attn.in_proj_weight", Dtype::F16, {3072, 1024}}},
+                          {});
+      std::vector<uint16_t> zeros(3072 * 1024, 0);
+      w.append(zeros.data(), 320 * 4 * 9 * 2);
+      w.append(zeros.data(), zeros.size() * 2);
+      w.commit();
+    }
+    test::expect_one_line_error(generate({}, QString::fromStdString(sd2)), 2, "SD 2.x");
   }
 
   void loraTagsStayInTheLoraFolder() {

@@ -70,6 +70,37 @@ void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flag
       ->check(CLI::IsMember({"none", "tensor", "channel"}))
       ->capture_default_str();
   sub.add_flag("--fp8-vae", r.storage.fp8_vae, "store the VAE in FP8 too");
+  auto size_pair = [](const std::string& v, char sep, int& a, int& b) {
+    const auto pos = v.find(sep);
+    try {
+      if (pos == std::string::npos) throw std::invalid_argument(v);
+      std::size_t used_a = 0, used_b = 0;
+      a = std::stoi(v.substr(0, pos), &used_a);
+      b = std::stoi(v.substr(pos + 1), &used_b);
+      if (used_a != pos || used_b != v.size() - pos - 1 || a < 0 || b < 0) throw std::invalid_argument(v);
+    } catch (const std::exception&) {
+      return std::string("expected two non-negative integers separated by '") + sep + "', got '" + v + "'";
+    }
+    return std::string();
+  };
+  sub.add_option_function<std::string>("--original-size", [&r, size_pair](const std::string& v) {
+    const auto err = size_pair(v, 'x', r.size.original_width, r.size.original_height);
+    if (!err.empty()) throw CLI::ValidationError("--original-size", err);
+  }, "SDXL original size WxH (default: the image size)");
+  sub.add_option_function<std::string>("--target-size", [&r, size_pair](const std::string& v) {
+    const auto err = size_pair(v, 'x', r.size.target_width, r.size.target_height);
+    if (!err.empty()) throw CLI::ValidationError("--target-size", err);
+  }, "SDXL target size WxH (default: the image size)");
+  sub.add_option_function<std::string>("--crop", [&r, size_pair](const std::string& v) {
+    const auto err = size_pair(v, ',', r.size.crop_top, r.size.crop_left);
+    if (!err.empty()) throw CLI::ValidationError("--crop", err);
+  }, "SDXL crop TOP,LEFT (default 0,0)");
+  sub.add_option_function<std::string>("--uncond", [&r](const std::string& v) {
+    if (v == "auto") r.uncond = UncondMode::Auto;
+    else if (v == "prompt") r.uncond = UncondMode::Prompt;
+    else if (v == "zero") r.uncond = UncondMode::Zero;
+    else throw CLI::ValidationError("--uncond", "expected auto, prompt or zero, got '" + v + "'");
+  }, "SDXL unconditional branch: auto, prompt or zero");
   sub.add_option("--compute", compute, "compute type: fp32 or bf16 (fp16 on CUDA)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
       ->capture_default_str();

@@ -112,6 +112,32 @@ struct Engine::Impl {
     return c.arch == Arch::SDXL_BASE ? 1024 : 512;
   }
 
+  // SDXL conditioning of one prompt: CLIP-L windows padded with EOS, the same windows padded with
+  // zeros after the first EOS for CLIP-G; context chunks concatenated, pooled from the first chunk.
+  std::pair<at::Tensor, at::Tensor> encode_prompt_sdxl(const std::string& prompt, ComputeType compute) {
+    auto chunks = tokenize_prompt(tok(), prompt);
+    auto chunks_g = chunks;
+    pad_with_zeros_after_eos(chunks_g, tok().eos());
+    std::vector<at::Tensor> parts;
+    at::Tensor pooled;
+    for (std::size_t c = 0; c < chunks.ids.size(); ++c) {
+      auto tl = at::tensor(std::vector<int64_t>(chunks.ids[c].begin(), chunks.ids[c].end()), at::kLong).unsqueeze(0);
+      auto tg = at::tensor(std::vector<int64_t>(chunks_g.ids[c].begin(), chunks_g.ids[c].end()), at::kLong).unsqueeze(0);
+      auto t = model->encode_sdxl(tl, tg, compute);
+      auto z = t.context;
+      const auto& m = chunks.multipliers[c];
+      if (std::any_of(m.begin(), m.end(), [](float v) { return v != 1.0f; })) {
+        auto mult = at::tensor(std::vector<float>(m.begin(), m.end()), at::kFloat).view({1, -1, 1});
+        auto original_mean = z.mean();
+        z = z * mult;
+        z = z * (original_mean / z.mean());
+      }
+      parts.push_back(z);
+      if (c == 0) pooled = t.pooled;
+    }
+    return {at::cat(parts, 1), pooled};
+  }
+
   // A1111 conditioning of one prompt: 77-token windows, each encoded, emphasis applied with the
   // mean restored, concatenated along the token axis. Returns [1, 77 * chunks, D].
   at::Tensor encode_prompt(const std::string& prompt, int clip_skip, ComputeType compute) {
@@ -176,10 +202,6 @@ std::vector<float> Engine::unet_probe(const StorageSpec& storage, ComputeType co
 }
 
 void Engine::validate(const GenerationRequest& r) const {
-  if (impl_->model->is_sdxl()) {
-    throw InputError(impl_->options.checkpoint +
-                     ": SDXL generation is not supported by this build yet (its stages are, through `probe`)");
-  }
   const int w = r.width ? r.width : impl_->native_size();
   const int h = r.height ? r.height : impl_->native_size();
   for (auto [v, name] : {std::pair{w, "width"}, std::pair{h, "height"}}) {
@@ -243,17 +265,47 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
   if (observer) observer->onPhase({"encode", ms_since(start)});
   emit_memory(observer, "encode", -1, start);
   auto t_encode = Clock::now();
-  auto cond = impl_->encode_prompt(pos.prompt_without_tags, r.clip_skip, r.compute);
-  auto uncond = impl_->encode_prompt(neg.prompt_without_tags, r.clip_skip, r.compute);
+  const bool sdxl = model.is_sdxl();
+  at::Tensor cond, uncond, y_cond, y_uncond;
+  if (sdxl) {
+    const auto& s = r.size;
+    const float size_cond[6] = {float(s.original_height ? s.original_height : r.height),
+                                float(s.original_width ? s.original_width : r.width),
+                                float(s.crop_top), float(s.crop_left),
+                                float(s.target_height ? s.target_height : r.height),
+                                float(s.target_width ? s.target_width : r.width)};
+    auto sizes = at::from_blob(const_cast<float*>(size_cond), {1, 6}, at::kFloat).clone();
+    auto [c, pooled] = impl_->encode_prompt_sdxl(pos.prompt_without_tags, r.compute);
+    cond = c;
+    y_cond = model.sdxl_vector(pooled, sizes);
+    const bool zero = r.uncond == UncondMode::Zero ||
+                      (r.uncond == UncondMode::Auto && neg.prompt_without_tags.empty());
+    if (zero) {
+      uncond = at::zeros_like(cond);
+      y_uncond = model.sdxl_vector(at::zeros_like(pooled), sizes);
+    } else {
+      auto [u, upooled] = impl_->encode_prompt_sdxl(neg.prompt_without_tags, r.compute);
+      uncond = u;
+      y_uncond = model.sdxl_vector(upooled, sizes);
+    }
+  } else {
+    cond = impl_->encode_prompt(pos.prompt_without_tags, r.clip_skip, r.compute);
+    uncond = impl_->encode_prompt(neg.prompt_without_tags, r.clip_skip, r.compute);
+  }
   if (cond.size(1) != uncond.size(1)) {
     // A1111 pads the shorter conditioning with encodings of the empty prompt.
-    auto empty = impl_->encode_prompt("", r.clip_skip, r.compute);
+    auto empty = sdxl ? impl_->encode_prompt_sdxl("", r.compute).first
+                      : impl_->encode_prompt("", r.clip_skip, r.compute);
     auto& shorter = cond.size(1) < uncond.size(1) ? cond : uncond;
     const int64_t missing = (std::max(cond.size(1), uncond.size(1)) - shorter.size(1)) / 77;
     shorter = at::cat({shorter, empty.repeat({1, missing, 1})}, 1);
   }
   cond = cond.repeat({r.batch_size, 1, 1});
   uncond = uncond.repeat({r.batch_size, 1, 1});
+  if (sdxl) {
+    y_cond = y_cond.repeat({r.batch_size, 1});
+    y_uncond = y_uncond.repeat({r.batch_size, 1});
+  }
   result.timing.encode_ms = ms_since(t_encode);
 
   const std::string model_name = stem_of(impl_->options.checkpoint);
@@ -287,7 +339,7 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
       step_start = Clock::now();
     };
     auto latent = model.sample(noise, cond, uncond, p, r.compute, on_step, &cancel,
-                               [&](double ms) { denoise_ms += ms; });
+                               [&](double ms) { denoise_ms += ms; }, y_cond, y_uncond);
     if (observer) observer->onPhase({"decode", ms_since(start)});
     const auto t_decode = Clock::now();
     auto decoded = model.vae_decode(latent, r.compute == ComputeType::FP16 ? ComputeType::FP16 : r.compute);

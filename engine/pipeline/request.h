@@ -13,6 +13,18 @@
 
 namespace fp8s {
 
+// SDXL size conditioning (0 = the image size; crop 0,0), as sgm's `original_size_as_tuple`,
+// `crop_coords_top_left` and `target_size_as_tuple`.
+struct SdxlSize {
+  int original_width = 0, original_height = 0;
+  int crop_top = 0, crop_left = 0;
+  int target_width = 0, target_height = 0;
+};
+
+// SDXL's unconditional branch: auto = zeroed text conditioning for an empty negative prompt
+// (sgm's force_zero_embeddings, as A1111), the encoded negative prompt otherwise.
+enum class UncondMode { Auto, Prompt, Zero };
+
 struct GenerationRequest {
   std::string prompt;
   std::string negative;
@@ -30,6 +42,8 @@ struct GenerationRequest {
   ComputeType compute = ComputeType::BF16;
   std::vector<LoraRequest> loras;  // in addition to <lora:NAME:W> tags in the prompt
   LoraMode lora_mode = LoraMode::Auto;
+  SdxlSize size;
+  UncondMode uncond = UncondMode::Auto;
 };
 
 struct PhaseEvent {
