@@ -31,7 +31,6 @@ const QString kFolder = QStringLiteral(FP8S_CASES_FOLDER);
 // What this build cannot replay yet, with the reason (empty: replay it).
 QString not_yet(const QJsonObject& c) {
   if (kFolder != "sdxl") return {};
-  if (c.contains("lora")) return "SDXL LoRAs need the fused open_clip attention patching (issue 6)";
   return {};
 }
 

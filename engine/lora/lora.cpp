@@ -161,6 +161,8 @@ std::map<std::string, std::string> lora_key_map(const ModelConfig& config) {
       const std::string module = e.name.substr(unet_prefix.size(), e.name.size() - unet_prefix.size() - 7);
       const auto diffusers = ldm_to_diffusers_unet(module, config.unet);
       if (!diffusers.empty()) map["lora_unet_" + underscored(diffusers)] = e.name;
+      // SDXL kohya LoRAs name UNet modules by their sgm/ldm path instead
+      map["lora_unet_" + underscored(module)] = e.name;
       continue;
     }
     if (e.component != Component::TextEncoder) continue;

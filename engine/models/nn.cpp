@@ -332,12 +332,31 @@ void store_layer_weight(QuantisedLayer& layer, const at::Tensor& w_in, const Sto
 
 LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile& file,
                                const std::string& prefix, const StorageSpec& storage,
-                               bool quantise_component, const std::vector<std::string>& ignorable) {
+                               bool quantise_component, const std::vector<std::string>& ignorable,
+                               const std::map<std::string, QuantisedLayer*>& fused) {
   LoadReport report;
   std::vector<std::string> missing;
   std::set<std::string> used;
   // Quantised layers first: their weights may become FP8.
   std::set<std::string> handled;
+  for (const auto& [name, layer] : fused) {
+    const std::string key = prefix + name;
+    const auto* rec = file.find(key);
+    if (!rec) {
+      missing.push_back(key);
+      continue;
+    }
+    if (!shape_equals(rec->shape, layer->weight.sizes())) {
+      throw InputError(file.path() + ": tensor '" + key + "' has shape " + shape_str(rec->shape) +
+                       " but the model expects " + shape_str(layer->weight.sizes()));
+    }
+    load_layer_weight(*layer, file, key, storage,
+                      quantise_component && is_quantisable(key, rec->shape, true));
+    handled.insert(name);
+    used.insert(key);
+    if (layer->scale_weight.defined()) used.insert(scale_key_for(key));
+    report.quantised += layer->fp8 ? 1 : 0;
+  }
   for (const auto& item : module.named_modules("", false)) {
     auto* layer = dynamic_cast<QuantisedLayer*>(item.value().get());
     if (!layer) continue;

@@ -109,10 +109,12 @@ struct LoadReport {
 // a time, converting to the storage type: QLinear/QConv2d weights of a quantised component become
 // FP8 codes (+ scale), everything else the storage float type. Throws InputError naming the first
 // missing keys or a shape mismatch. `ignorable` keys are not reported as unused.
+// `fused` names layers whose weight is a parameter of another module (key relative to prefix).
 LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile& file,
                                const std::string& prefix, const StorageSpec& storage,
                                bool quantise_component,
-                               const std::vector<std::string>& ignorable = {});
+                               const std::vector<std::string>& ignorable = {},
+                               const std::map<std::string, QuantisedLayer*>& fused = {});
 
 // Time spent decoding FP8 weights (for `bench`: GB/s and share of the step time).
 struct DecodeStats {

@@ -63,6 +63,16 @@ TextEncoderImpl::TextEncoderImpl(const TextEncoderConfig& c) : config_(c) {
   }
 }
 
+std::map<std::string, QuantisedLayer*> TextEncoderImpl::fused_layers() const {
+  std::map<std::string, QuantisedLayer*> out;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    if (layers_[i].in_proj) {
+      out["transformer.resblocks." + std::to_string(i) + ".attn.in_proj_weight"] = layers_[i].in_proj.ptr().get();
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> TextEncoderImpl::ignorable_keys() const {
   return {"embeddings.position_ids", "logit_scale"};
 }

@@ -2,6 +2,8 @@
 // open_clip layout (SDXL embedder 1), with parameter names equal to the checkpoint's.
 #pragma once
 
+#include <map>
+
 #include "models/architecture.h"
 #include "models/nn.h"
 
@@ -30,6 +32,9 @@ class TextEncoderImpl : public torch::nn::Module {
   const TextEncoderConfig& config() const { return config_; }
   // Checkpoint keys under the prefix that the model does not use.
   std::vector<std::string> ignorable_keys() const;
+  // Layers stored under a parameter name rather than a module path: open_clip's fused
+  // `transformer.resblocks.N.attn.in_proj_weight` -> its QLinear (relative keys).
+  std::map<std::string, QuantisedLayer*> fused_layers() const;
 
  private:
   struct Layer {

@@ -78,7 +78,8 @@ void Model::load_all() {
   text_.clear();
   for (const auto& tc : config_.text_encoders) {
     auto te = std::make_shared<TextEncoderImpl>(tc);
-    auto report = load_module_weights(*te, *file_, tc.prefix, storage_, fp8_text_unet, te->ignorable_keys());
+    auto report = load_module_weights(*te, *file_, tc.prefix, storage_, fp8_text_unet,
+                                      te->ignorable_keys(), te->fused_layers());
     bytes_.text += report.bytes;
     text_.push_back(te);
   }
@@ -104,7 +105,14 @@ void Model::index_layers() {
       }
     }
   };
-  for (std::size_t i = 0; i < text_.size(); ++i) add(*text_[i], config_.text_encoders[i].prefix, true);
+  for (std::size_t i = 0; i < text_.size(); ++i) {
+    const auto& prefix = config_.text_encoders[i].prefix;
+    add(*text_[i], prefix, true);
+    for (const auto& [name, layer] : text_[i]->fused_layers()) {
+      layers_[prefix + name] = layer;
+      layer_quantisable_[prefix + name] = is_quantisable(prefix + name, layer->weight.sizes().vec(), true);
+    }
+  }
   add(*unet_, "model.diffusion_model.", true);
   add(*vae_, "first_stage_model.", storage_.fp8_vae);
 }
@@ -130,20 +138,29 @@ std::size_t Model::set_loras(const std::vector<LoraRequest>& loras, LoraMode mod
   for (const auto& request : loras) {
     const auto lora = read_lora(request.path);
     const auto plan = plan_lora(lora, config_);
-    for (const auto& [module, key] : plan.targets) {
-      if (key.find('#') != std::string::npos) {
-        throw InputError(request.path + ": LoRAs on open_clip's fused attention are not supported yet");
-      }
+    for (const auto& [module, target] : plan.targets) {
+      // "<key>#q|k|v": a third of open_clip's fused in_proj (rows [0,W), [W,2W), [2W,3W)).
+      const auto hash = target.find('#');
+      const std::string key = target.substr(0, hash);
+      const int64_t third = hash == std::string::npos ? -1 : std::string("qkv").find(target[hash + 1]);
       auto it = layers_.find(key);
       if (it == layers_.end()) continue;
+      auto* layer = it->second;
       const bool unet = key.rfind("model.diffusion_model.", 0) == 0;
       const double m = unet ? request.unet_multiplier : request.te_multiplier;
+      at::Tensor up = module->up;
+      if (third >= 0) {
+        const int64_t w = layer->weight.size(0) / 3;
+        up = at::zeros({3 * w, module->rank()}, at::kFloat);
+        up.narrow(0, third * w, w).copy_(module->up.flatten(1));
+      }
       if (mode == LoraMode::Online) {
-        it->second->online_loras.push_back({module->down, module->up, m * module->alpha / module->rank()});
+        layer->online_loras.push_back({module->down, up, m * module->alpha / module->rank()});
         if (std::find(lora_touched_.begin(), lora_touched_.end(), key) == lora_touched_.end()) lora_touched_.push_back(key);
         continue;
       }
-      auto d = module->delta(m, it->second->weight.sizes());
+      const double scale = m * module->alpha / module->rank();
+      auto d = at::matmul(up.flatten(1), module->down.flatten(1)).reshape(layer->weight.sizes()) * scale;
       auto& acc = deltas[key];
       acc = acc.defined() ? acc + d : d;
     }
