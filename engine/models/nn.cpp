@@ -125,13 +125,16 @@ at::Tensor QLinearImpl::forward(const at::Tensor& x) const {
   return y;
 }
 
-void QLinearImpl::register_scale(const at::Tensor& scale) {
-  if (!scale_weight.defined()) {
-    scale_weight = register_buffer("scale_weight", scale);
+// Registers the FP8 scale as buffer "scale_weight" the first time, replaces its data afterwards.
+void register_scale_buffer(torch::nn::Module& module, at::Tensor& slot, const at::Tensor& scale) {
+  if (!slot.defined()) {
+    slot = module.register_buffer("scale_weight", scale);
   } else {
-    scale_weight.set_data(scale);
+    slot.set_data(scale);
   }
 }
+
+void QLinearImpl::register_scale(const at::Tensor& scale) { register_scale_buffer(*this, scale_weight, scale); }
 
 QConv2dImpl::QConv2dImpl(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding)
     : stride_(stride), padding_(padding < 0 ? kernel / 2 : padding) {
@@ -154,13 +157,7 @@ at::Tensor QConv2dImpl::forward(const at::Tensor& x) const {
   return y;
 }
 
-void QConv2dImpl::register_scale(const at::Tensor& scale) {
-  if (!scale_weight.defined()) {
-    scale_weight = register_buffer("scale_weight", scale);
-  } else {
-    scale_weight.set_data(scale);
-  }
-}
+void QConv2dImpl::register_scale(const at::Tensor& scale) { register_scale_buffer(*this, scale_weight, scale); }
 
 GroupNormImpl::GroupNormImpl(int64_t groups, int64_t channels, double eps)
     : groups_(groups), eps_(eps) {

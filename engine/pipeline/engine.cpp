@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -77,6 +79,16 @@ std::vector<RgbImage> to_images(const at::Tensor& decoded) {
   return out;
 }
 
+// A1111's "Original" emphasis: scale each token's hidden state by its weight, then restore the
+// chunk's mean.
+at::Tensor apply_emphasis(at::Tensor z, const std::array<float, 77>& m) {
+  if (std::all_of(m.begin(), m.end(), [](float v) { return v == 1.0f; })) return z;
+  auto mult = at::tensor(std::vector<float>(m.begin(), m.end()), at::kFloat).view({1, -1, 1});
+  auto original_mean = z.mean();
+  z = z * mult;
+  return z * (original_mean / z.mean());
+}
+
 void emit_memory(Observer* observer, const std::string& phase, int step, Clock::time_point start) {
   if (!observer) return;
   const auto mem = read_process_memory();
@@ -124,15 +136,7 @@ struct Engine::Impl {
       auto tl = at::tensor(std::vector<int64_t>(chunks.ids[c].begin(), chunks.ids[c].end()), at::kLong).unsqueeze(0);
       auto tg = at::tensor(std::vector<int64_t>(chunks_g.ids[c].begin(), chunks_g.ids[c].end()), at::kLong).unsqueeze(0);
       auto t = model->encode_sdxl(tl, tg, compute);
-      auto z = t.context;
-      const auto& m = chunks.multipliers[c];
-      if (std::any_of(m.begin(), m.end(), [](float v) { return v != 1.0f; })) {
-        auto mult = at::tensor(std::vector<float>(m.begin(), m.end()), at::kFloat).view({1, -1, 1});
-        auto original_mean = z.mean();
-        z = z * mult;
-        z = z * (original_mean / z.mean());
-      }
-      parts.push_back(z);
+      parts.push_back(apply_emphasis(t.context, chunks.multipliers[c]));
       if (c == 0) pooled = t.pooled;
     }
     return {at::cat(parts, 1), pooled};
@@ -146,15 +150,7 @@ struct Engine::Impl {
     for (std::size_t c = 0; c < chunks.ids.size(); ++c) {
       std::vector<int64_t> ids(chunks.ids[c].begin(), chunks.ids[c].end());
       auto tokens = at::tensor(ids, at::kLong).unsqueeze(0);
-      auto z = model->encode_tokens(tokens, clip_skip, compute);
-      const auto& m = chunks.multipliers[c];
-      if (std::any_of(m.begin(), m.end(), [](float v) { return v != 1.0f; })) {
-        auto mult = at::tensor(std::vector<float>(m.begin(), m.end()), at::kFloat).view({1, -1, 1});
-        auto original_mean = z.mean();
-        z = z * mult;
-        z = z * (original_mean / z.mean());
-      }
-      parts.push_back(z);
+      parts.push_back(apply_emphasis(model->encode_tokens(tokens, clip_skip, compute), chunks.multipliers[c]));
     }
     return at::cat(parts, 1);
   }
