@@ -336,28 +336,16 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
   std::set<std::string> used;
   // Quantised layers first: their weights may become FP8.
   std::set<std::string> handled;
-  for (const auto& [name, layer] : fused) {
-    const std::string key = prefix + name;
-    const auto* rec = file.find(key);
-    if (!rec) {
-      missing.push_back(key);
-      continue;
-    }
-    if (!shape_equals(rec->shape, layer->weight.sizes())) {
-      throw InputError(file.path() + ": tensor '" + key + "' has shape " + shape_str(rec->shape) +
-                       " but the model expects " + shape_str(layer->weight.sizes()));
-    }
-    load_layer_weight(*layer, file, key, storage,
-                      quantise_component && is_quantisable(key, rec->shape, true));
-    handled.insert(name);
-    used.insert(key);
-    if (layer->scale_weight.defined()) used.insert(scale_key_for(key));
-    report.quantised += layer->fp8 ? 1 : 0;
-  }
+  // Every quantisable layer by its weight's name: module layers (`<path>.weight`) and the fused
+  // ones stored under a parameter name.
+  std::vector<std::pair<std::string, QuantisedLayer*>> layers(fused.begin(), fused.end());
   for (const auto& item : module.named_modules("", false)) {
-    auto* layer = dynamic_cast<QuantisedLayer*>(item.value().get());
-    if (!layer) continue;
-    const std::string key = prefix + item.key() + ".weight";
+    if (auto* layer = dynamic_cast<QuantisedLayer*>(item.value().get())) {
+      layers.emplace_back(item.key() + ".weight", layer);
+    }
+  }
+  for (const auto& [name, layer] : layers) {
+    const std::string key = prefix + name;
     const auto* rec = file.find(key);
     if (!rec) {
       missing.push_back(key);
@@ -371,10 +359,10 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
     // Embedding MLPs (time_embed, label_emb) stay 16-bit like every embedding (DESIGN.md section 2).
     load_layer_weight(*layer, file, key, storage,
                       quantise_component && is_quantisable(key, rec->shape, /*fp8_vae=*/true));
-    handled.insert(item.key() + ".weight");
+    handled.insert(name);
     used.insert(key);
     if (layer->scale_weight.defined()) {
-      handled.insert(item.key() + ".scale_weight");
+      handled.insert(scale_key_for(name));
       used.insert(scale_key_for(key));
     }
     report.quantised += layer->fp8 ? 1 : 0;
