@@ -4,10 +4,13 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
+#include <fstream>
+#include <map>
 
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "lora/lora.h"
+#include "lora/lora_library.h"
 #include "pipeline/model.h"
 #include "support.h"
 
@@ -154,6 +157,55 @@ class TestLora : public QObject {
     SafetensorsFile ckpt(test::reference_path("sd1/tiny-sd1.safetensors"));
     QVERIFY_EXCEPTION_THROWN(plan_lora(lora, config_for(ckpt)), InputError);
     QVERIFY_EXCEPTION_THROWN(read_lora(test::reference_path("sd1/tiny-sd1.safetensors")), InputError);
+  }
+  // The LoRA panel's folder listing: kohya metadata, trigger words summed over datasets, keys-based
+  // guesses without metadata, and a broken file listed with its reason instead of failing the list.
+  void listsTheLoraFolderWithMetadata() {
+    QTemporaryDir dir;
+    const auto d = dir.path().toStdString();
+    const std::map<std::string, std::string> meta{
+        {"ss_base_model_version", "sd_v1"},
+        {"ss_network_dim", "16"},
+        {"ss_network_alpha", "8.0"},
+        {"ss_tag_frequency", R"({"10_fox": {"red fox": 7, "snow": 2}, "5_cat": {"snow": 6, "tabby": 1}})"}};
+    auto write = [&](const std::string& name, const std::map<std::string, std::string>& m, int rank) {
+      SafetensorsWriter w(d + "/" + name, {{"lora_te1_text_model_encoder_layers_0_mlp_fc1.lora_down.weight", Dtype::F16, {rank, 4}}}, m);
+      std::vector<uint16_t> zeros(static_cast<std::size_t>(rank) * 4, 0);
+      w.append(zeros.data(), zeros.size() * 2);
+      w.commit();
+    };
+    write("b_style.safetensors", meta, 4);
+    write("a_plain.safetensors", {}, 4);
+    { std::ofstream(d + "/c_broken.safetensors") << "not a safetensors file"; }
+    { std::ofstream(d + "/notes.txt") << "ignored"; }
+    const auto list = list_loras(d);
+    QCOMPARE(list.size(), std::size_t(3));
+    QCOMPARE(list[0].name, std::string("a_plain"));
+    QCOMPARE(list[0].base_model, std::string("sdxl"));  // lora_te1_ keys
+    QCOMPARE(list[0].rank, 4);
+    QCOMPARE(list[0].alpha, 4.0);
+    QCOMPARE(list[0].modules, 1);
+    QVERIFY(list[0].error.empty());
+    QCOMPARE(list[1].name, std::string("b_style"));
+    QCOMPARE(list[1].base_model, std::string("sd_v1"));
+    QCOMPARE(list[1].rank, 16);
+    QCOMPARE(list[1].alpha, 8.0);
+    QCOMPARE(list[1].trigger_words, (std::vector<std::string>{"snow", "red fox", "tabby"}));  // 8, 7, 1
+    QCOMPARE(list[2].name, std::string("c_broken"));
+    QVERIFY(!list[2].error.empty());
+    QVERIFY_EXCEPTION_THROWN(list_loras(d + "/missing"), InputError);
+  }
+
+  void loraNamesCannotEscapeTheFolder() {
+    QTemporaryDir dir;
+    const auto d = dir.path().toStdString();
+    { std::ofstream(d + "/ok.safetensors") << "x"; }
+    QCOMPARE(resolve_lora_name(d, "ok"), d + "/ok.safetensors");
+    for (const char* bad : {"../ok", "..", "sub/ok", "/etc/passwd", "a\\b", ""}) {
+      QVERIFY_EXCEPTION_THROWN(resolve_lora_name(d, bad), InputError);
+    }
+    QVERIFY_EXCEPTION_THROWN(resolve_lora_name(d, "missing"), InputError);
+    QVERIFY_EXCEPTION_THROWN(resolve_lora_name("", "ok"), InputError);
   }
 };
 

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/sha256.h"
+#include "lora/lora_library.h"
 #include "memory/process_memory.h"
 #include "memory/tracking_allocator.h"
 #include "pipeline/model.h"
@@ -242,17 +243,7 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
   std::vector<LoraRequest> loras = r.loras;
   for (const auto& tag : pos.loras) {
     if (!tag.error.empty()) throw InputError(tag.error);
-    if (tag.name.empty() || tag.name.find('/') != std::string::npos || tag.name.find('\\') != std::string::npos ||
-        tag.name.find("..") != std::string::npos) {
-      throw InputError("prompt: <lora:" + tag.name + ":...> must name a file in the LoRA folder (no paths)");
-    }
-    if (impl_->options.lora_dir.empty()) {
-      throw InputError("prompt: <lora:" + tag.name + ":...> needs a LoRA folder (--lora-dir)");
-    }
-    const std::string path = impl_->options.lora_dir + "/" + tag.name + ".safetensors";
-    if (::access(path.c_str(), R_OK) != 0) {
-      throw InputError("prompt: <lora:" + tag.name + ":...>: " + path + " does not exist");
-    }
+    const std::string path = resolve_lora_name(impl_->options.lora_dir, tag.name);
     loras.push_back({path, tag.te_multiplier, tag.unet_multiplier});
   }
   if (!neg.loras.empty()) log().warn("LoRA tags in the negative prompt are ignored (as A1111 does)");
