@@ -15,6 +15,7 @@
 
 #include "compare/image_metrics.h"
 #include "core/error.h"
+#include "io/png.h"
 #include "models/nn.h"
 
 namespace fp8s {
@@ -25,7 +26,7 @@ double mean(const std::vector<double>& v) {
 }
 
 std::string make_run_folder(const std::string& outdir) {
-  ::mkdir(outdir.c_str(), 0755);
+  make_dirs(outdir);
   for (int n = 1; n < 100000; ++n) {
     char name[32];
     std::snprintf(name, sizeof name, "/compare-%05d", n);
@@ -131,16 +132,25 @@ CompareReport run_compare(const CompareOptions& o, const std::function<void(cons
       for (std::size_t i = 0; i < a.size(); ++i) s += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
       return std::sqrt(s);
     };
+    auto minus = [](std::vector<float> a, const std::vector<float>& b) {
+      for (std::size_t i = 0; i < a.size(); ++i) a[i] -= b[i];
+      return a;
+    };
     StorageSpec fp16{WeightType::FP16, Fp8Scale::None, false};
-    const double reference =
-        norm_diff(engine.unet_probe(fp16, ComputeType::FP32, seed, latent, request.loras, LoraMode::Merge),
-                  engine.unet_probe(fp16, ComputeType::FP32, seed, latent));
+    const auto ref_delta =
+        minus(engine.unet_probe(fp16, ComputeType::FP32, seed, latent, request.loras, LoraMode::Merge),
+              engine.unet_probe(fp16, ComputeType::FP32, seed, latent));
+    const double reference = norm_diff(ref_delta, std::vector<float>(ref_delta.size(), 0.0f));
     for (const auto& mode : o.modes) {
       const auto base = engine.unet_probe(mode.storage, ComputeType::FP32, seed, latent);
       for (auto lm : {LoraMode::Merge, LoraMode::MergeStochastic, LoraMode::Online}) {
         if (!is_fp8(mode.storage.weights) && lm == LoraMode::MergeStochastic) continue;
         const auto with = engine.unet_probe(mode.storage, ComputeType::FP32, seed, latent, request.loras, lm);
-        report.retention.push_back({mode.label(), lora_mode_name(lm), norm_diff(with, base) / std::max(reference, 1e-30)});
+        const auto delta = minus(with, base);
+        double dot = 0;
+        for (std::size_t i = 0; i < delta.size(); ++i) dot += double(delta[i]) * ref_delta[i];
+        const double ref2 = std::max(reference * reference, 1e-30);
+        report.retention.push_back({mode.label(), lora_mode_name(lm), norm_diff(with, base) / std::max(reference, 1e-30), dot / ref2});
       }
     }
   }
@@ -161,10 +171,10 @@ CompareReport run_compare(const CompareOptions& o, const std::function<void(cons
   nlohmann::json retention = nlohmann::json::array();
   std::ostringstream rmd;
   if (!report.retention.empty()) {
-    rmd << "\n## LoRA retention (UNet output, FP32 compute)\n\n| storage | LoRA mode | retention |\n|---|---|---|\n";
+    rmd << "\n## LoRA retention (UNet output, FP32 compute)\n\n| storage | LoRA mode | retention ‖Δ‖ ratio | strength along FP16 Δ |\n|---|---|---|---|\n";
     for (const auto& r : report.retention) {
-      retention.push_back({{"mode", r.mode}, {"lora_mode", r.lora_mode}, {"retention", r.retention}});
-      rmd << "| " << r.mode << " | " << r.lora_mode << " | " << fmt(r.retention, 4) << " |\n";
+      retention.push_back({{"mode", r.mode}, {"lora_mode", r.lora_mode}, {"retention", r.retention}, {"strength", r.strength}});
+      rmd << "| " << r.mode << " | " << r.lora_mode << " | " << fmt(r.retention, 4) << " | " << fmt(r.strength, 4) << " |\n";
     }
   }
   if (o.retention_only) {

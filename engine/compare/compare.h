@@ -34,7 +34,8 @@ struct CompareOptions {
 struct RetentionRow {
   std::string mode;
   std::string lora_mode;
-  double retention = 0;
+  double retention = 0;  // ‖Δ_fmt‖ / ‖Δ_fp16‖ (issue 5's metric)
+  double strength = 0;   // ⟨Δ_fmt, Δ_fp16⟩ / ‖Δ_fp16‖²: the part of the effect along the FP16 one
 };
 
 struct ModeResult {

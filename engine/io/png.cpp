@@ -26,6 +26,8 @@ struct FileCloser {
 [[noreturn]] void png_error_handler(png_structp, png_const_charp msg) { throw RuntimeFailure(msg); }
 void png_warning_handler(png_structp, png_const_charp) {}
 
+}  // namespace
+
 void make_dirs(const std::string& dir) {
   std::string partial;
   for (std::size_t i = 0; i <= dir.size(); ++i) {
@@ -37,8 +39,6 @@ void make_dirs(const std::string& dir) {
     if (i < dir.size()) partial += dir[i];
   }
 }
-
-}  // namespace
 
 void write_png(const std::string& path, const RgbImage& image, const std::string& parameters) {
   if (image.width <= 0 || image.height <= 0 ||

@@ -31,4 +31,7 @@ struct PngContents {
 // Reads an 8-bit RGB/RGBA/grey PNG (converted to RGB). Throws InputError for anything else.
 PngContents read_png(const std::string& path);
 
+// Creates `dir` and its missing parents (mkdir -p). Throws InputError naming the folder.
+void make_dirs(const std::string& dir);
+
 }  // namespace fp8s
