@@ -1,28 +1,438 @@
 #include "MainWindow.h"
 
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDir>
+#include <QDragEnterEvent>
+#include <QFileInfo>
+#include <QHBoxLayout>
 #include <QLabel>
+#include <QMimeData>
+#include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSettings>
+#include <QShortcut>
+#include <QSplitter>
+#include <QStandardPaths>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QTimer>
+#include <QToolBox>
 #include <QVBoxLayout>
-#include <qcustomplot.h>
 
+#include "core/logging.h"
 #include "core/version.h"
+#include "memory/process_memory.h"
+#include "panels/ChartsPanel.h"
+#include "panels/CompareView.h"
+#include "panels/GalleryPanel.h"
+#include "panels/ImageView.h"
+#include "panels/LogPanel.h"
+#include "panels/LoraPanel.h"
+#include "panels/ModelPanel.h"
+#include "panels/PrecisionPanel.h"
+#include "panels/PromptPanel.h"
+#include "compare/compare.h"
+#include "pipeline/engine.h"
+#include "text/clip_tokenizer.h"
+
+// The icon and other resources live in this static library: register them once.
+static void initResources() { Q_INIT_RESOURCE(fp8studio); }
 
 namespace fp8s::gui {
 
-MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
-  setWindowTitle(QStringLiteral("FP8 Studio %1").arg(QString::fromLatin1(fp8s::kVersion)));
-  auto* central = new QWidget(this);
-  auto* layout = new QVBoxLayout(central);
-  auto* title = new QLabel(tr("FP8 Studio — Stable Diffusion with FP8 weight storage, measured"));
-  title->setObjectName(QStringLiteral("titleLabel"));
-  layout->addWidget(title);
-  m_memoryPlot = new QCustomPlot(central);
-  m_memoryPlot->setObjectName(QStringLiteral("memoryPlot"));
-  m_memoryPlot->xAxis->setLabel(tr("time (s)"));
-  m_memoryPlot->yAxis->setLabel(tr("memory (GB)"));
-  m_memoryPlot->setMinimumSize(480, 240);
-  layout->addWidget(m_memoryPlot, 1);
-  setCentralWidget(central);
-  resize(960, 640);
+AppFolders AppFolders::defaults() {
+  AppFolders f;
+  QString data = QStandardPaths::writableLocation(QStandardPaths::GenericDataLocation);
+  if (data.isEmpty()) data = QDir::homePath() + QStringLiteral("/.local/share");
+  f.data = data + QStringLiteral("/fp8studio");  // where the engine also looks for the CLIP vocabulary
+  f.models = f.data + QStringLiteral("/models");
+  f.loras = f.data + QStringLiteral("/loras");
+  QString pictures = QStandardPaths::writableLocation(QStandardPaths::PicturesLocation);
+  if (pictures.isEmpty()) pictures = QDir::homePath();
+  f.outputs = pictures + QStringLiteral("/FP8 Studio");
+  return f;
+}
+
+MainWindow::MainWindow(QSettings* settings, bool autoLoad, QWidget* parent)
+    : QMainWindow(parent), m_settings(settings), m_folders(AppFolders::defaults()) {
+  initResources();
+  registerMetaTypes();
+  if (!m_settings) {
+    m_ownSettings = std::make_unique<QSettings>();
+    m_settings = m_ownSettings.get();
+  }
+  m_folders.models = m_settings->value(QStringLiteral("folders/models"), m_folders.models).toString();
+  m_folders.loras = m_settings->value(QStringLiteral("folders/loras"), m_folders.loras).toString();
+  m_folders.outputs = m_settings->value(QStringLiteral("folders/outputs"), m_folders.outputs).toString();
+  setWindowTitle(QStringLiteral("FP8 Studio %1").arg(QString::fromLatin1(kVersion)));
+  setWindowIcon(QIcon(QStringLiteral(":/icons/fp8studio.svg")));
+  setAcceptDrops(true);
+
+  m_worker = new EngineWorker;
+  m_worker->moveToThread(&m_thread);
+  connect(&m_thread, &QThread::finished, m_worker, &QObject::deleteLater);
+  m_thread.setObjectName(QStringLiteral("engine"));
+  m_thread.start();
+
+  buildUi();
+  connectWorker();
+
+  m_model->setModelsFolder(m_folders.models);
+  m_lora->setFolder(m_folders.loras);
+  m_model->restoreSettings(*m_settings);
+  m_prompt->restoreSettings(*m_settings);
+  m_lora->restoreSettings(*m_settings);
+  m_precision->restoreSettings(*m_settings);
+  restoreGeometry(m_settings->value(QStringLiteral("window/geometry")).toByteArray());
+  m_splitter->restoreState(m_settings->value(QStringLiteral("window/splitter")).toByteArray());
+  m_tabs->setCurrentIndex(m_settings->value(QStringLiteral("window/tab"), 0).toInt());
+
+  if (autoLoad) {
+    const QString model = m_model->checkpoint();
+    if (!model.isEmpty() && QFileInfo::exists(model)) {
+      loadModel(model);
+    } else {
+      // first run: the demo model, made now if needed, at its native size
+      ModelRequest demo{demoModelPath(), QString(), m_folders.loras, m_precision->settings().storage, true};
+      m_prompt->setNativeSize(64);
+      if (m_prompt->promptEdit()->toPlainText().isEmpty()) m_prompt->promptEdit()->setPlainText(tr("a red circle on a blue background"));
+      m_loadedPath = demo.checkpoint;
+      QMetaObject::invokeMethod(m_worker, [w = m_worker, demo] { w->loadModel(demo); }, Qt::QueuedConnection);
+    }
+  }
+  auto* timer = new QTimer(this);
+  connect(timer, &QTimer::timeout, this, &MainWindow::updateStatus);
+  timer->start(1000);
+  updateStatus();
+}
+
+MainWindow::~MainWindow() {
+  m_worker->cancel();
+  m_thread.quit();
+  m_thread.wait();
+}
+
+QString MainWindow::demoModelPath() const {
+  return m_folders.models + QStringLiteral("/demo-tiny-sd1-random-weights.safetensors");
+}
+
+void MainWindow::buildUi() {
+  // left: model, precision, LoRA
+  auto* left = new QWidget;
+  auto* leftLayout = new QVBoxLayout(left);
+  auto group = [&](const QString& title, QWidget* panel, int stretch) {
+    auto* label = new QLabel(QStringLiteral("<b>%1</b>").arg(title));
+    leftLayout->addWidget(label);
+    leftLayout->addWidget(panel, stretch);
+  };
+  m_model = new ModelPanel;
+  m_precision = new PrecisionPanel;
+  m_lora = new LoraPanel;
+  group(tr("Model"), m_model, 0);
+  group(tr("Precision — the FP8 toggle"), m_precision, 0);
+  group(tr("LoRA"), m_lora, 1);
+  auto* leftScroll = new QScrollArea;
+  leftScroll->setWidget(left);
+  leftScroll->setWidgetResizable(true);
+  leftScroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  leftScroll->setMinimumWidth(300);
+
+  // centre: prompt, error banner, image, progress and buttons
+  auto* centre = new QWidget;
+  auto* centreLayout = new QVBoxLayout(centre);
+  m_prompt = new PromptPanel;
+  centreLayout->addWidget(m_prompt, 0);
+  m_errorBanner = new QLabel;
+  m_errorBanner->setObjectName(QStringLiteral("errorBanner"));
+  m_errorBanner->setWordWrap(true);
+  m_errorBanner->setStyleSheet(QStringLiteral("QLabel{background:#fdecea;color:#8b1a10;border:1px solid #e6a39b;padding:4px;border-radius:3px}"));
+  m_errorBanner->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  m_errorBanner->hide();
+  centreLayout->addWidget(m_errorBanner);
+  m_image = new ImageView;
+  centreLayout->addWidget(m_image, 1);
+  auto* runRow = new QHBoxLayout;
+  m_progress = new QProgressBar;
+  m_progress->setObjectName(QStringLiteral("progressBar"));
+  m_progress->setTextVisible(true);
+  m_progress->setFormat(tr("Idle"));
+  m_progress->setValue(0);
+  m_generateButton = new QPushButton(tr("Generate"));
+  m_generateButton->setObjectName(QStringLiteral("generateButton"));
+  m_generateButton->setToolTip(tr("Generate (Ctrl+Enter)"));
+  m_generateButton->setDefault(true);
+  m_interruptButton = new QPushButton(tr("Interrupt"));
+  m_interruptButton->setObjectName(QStringLiteral("interruptButton"));
+  m_interruptButton->setToolTip(tr("Stop after the current step (Esc)"));
+  m_interruptButton->setEnabled(false);
+  runRow->addWidget(m_progress, 1);
+  runRow->addWidget(m_generateButton);
+  runRow->addWidget(m_interruptButton);
+  centreLayout->addLayout(runRow);
+
+  // right: charts, compare, gallery, log
+  m_tabs = new QTabWidget;
+  m_charts = new ChartsPanel;
+  m_compare = new CompareView;
+  m_gallery = new GalleryPanel;
+  m_log = new LogPanel;
+  m_tabs->addTab(m_charts, tr("Charts"));
+  m_tabs->addTab(m_compare, tr("Compare"));
+  m_tabs->addTab(m_gallery, tr("Gallery"));
+  m_tabs->addTab(m_log, tr("Log"));
+
+  m_splitter = new QSplitter(Qt::Horizontal);
+  m_splitter->setObjectName(QStringLiteral("mainSplitter"));
+  m_splitter->addWidget(leftScroll);
+  m_splitter->addWidget(centre);
+  m_splitter->addWidget(m_tabs);
+  m_splitter->setStretchFactor(0, 0);
+  m_splitter->setStretchFactor(1, 1);
+  m_splitter->setStretchFactor(2, 1);
+  m_splitter->setSizes({320, 480, 480});
+  setCentralWidget(m_splitter);
+  resize(1280, 800);
+
+  m_statusMemory = new QLabel;
+  statusBar()->addPermanentWidget(m_statusMemory);
+
+  connect(m_generateButton, &QPushButton::clicked, this, &MainWindow::generate);
+  connect(m_interruptButton, &QPushButton::clicked, this, &MainWindow::interrupt);
+  connect(m_prompt, &PromptPanel::generateRequested, this, &MainWindow::generate);
+  auto* gen = new QShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return), this);
+  connect(gen, &QShortcut::activated, this, &MainWindow::generate);
+  auto* genEnter = new QShortcut(QKeySequence(Qt::CTRL | Qt::Key_Enter), this);
+  connect(genEnter, &QShortcut::activated, this, &MainWindow::generate);
+  auto* esc = new QShortcut(QKeySequence(Qt::Key_Escape), this);
+  connect(esc, &QShortcut::activated, this, &MainWindow::interrupt);
+  connect(m_model, &ModelPanel::modelChosen, this, &MainWindow::loadModel);
+  connect(m_model, &ModelPanel::reportChanged, this, [this] { m_precision->setReport(m_model->report()); });
+  connect(m_precision, &PrecisionPanel::compareRequested, this, &MainWindow::compare);
+  connect(m_gallery, &GalleryPanel::restoreRequested, this, [this](const GenerationRequest& r, int index) {
+    m_prompt->setFromRequest(r);
+    m_precision->setSettings(PrecisionSettings{r.storage, r.compute});
+    const auto& run = m_gallery->at(index);
+    m_image->setImage(toQImage(run.result.images.front().image), run.savedPath);
+    statusBar()->showMessage(tr("Restored the settings of run #%1").arg(run.run), 4000);
+  });
+}
+
+void MainWindow::connectWorker() {
+  connect(m_worker, &EngineWorker::busyChanged, this, &MainWindow::setBusy);
+  connect(m_worker, &EngineWorker::modelLoaded, this, [this](const ModelInfo& info) {
+    m_model->setCheckpoint(QString::fromStdString(info.path));
+    m_model->setStatus(tr("Loaded: %1, stored as %2").arg(QString::fromStdString(info.architecture), QString::fromStdString(info.storage)));
+    m_loadedPath = QString::fromStdString(info.path);
+    loadTokenizer(m_loadedPath);
+    m_errorBanner->hide();
+    log().info("model loaded: {}", info.path);
+    Q_EMIT modelReady();
+  });
+  connect(m_worker, &EngineWorker::runStarted, this, [this](int run, const QString& label) {
+    m_currentRun = run;
+    m_stepMsSum = 0;
+    m_stepCount = 0;
+    m_charts->beginRun(run, label);
+    m_progress->setValue(0);
+    m_progress->setFormat(tr("#%1 %2: starting…").arg(run).arg(label));
+  });
+  connect(m_worker, &EngineWorker::phase, this, [this](int run, const PhaseEvent& e) {
+    if (e.phase == "decode") m_progress->setFormat(tr("#%1: decoding the image…").arg(run));
+    if (e.phase == "encode") m_progress->setFormat(tr("#%1: encoding the prompt…").arg(run));
+  });
+  connect(m_worker, &EngineWorker::step, this, [this](int run, const StepEvent& e) {
+    m_charts->addStep(run, e);
+    m_stepMsSum += e.step_ms;
+    ++m_stepCount;
+    const double mean = m_stepMsSum / m_stepCount;
+    const int remaining = e.steps - e.step;
+    m_progress->setMaximum(e.steps);
+    m_progress->setValue(e.step);
+    m_progress->setFormat(tr("#%1 step %2/%3 · %4 it/s · ETA %5 s")
+                              .arg(run)
+                              .arg(e.step)
+                              .arg(e.steps)
+                              .arg(mean > 0 ? 1000.0 / mean : 0.0, 0, 'f', mean > 1000 ? 2 : 1)
+                              .arg(remaining * mean / 1000.0, 0, 'f', 1));
+    if (e.preview.width > 0) m_image->setPreview(toQImage(e.preview), m_targetWidth, m_targetHeight);
+  });
+  connect(m_worker, &EngineWorker::memory, this, [this](int run, const MemorySample& s) { m_charts->addMemory(run, s); });
+  connect(m_worker, &EngineWorker::finished, this, [this](const RunResult& r) {
+    m_charts->setWeightBytes(r.run, r.result.weight_bytes);
+    if (!r.result.images.empty()) {
+      m_image->setImage(toQImage(r.result.images.front().image), r.savedPath);
+      m_prompt->setLastSeed(static_cast<int64_t>(r.result.images.front().seed));
+    }
+    m_gallery->addResult(r);
+    const double median = r.result.timing.step_ms.empty() ? 0 : fp8s::median(r.result.timing.step_ms);
+    m_progress->setFormat(tr("#%1 %2 done · %3 ms/step · %4 s").arg(r.run).arg(r.label).arg(median, 0, 'f', 0).arg(r.result.timing.total_ms / 1000.0, 0, 'f', 1));
+    if (!r.savedPath.isEmpty()) statusBar()->showMessage(tr("Saved %1").arg(QDir::toNativeSeparators(r.savedPath)), 6000);
+  });
+  connect(m_worker, &EngineWorker::compareFinished, this, [this](const CompareResult& c) {
+    m_compare->setResult(c);
+    m_tabs->setCurrentWidget(m_compare);
+  });
+  connect(m_worker, &EngineWorker::cancelled, this, [this](int run) {
+    m_progress->setFormat(tr("#%1 interrupted").arg(run));
+    statusBar()->showMessage(tr("Interrupted"), 4000);
+  });
+  connect(m_worker, &EngineWorker::failed, this, [this](int run, const QString& message) {
+    showError(run < 0 ? tr("Could not load the model: %1").arg(message) : tr("Run #%1 failed: %2").arg(run).arg(message));
+    if (run >= 0) m_progress->setFormat(tr("#%1 failed").arg(run));
+  });
+}
+
+GenerationRequest MainWindow::currentRequest() const {
+  GenerationRequest r;
+  m_prompt->fillRequest(r);
+  const auto p = m_precision->settings();
+  r.storage = p.storage;
+  r.compute = p.compute;
+  const auto l = m_lora->settings();
+  r.loras = l.loras;
+  r.lora_mode = l.mode;
+  return r;
+}
+
+void MainWindow::loadModel(const QString& path) {
+  if (path.isEmpty()) return;
+  if (m_busy) m_worker->cancel();  // a model switch stops the running generation first
+  m_loadedPath = path;
+  ModelRequest request{path, QString(), m_folders.loras, m_precision->settings().storage, path == demoModelPath()};
+  QMetaObject::invokeMethod(m_worker, [w = m_worker, request] { w->loadModel(request); }, Qt::QueuedConnection);
+}
+
+void MainWindow::generate() {
+  if (m_busy) return;
+  m_errorBanner->hide();
+  const GenerationRequest r = currentRequest();
+  m_targetWidth = r.width;
+  m_targetHeight = r.height;
+  const int run = m_nextRun++;
+  const QString label = storageLabel(r.storage);
+  const QString out = m_folders.outputs;
+  m_busy = true;  // until the worker says otherwise: no double submission
+  QMetaObject::invokeMethod(m_worker, [w = m_worker, r, run, label, out] { w->generate(r, run, label, out); }, Qt::QueuedConnection);
+}
+
+void MainWindow::compare() {
+  if (m_busy) return;
+  m_errorBanner->hide();
+  const GenerationRequest r = currentRequest();
+  m_targetWidth = r.width;
+  m_targetHeight = r.height;
+  const int run = m_nextRun;
+  m_nextRun += 2;
+  const StorageSpec fp8 = m_precision->compareStorage();
+  const QString out = m_folders.outputs;
+  m_busy = true;
+  QMetaObject::invokeMethod(m_worker, [w = m_worker, r, fp8, run, out] { w->compare(r, fp8, run, out); }, Qt::QueuedConnection);
+}
+
+void MainWindow::interrupt() {
+  if (!m_busy) return;
+  m_worker->cancel();
+  m_progress->setFormat(tr("Interrupting…"));
+}
+
+void MainWindow::setBusy(bool busy, const QString& what) {
+  m_busy = busy;
+  m_generateButton->setEnabled(!busy);
+  m_interruptButton->setEnabled(busy);
+  if (busy) {
+    statusBar()->showMessage(what);
+    if (what.startsWith(tr("Loading")) || what.startsWith(tr("Making"))) {
+      m_progress->setRange(0, 0);  // indeterminate while loading
+    }
+  } else {
+    if (m_progress->maximum() == 0) {
+      m_progress->setRange(0, 1);
+      m_progress->setValue(1);
+      m_progress->setFormat(tr("Ready"));
+    }
+    statusBar()->clearMessage();
+  }
+}
+
+void MainWindow::showError(const QString& message) {
+  m_lastError = message;
+  m_errorBanner->setText(message);
+  m_errorBanner->show();
+  log().error("{}", message.toStdString());
+  statusBar()->showMessage(message, 8000);
+}
+
+void MainWindow::updateStatus() {
+  const auto mem = read_process_memory();
+  m_statusMemory->setText(tr("CPU · %1 threads · RSS %2").arg(QThread::idealThreadCount()).arg(formatBytes(static_cast<double>(mem.rss_bytes))));
+}
+
+void MainWindow::loadTokenizer(const QString& checkpoint) {
+  try {
+    auto t = std::make_shared<ClipTokenizer>(ClipTokenizer::find("", checkpoint.toStdString()));
+    m_prompt->setTokenizer(std::move(t));
+  } catch (const std::exception& e) {
+    m_prompt->setTokenizer(nullptr, QString::fromStdString(e.what()));
+  }
+}
+
+bool MainWindow::applyPngParameters(const QString& path) {
+  try {
+    const auto png = read_png(path.toStdString());
+    if (png.parameters.empty()) throw std::runtime_error("the image has no generation parameters");
+    const auto r = parse_infotext(png.parameters);
+    m_prompt->setFromRequest(r);
+    m_image->setImage(toQImage(png.image), path);
+    statusBar()->showMessage(tr("Parameters restored from %1").arg(QFileInfo(path).fileName()), 6000);
+    m_errorBanner->hide();
+    return true;
+  } catch (const std::exception& e) {
+    showError(tr("%1: %2").arg(QFileInfo(path).fileName(), QString::fromStdString(e.what())));
+    return false;
+  }
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* e) {
+  for (const auto& url : e->mimeData()->urls()) {
+    if (url.isLocalFile() && url.toLocalFile().endsWith(QLatin1String(".png"), Qt::CaseInsensitive)) {
+      e->acceptProposedAction();
+      return;
+    }
+  }
+}
+
+void MainWindow::dropEvent(QDropEvent* e) {
+  for (const auto& url : e->mimeData()->urls()) {
+    if (url.isLocalFile()) {
+      applyPngParameters(url.toLocalFile());
+      break;
+    }
+  }
+}
+
+void MainWindow::saveSettings() {
+  QSettings& s = *m_settings;
+  s.setValue(QStringLiteral("folders/models"), m_folders.models);
+  s.setValue(QStringLiteral("folders/loras"), m_folders.loras);
+  s.setValue(QStringLiteral("folders/outputs"), m_folders.outputs);
+  m_model->saveSettings(s);
+  m_prompt->saveSettings(s);
+  m_lora->saveSettings(s);
+  m_precision->saveSettings(s);
+  s.setValue(QStringLiteral("window/geometry"), saveGeometry());
+  s.setValue(QStringLiteral("window/splitter"), m_splitter->saveState());
+  s.setValue(QStringLiteral("window/tab"), m_tabs->currentIndex());
+  s.sync();
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+  saveSettings();
+  m_worker->cancel();
+  e->accept();
 }
 
 }  // namespace fp8s::gui

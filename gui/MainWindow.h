@@ -1,20 +1,130 @@
-// The main window: composes the studio's panels (the panels arrive with the GUI issue).
+// The main window: composes the panels, owns the engine worker's thread, and turns panel values into
+// GenerationRequests and the worker's signals into what the panels show. No engine call happens on
+// the UI thread.
 #pragma once
 
 #include <QMainWindow>
+#include <QThread>
 
-class QCustomPlot;
+#include <memory>
+
+#include "EngineWorker.h"
+#include "GuiTypes.h"
+
+class QLabel;
+class QProgressBar;
+class QPushButton;
+class QSettings;
+class QSplitter;
+class QTabWidget;
 
 namespace fp8s::gui {
+
+class ChartsPanel;
+class CompareView;
+class GalleryPanel;
+class ImageView;
+class LogPanel;
+class LoraPanel;
+class ModelPanel;
+class PrecisionPanel;
+class PromptPanel;
+
+// Where the app keeps its files (QSettings may override each folder).
+struct AppFolders {
+  QString data;     // ~/.local/share/fp8studio
+  QString models;   // data/models
+  QString loras;    // data/loras
+  QString outputs;  // ~/Pictures/FP8 Studio
+  static AppFolders defaults();
+};
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
 
  public:
-  explicit MainWindow(QWidget* parent = nullptr);
+  // `settings`: where state persists (nullptr: the application's QSettings). `autoLoad`: load the
+  // last or the demo model at start (tests turn it off to drive the window themselves).
+  explicit MainWindow(QSettings* settings = nullptr, bool autoLoad = true, QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  // The request the panels describe right now.
+  GenerationRequest currentRequest() const;
+  // The demo checkpoint made on first run (random weights until the trained demo model exists).
+  QString demoModelPath() const;
+
+  ModelPanel* modelPanel() const { return m_model; }
+  PromptPanel* promptPanel() const { return m_prompt; }
+  LoraPanel* loraPanel() const { return m_lora; }
+  PrecisionPanel* precisionPanel() const { return m_precision; }
+  ChartsPanel* chartsPanel() const { return m_charts; }
+  CompareView* compareView() const { return m_compare; }
+  GalleryPanel* galleryPanel() const { return m_gallery; }
+  ImageView* imageView() const { return m_image; }
+  EngineWorker* worker() const { return m_worker; }
+  QTabWidget* tabs() const { return m_tabs; }
+  QString lastError() const { return m_lastError; }
+  bool isBusy() const { return m_busy; }
+  void setOutputFolder(const QString& folder) { m_folders.outputs = folder; }
+
+  // Applies a dropped PNG's A1111 parameters to the panels; false (with the reason shown) otherwise.
+  bool applyPngParameters(const QString& path);
+
+ public Q_SLOTS:
+  void loadModel(const QString& path);
+  void generate();
+  void compare();
+  void interrupt();
+  void saveSettings();
+
+ Q_SIGNALS:
+  void modelReady();
+
+ protected:
+  void closeEvent(QCloseEvent* e) override;
+  void dragEnterEvent(QDragEnterEvent* e) override;
+  void dropEvent(QDropEvent* e) override;
 
  private:
-  QCustomPlot* m_memoryPlot = nullptr;
+  void buildUi();
+  void connectWorker();
+  void showError(const QString& message);
+  void setBusy(bool busy, const QString& what);
+  void updateStatus();
+  void loadTokenizer(const QString& checkpoint);
+
+  QSettings* m_settings;
+  std::unique_ptr<QSettings> m_ownSettings;
+  AppFolders m_folders;
+  QThread m_thread;
+  EngineWorker* m_worker;
+
+  ModelPanel* m_model = nullptr;
+  PromptPanel* m_prompt = nullptr;
+  LoraPanel* m_lora = nullptr;
+  PrecisionPanel* m_precision = nullptr;
+  ImageView* m_image = nullptr;
+  ChartsPanel* m_charts = nullptr;
+  CompareView* m_compare = nullptr;
+  GalleryPanel* m_gallery = nullptr;
+  LogPanel* m_log = nullptr;
+  QTabWidget* m_tabs = nullptr;
+  QSplitter* m_splitter = nullptr;
+  QProgressBar* m_progress = nullptr;
+  QPushButton* m_generateButton = nullptr;
+  QPushButton* m_interruptButton = nullptr;
+  QLabel* m_errorBanner = nullptr;
+  QLabel* m_statusMemory = nullptr;
+
+  int m_nextRun = 1;
+  int m_currentRun = 0;
+  int m_targetWidth = 512, m_targetHeight = 512;
+  double m_stepMsSum = 0;
+  int m_stepCount = 0;
+  bool m_busy = false;
+  QString m_lastError;
+  QString m_loadedPath;
+  QString m_pendingModel;
 };
 
 }  // namespace fp8s::gui

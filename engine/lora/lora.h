@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "lora/lora_library.h"
 #include "models/architecture.h"
 
 namespace fp8s {
@@ -48,11 +49,5 @@ struct LoraPlan {
 };
 // Throws InputError when nothing matches or the LoRA was made for another architecture.
 LoraPlan plan_lora(const LoraFile& lora, const ModelConfig& config);
-
-// Writes a kohya LoRA (LoCon for 3x3 convs) for every mapped UNet and text-encoder layer of
-// `config`, with random factors: down ~ U with variance 1/fan_in, up scaled so that at multiplier 1
-// rms(ΔW) ≈ `strength` · rms(W) for weights of variance 1/fan_in. F16, alpha = `alpha`.
-void make_synthetic_lora(const ModelConfig& config, int rank, double alpha, double strength,
-                         uint64_t seed, const std::string& out, bool overwrite);
 
 }  // namespace fp8s

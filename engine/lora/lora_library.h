@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "models/architecture.h"
+
 namespace fp8s {
 
 struct LoraInfo {
@@ -28,5 +30,11 @@ std::vector<LoraInfo> list_loras(const std::string& dir);
 // Validates a <lora:NAME:W> name and returns dir/NAME.safetensors. Throws InputError for names with
 // path separators, "..", or nothing, and when the folder or the file is missing.
 std::string resolve_lora_name(const std::string& dir, const std::string& name);
+
+// Writes a kohya LoRA (LoCon for 3x3 convs) for every mapped UNet and text-encoder layer of
+// `config`, with random factors: down ~ U with variance 1/fan_in, up scaled so that at multiplier 1
+// rms(ΔW) ≈ `strength` · rms(W) for weights of variance 1/fan_in. F16, alpha = `alpha`.
+void make_synthetic_lora(const ModelConfig& config, int rank, double alpha, double strength,
+                         uint64_t seed, const std::string& out, bool overwrite);
 
 }  // namespace fp8s

@@ -1,0 +1,178 @@
+#include "ChartsPanel.h"
+
+#include <QLabel>
+#include <QTimer>
+#include <QVBoxLayout>
+#include <qcustomplot.h>
+
+#include <algorithm>
+
+namespace fp8s::gui {
+
+ChartsPanel::ChartsPanel(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  m_memory = new QCustomPlot(this);
+  m_memory->setObjectName(QStringLiteral("memoryPlot"));
+  m_steps = new QCustomPlot(this);
+  m_steps->setObjectName(QStringLiteral("stepPlot"));
+  for (auto* p : {m_memory, m_steps}) {
+    p->setMinimumHeight(160);
+    p->legend->setVisible(true);
+    p->legend->setFont(QFont(font().family(), 8));
+    p->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+    styleAxes(p);
+    layout->addWidget(p, 1);
+  }
+  m_memory->plotLayout()->insertRow(0);
+  m_memory->plotLayout()->addElement(0, 0, new QCPTextElement(m_memory, tr("Memory over time"), QFont(font().family(), 9, QFont::Bold)));
+  m_steps->plotLayout()->insertRow(0);
+  m_steps->plotLayout()->addElement(0, 0, new QCPTextElement(m_steps, tr("Time per step"), QFont(font().family(), 9, QFont::Bold)));
+  auto* key = new QLabel(tr("Memory lines: solid = live tensors, dashed = process RSS, dotted = stored weights. "
+                            "Drag to pan, wheel to zoom."), this);
+  key->setWordWrap(true);
+  key->setStyleSheet(QStringLiteral("font-size: 8pt"));
+  layout->addWidget(key);
+  m_memory->xAxis->setLabel(tr("time since run start (s)"));
+  m_steps->xAxis->setLabel(tr("step"));
+  m_steps->yAxis->setLabel(tr("ms"));
+  m_memory->yAxis->setLabel(tr("MB"));
+  m_timer = new QTimer(this);
+  m_timer->setInterval(250);
+  connect(m_timer, &QTimer::timeout, this, [this] {
+    if (m_dirty) replotNow();
+  });
+  m_timer->start();
+}
+
+void ChartsPanel::styleAxes(QCustomPlot* plot) {
+  const QPalette pal = palette();
+  plot->setBackground(pal.color(QPalette::Base));
+  const QColor fg = pal.color(QPalette::Text);
+  for (auto* axis : {plot->xAxis, plot->yAxis}) {
+    axis->setBasePen(QPen(fg));
+    axis->setTickPen(QPen(fg));
+    axis->setSubTickPen(QPen(fg));
+    axis->setTickLabelColor(fg);
+    axis->setLabelColor(fg);
+    axis->grid()->setPen(QPen(pal.color(QPalette::Mid), 0, Qt::DotLine));
+  }
+  plot->legend->setBrush(pal.color(QPalette::Base));
+  plot->legend->setTextColor(fg);
+  plot->legend->setBorderPen(QPen(pal.color(QPalette::Mid)));
+}
+
+QColor ChartsPanel::colourFor(const QString& label) const {
+  QColor base(0x1f, 0x77, 0xb4);                                            // FP16: blue
+  if (label.startsWith(QLatin1String("FP8 E4M3"))) base = QColor(0xe6, 0x55, 0x0d);  // orange
+  else if (label.startsWith(QLatin1String("FP8 E5M2"))) base = QColor(0x9b, 0x30, 0xb5);  // purple
+  else if (label.startsWith(QLatin1String("BF16"))) base = QColor(0x2c, 0xa0, 0x2c);      // green
+  else if (label.startsWith(QLatin1String("FP32"))) base = QColor(0x7f, 0x7f, 0x7f);      // grey
+  int same = 0;
+  for (const auto& r : m_runs) same += r.label == label ? 1 : 0;
+  return same == 0 ? base : (same % 2 ? base.lighter(135) : base.darker(135));
+}
+
+void ChartsPanel::beginRun(int run, const QString& label) {
+  while (m_runs.size() >= kMaxRuns) m_runs.erase(m_runs.begin());
+  Run r;
+  r.label = label;
+  r.colour = colourFor(label);
+  m_runs.insert(run, r);
+  m_dirty = true;
+}
+
+void ChartsPanel::addMemory(int run, const MemorySample& s) {
+  auto it = m_runs.find(run);
+  if (it == m_runs.end()) return;
+  it->t.push_back(s.t_ms / 1000.0);
+  it->live.push_back(static_cast<double>(s.tracked_live_bytes));
+  it->rss.push_back(static_cast<double>(s.rss_bytes));
+  m_dirty = true;
+}
+
+void ChartsPanel::addStep(int run, const StepEvent& e) {
+  auto it = m_runs.find(run);
+  if (it == m_runs.end()) return;
+  it->stepX.push_back(e.image_index * e.steps + e.step);
+  it->stepMs.push_back(e.step_ms);
+  m_dirty = true;
+}
+
+void ChartsPanel::setWeightBytes(int run, uint64_t bytes) {
+  auto it = m_runs.find(run);
+  if (it == m_runs.end()) return;
+  it->weightBytes = static_cast<double>(bytes);
+  m_dirty = true;
+}
+
+void ChartsPanel::clear() {
+  m_runs.clear();
+  m_dirty = true;
+  replotNow();
+}
+
+int ChartsPanel::stepPoints(int run) const { return m_runs.contains(run) ? static_cast<int>(m_runs[run].stepX.size()) : 0; }
+int ChartsPanel::memoryPoints(int run) const { return m_runs.contains(run) ? static_cast<int>(m_runs[run].t.size()) : 0; }
+
+void ChartsPanel::replotNow() {
+  m_dirty = false;
+  m_memory->clearGraphs();
+  m_steps->clearGraphs();
+  double maxBytes = 0, maxT = 0;
+  for (const auto& r : m_runs) {
+    for (double v : r.rss) maxBytes = std::max(maxBytes, v);
+    for (double v : r.live) maxBytes = std::max(maxBytes, v);
+    if (!r.t.empty()) maxT = std::max(maxT, r.t.back());
+  }
+  const bool gb = maxBytes >= 2e9;
+  const double unit = gb ? 1e9 : 1e6;
+  m_memory->yAxis->setLabel(gb ? tr("GB") : tr("MB"));
+  auto toUnit = [unit](const std::vector<double>& v) {
+    QVector<double> out;
+    out.reserve(static_cast<int>(v.size()));
+    for (double x : v) out << x / unit;
+    return out;
+  };
+  for (auto it = m_runs.cbegin(); it != m_runs.cend(); ++it) {
+    const Run& r = it.value();
+    const QString name = QStringLiteral("#%1 %2").arg(it.key()).arg(r.label);
+    const QVector<double> t(r.t.begin(), r.t.end());
+    auto* live = m_memory->addGraph();
+    live->setName(name);
+    live->setPen(QPen(r.colour, 2));
+    live->setData(t, toUnit(r.live), true);
+    auto* rss = m_memory->addGraph();
+    rss->setName(name + tr(" RSS"));
+    rss->setPen(QPen(r.colour, 1.5, Qt::DashLine));
+    rss->setData(t, toUnit(r.rss), true);
+    rss->removeFromLegend();
+    if (r.weightBytes > 0 && !r.t.empty()) {
+      auto* w = m_memory->addGraph();
+      w->setName(name + tr(" weights"));
+      w->setPen(QPen(r.colour, 1, Qt::DotLine));
+      w->setData(QVector<double>{0.0, r.t.back()}, QVector<double>{r.weightBytes / unit, r.weightBytes / unit}, true);
+      w->removeFromLegend();
+    }
+    auto* step = m_steps->addGraph();
+    step->setName(name);
+    step->setPen(QPen(r.colour, 2));
+    step->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, r.colour, r.colour, 5));
+    step->setData(QVector<double>(r.stepX.begin(), r.stepX.end()), QVector<double>(r.stepMs.begin(), r.stepMs.end()), true);
+  }
+  m_memory->xAxis->setRange(0, std::max(1.0, maxT * 1.02));
+  m_memory->yAxis->setRange(0, std::max(1.0, maxBytes / unit * 1.1));
+  double maxStep = 1, maxMs = 1;
+  for (const auto& r : m_runs) {
+    for (double x : r.stepX) maxStep = std::max(maxStep, x);
+    for (double y : r.stepMs) maxMs = std::max(maxMs, y);
+  }
+  m_steps->xAxis->setRange(0.5, maxStep + 0.5);
+  m_steps->yAxis->setRange(0, maxMs * 1.15);
+  m_memory->legend->setVisible(m_memory->graphCount() > 0);
+  m_steps->legend->setVisible(m_steps->graphCount() > 0);
+  m_memory->replot(QCustomPlot::rpQueuedReplot);
+  m_steps->replot(QCustomPlot::rpQueuedReplot);
+}
+
+}  // namespace fp8s::gui

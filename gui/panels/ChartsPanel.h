@@ -1,0 +1,60 @@
+// Charts (QCustomPlot): memory over time (live tensor bytes and RSS) and per-step time, one colour
+// per run with a legend naming its storage type, so FP8 and FP16 runs overlay. Samples are buffered
+// and replotted on a timer, not per sample.
+#pragma once
+
+#include <QColor>
+#include <QMap>
+#include <QWidget>
+
+#include <vector>
+
+#include "pipeline/request.h"
+
+class QCustomPlot;
+class QTimer;
+
+namespace fp8s::gui {
+
+class ChartsPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit ChartsPanel(QWidget* parent = nullptr);
+
+  void beginRun(int run, const QString& label);
+  void addMemory(int run, const MemorySample& sample);
+  void addStep(int run, const StepEvent& event);
+  void setWeightBytes(int run, uint64_t bytes);  // drawn as a dotted level once the run finished
+  void clear();
+
+  int stepPoints(int run) const;
+  int memoryPoints(int run) const;
+  int runCount() const { return static_cast<int>(m_runs.size()); }
+  QCustomPlot* memoryPlot() const { return m_memory; }
+  QCustomPlot* stepPlot() const { return m_steps; }
+
+  static constexpr int kMaxRuns = 6;  // older runs leave the charts
+
+ public Q_SLOTS:
+  void replotNow();
+
+ private:
+  struct Run {
+    QString label;
+    QColor colour;
+    std::vector<double> t, live, rss;  // seconds, bytes
+    std::vector<double> stepX, stepMs;
+    double weightBytes = 0;
+  };
+  QColor colourFor(const QString& label) const;
+  void styleAxes(QCustomPlot* plot);
+
+  QCustomPlot* m_memory;
+  QCustomPlot* m_steps;
+  QTimer* m_timer;
+  QMap<int, Run> m_runs;
+  bool m_dirty = false;
+};
+
+}  // namespace fp8s::gui

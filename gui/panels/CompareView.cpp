@@ -1,0 +1,159 @@
+#include "CompareView.h"
+
+#include <QFileDialog>
+#include <QFile>
+#include <QGridLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPushButton>
+#include <QTableWidget>
+#include <QTextStream>
+#include <QVBoxLayout>
+
+#include <cmath>
+
+#include "ImageView.h"
+#include "ModelPanel.h"
+#include "compare/compare.h"
+#include "compare/image_metrics.h"
+
+namespace fp8s::gui {
+namespace {
+
+double medianOf(const std::vector<double>& v) { return fp8s::median(v); }
+
+}  // namespace
+
+CompareView::CompareView(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  auto* grid = new QGridLayout;
+  for (int i = 0; i < 3; ++i) {
+    m_captions[i] = new QLabel(this);
+    m_captions[i]->setAlignment(Qt::AlignCenter);
+    m_captions[i]->setWordWrap(true);
+    m_captions[i]->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    m_images[i] = new QLabel(this);
+    m_images[i]->setAlignment(Qt::AlignCenter);
+    m_images[i]->setMinimumSize(96, 96);
+    m_images[i]->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Ignored);
+    grid->addWidget(m_captions[i], 0, i);
+    grid->addWidget(m_images[i], 1, i);
+    grid->setColumnStretch(i, 1);
+  }
+  grid->setRowStretch(1, 1);
+  layout->addLayout(grid, 3);
+  m_table = new QTableWidget(0, 4, this);
+  m_table->setObjectName(QStringLiteral("compareTable"));
+  m_table->setHorizontalHeaderLabels({tr("Metric"), tr("FP16"), tr("FP8"), tr("FP8 / FP16")});
+  m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  m_table->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+  m_table->verticalHeader()->hide();
+  m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  layout->addWidget(m_table, 2);
+  auto* exportButton = new QPushButton(tr("Export PNG + Markdown…"), this);
+  exportButton->setObjectName(QStringLiteral("exportButton"));
+  layout->addWidget(exportButton, 0, Qt::AlignRight);
+  connect(exportButton, &QPushButton::clicked, this, &CompareView::exportInteractive);
+  m_captions[1]->setText(tr("Run “Compare FP8 vs FP16” in the Precision panel."));
+}
+
+void CompareView::setResult(const CompareResult& c) {
+  m_result = c;
+  m_has = true;
+  m_captions[0]->setText(c.reference.label);
+  m_captions[1]->setText(c.candidate.label);
+  m_captions[2]->setText(tr("|difference| (max %1)").arg(c.maxAbsDiff));
+  const auto& a = c.reference.result;
+  const auto& b = c.candidate.result;
+  struct Row {
+    QString metric;
+    double fp16, fp8;
+    bool bytes;
+  };
+  const std::vector<Row> rows = {
+      {tr("Weight memory"), double(a.weight_bytes), double(b.weight_bytes), true},
+      {tr("UNet weights"), double(a.unet_bytes), double(b.unet_bytes), true},
+      {tr("Peak live tensors"), double(a.tracked_peak_bytes), double(b.tracked_peak_bytes), true},
+      {tr("Peak RSS"), double(a.rss_peak_bytes), double(b.rss_peak_bytes), true},
+      {tr("Median step (ms)"), medianOf(a.timing.step_ms), medianOf(b.timing.step_ms), false},
+      {tr("Total (ms)"), a.timing.total_ms, b.timing.total_ms, false},
+  };
+  m_table->setRowCount(static_cast<int>(rows.size()) + 2);
+  int r = 0;
+  auto set = [&](int row, int col, const QString& text) { m_table->setItem(row, col, new QTableWidgetItem(text)); };
+  for (const auto& row : rows) {
+    set(r, 0, row.metric);
+    set(r, 1, row.bytes ? formatBytes(row.fp16) : QString::number(row.fp16, 'f', 0));
+    set(r, 2, row.bytes ? formatBytes(row.fp8) : QString::number(row.fp8, 'f', 0));
+    set(r, 3, row.fp16 > 0 ? QString::number(row.fp8 / row.fp16, 'f', 3) : QStringLiteral("—"));
+    ++r;
+  }
+  set(r, 0, tr("PSNR (dB)"));
+  set(r, 2, std::isinf(c.psnr) ? tr("identical") : QString::number(c.psnr, 'f', 2));
+  ++r;
+  set(r, 0, tr("SSIM"));
+  set(r, 2, QString::number(c.ssim, 'f', 4));
+  renderImages();
+}
+
+void CompareView::renderImages() {
+  if (!m_has) return;
+  const QImage images[3] = {toQImage(m_result.reference.result.images.front().image),
+                            toQImage(m_result.candidate.result.images.front().image), toQImage(m_result.heatmap)};
+  for (int i = 0; i < 3; ++i) {
+    const QSize box = m_images[i]->size();
+    m_images[i]->setPixmap(QPixmap::fromImage(images[i].scaled(box, Qt::KeepAspectRatio,
+                                                               box.width() > images[i].width() ? Qt::FastTransformation : Qt::SmoothTransformation)));
+  }
+}
+
+void CompareView::resizeEvent(QResizeEvent* e) {
+  QWidget::resizeEvent(e);
+  renderImages();
+}
+
+QString CompareView::markdown() const {
+  QString md;
+  QTextStream out(&md);
+  out << "# FP8 Studio compare: " << m_result.reference.label << " vs " << m_result.candidate.label << "\n\n";
+  out << "Prompt: " << QString::fromStdString(m_result.reference.request.prompt) << "  \n";
+  out << "Seed: " << m_result.reference.result.images.front().seed << ", steps: " << m_result.reference.request.steps << "\n\n";
+  out << "| " << tr("Metric") << " | " << m_result.reference.label << " | " << m_result.candidate.label << " | ratio |\n|---|---|---|---|\n";
+  for (int r = 0; r < m_table->rowCount(); ++r) {
+    out << "|";
+    for (int c = 0; c < 4; ++c) out << " " << (m_table->item(r, c) ? m_table->item(r, c)->text() : QString()) << " |";
+    out << "\n";
+  }
+  return md;
+}
+
+bool CompareView::exportTo(const QString& base, QString* error) const {
+  if (!m_has) {
+    if (error) *error = tr("nothing to export: run a compare first");
+    return false;
+  }
+  try {
+    const auto montage = side_by_side({m_result.reference.result.images.front().image, m_result.candidate.result.images.front().image, m_result.heatmap},
+                                      {m_result.reference.label.toUpper().toStdString(), m_result.candidate.label.toUpper().toStdString(), "DIFFERENCE"});
+    QFile::remove(base + QStringLiteral(".png"));
+    write_png((base + QStringLiteral(".png")).toStdString(), montage, "");
+    QFile md(base + QStringLiteral(".md"));
+    if (!md.open(QIODevice::WriteOnly | QIODevice::Truncate)) throw std::runtime_error(md.errorString().toStdString());
+    md.write(markdown().toUtf8());
+    return true;
+  } catch (const std::exception& e) {
+    if (error) *error = QString::fromStdString(e.what());
+    return false;
+  }
+}
+
+void CompareView::exportInteractive() {
+  const QString path = QFileDialog::getSaveFileName(this, tr("Export compare"), QStringLiteral("compare.png"), tr("PNG + Markdown (*.png)"));
+  if (path.isEmpty()) return;
+  QString base = path;
+  if (base.endsWith(QLatin1String(".png"))) base.chop(4);
+  QString error;
+  if (!exportTo(base, &error)) m_captions[0]->setText(tr("Export failed: %1").arg(error));
+}
+
+}  // namespace fp8s::gui

@@ -1,0 +1,44 @@
+// Compare view: the FP16 and FP8 images side by side, their difference heat map, and the metrics
+// table (weight memory, peaks, step time, PSNR, SSIM), exportable as PNG + Markdown.
+#pragma once
+
+#include <QWidget>
+
+#include "GuiTypes.h"
+
+class QLabel;
+class QTableWidget;
+
+namespace fp8s::gui {
+
+class CompareView : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit CompareView(QWidget* parent = nullptr);
+
+  void setResult(const CompareResult& result);
+  bool hasResult() const { return m_has; }
+  QTableWidget* table() const { return m_table; }
+  // The metrics table as Markdown (what Export writes beside the PNG).
+  QString markdown() const;
+  // Writes `base`.png (images + heat map) and `base`.md; returns false with `error` set on failure.
+  bool exportTo(const QString& base, QString* error = nullptr) const;
+
+ public Q_SLOTS:
+  void exportInteractive();
+
+ protected:
+  void resizeEvent(QResizeEvent* e) override;
+
+ private:
+  void renderImages();
+
+  QLabel* m_images[3];
+  QLabel* m_captions[3];
+  QTableWidget* m_table;
+  CompareResult m_result;
+  bool m_has = false;
+};
+
+}  // namespace fp8s::gui

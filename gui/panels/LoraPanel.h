@@ -1,0 +1,55 @@
+// LoRA panel: the LoRAs in the LoRA folder with an enable box, a weight slider and spin box (−2…2)
+// and their metadata as tooltip, plus the LoRA mode. Emits the chosen LoRAs; never talks to the engine.
+#pragma once
+
+#include <QWidget>
+
+#include <vector>
+
+#include "core/types.h"
+#include "lora/lora_library.h"
+#include "pipeline/lora_request.h"
+
+class QComboBox;
+class QLabel;
+class QSettings;
+class QTableWidget;
+
+namespace fp8s::gui {
+
+struct LoraSettings {
+  std::vector<LoraRequest> loras;  // enabled ones only
+  LoraMode mode = LoraMode::Auto;
+};
+
+class LoraPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit LoraPanel(QWidget* parent = nullptr);
+
+  void setFolder(const QString& folder);  // lists it
+  QString folder() const { return m_folder; }
+  LoraSettings settings() const;
+  int rowCount() const;
+  // Enables LoRA `name` (file stem) with `weight`; false when it is not listed.
+  bool setLora(const QString& name, double weight, bool enabled = true);
+
+  void saveSettings(QSettings& s) const;
+  void restoreSettings(const QSettings& s);
+
+ public Q_SLOTS:
+  void refresh();
+
+ Q_SIGNALS:
+  void changed();
+
+ private:
+  QLabel* m_folderLabel;
+  QTableWidget* m_table;
+  QComboBox* m_mode;
+  QString m_folder;
+  std::vector<LoraInfo> m_infos;
+};
+
+}  // namespace fp8s::gui

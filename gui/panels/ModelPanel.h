@@ -1,0 +1,61 @@
+// Model panel: the checkpoint in use (file dialog, recent list, models-folder scan) and what it
+// holds per component, from `inspect`. Emits the chosen path; it never talks to the engine.
+#pragma once
+
+#include <QStringList>
+#include <QWidget>
+
+#include <memory>
+#include <QWidget>
+
+class QComboBox;
+class QLabel;
+class QSettings;
+
+namespace fp8s {
+struct InspectReport;
+}
+
+namespace fp8s::gui {
+
+class ModelPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit ModelPanel(QWidget* parent = nullptr);
+
+  QString checkpoint() const;
+  void setModelsFolder(const QString& folder);
+  QString modelsFolder() const { return m_folder; }
+  // Selects `path` (adding it to the recent list) without emitting modelChosen.
+  void setCheckpoint(const QString& path);
+  // The engine's view once loaded (architecture, storage); "" clears it.
+  void setStatus(const QString& text);
+  // The inspect report of the current checkpoint (nullptr when it could not be read).
+  const InspectReport* report() const { return m_report.get(); }
+
+  void saveSettings(QSettings& s) const;
+  void restoreSettings(const QSettings& s);
+
+ Q_SIGNALS:
+  void modelChosen(const QString& path);
+  void reportChanged();
+
+ public Q_SLOTS:
+  void rescan();
+  void browse();
+
+ private:
+  void inspectCurrent();
+
+  QComboBox* m_combo;
+  QLabel* m_info;
+  QLabel* m_status;
+  QString m_folder;
+  QStringList m_recent;
+  std::shared_ptr<InspectReport> m_report;
+};
+
+QString formatBytes(double bytes);  // "1.72 GB", "512 MB"
+
+}  // namespace fp8s::gui

@@ -1,0 +1,157 @@
+#include "PrecisionPanel.h"
+
+#include <QComboBox>
+#include <QFormLayout>
+#include <QLabel>
+#include <QPushButton>
+#include <QSettings>
+#include <QSignalBlocker>
+#include <QVBoxLayout>
+
+#include "ModelPanel.h"
+#include "models/inspect.h"
+
+namespace fp8s::gui {
+
+double predictedWeightBytes(const InspectReport& report, const StorageSpec& storage) {
+  double total = 0;
+  for (const auto& c : report.components) {
+    const bool vae = c.name == "vae";
+    switch (storage.weights) {
+      case WeightType::FP32: total += static_cast<double>(c.bytes_fp32); break;
+      case WeightType::FP16:
+      case WeightType::BF16: total += static_cast<double>(c.bytes_16bit); break;
+      default:
+        if (vae && !storage.fp8_vae) {
+          total += static_cast<double>(c.bytes_16bit);
+        } else if (vae) {
+          // quantisable VAE weights in one byte, the rest 16-bit
+          total += static_cast<double>(c.bytes_16bit) - static_cast<double>(c.quantisable_params);
+        } else {
+          total += static_cast<double>(c.bytes_fp8);
+        }
+    }
+  }
+  return total;
+}
+
+PrecisionPanel::PrecisionPanel(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  auto* form = new QFormLayout;
+  m_storage = new QComboBox(this);
+  m_storage->setObjectName(QStringLiteral("storageCombo"));
+  m_storage->addItem(tr("FP16"), int(WeightType::FP16));
+  m_storage->addItem(tr("BF16"), int(WeightType::BF16));
+  m_storage->addItem(tr("FP8 E4M3"), int(WeightType::FP8_E4M3));
+  m_storage->addItem(tr("FP8 E5M2"), int(WeightType::FP8_E5M2));
+  m_storage->addItem(tr("FP32"), int(WeightType::FP32));
+  m_storage->setToolTip(tr("How the UNet and text-encoder weights are kept in memory. FP8 stores one byte "
+                           "per weight and decodes it to the compute type just in time."));
+  m_scale = new QComboBox(this);
+  m_scale->setObjectName(QStringLiteral("scaleCombo"));
+  m_scale->addItem(tr("per tensor"), int(Fp8Scale::Tensor));
+  m_scale->addItem(tr("per channel"), int(Fp8Scale::Channel));
+  m_scale->addItem(tr("none (A1111)"), int(Fp8Scale::None));
+  m_scale->setToolTip(tr("FP8 scaling: none casts as A1111/Forge do; tensor or channel scales use the whole FP8 range"));
+  m_compute = new QComboBox(this);
+  m_compute->setObjectName(QStringLiteral("computeCombo"));
+  m_compute->addItem(tr("BF16"), int(ComputeType::BF16));
+  m_compute->addItem(tr("FP32"), int(ComputeType::FP32));
+  m_compute->addItem(tr("FP16"), int(ComputeType::FP16));
+  m_vae = new QComboBox(this);
+  m_vae->setObjectName(QStringLiteral("vaeCombo"));
+  m_vae->addItem(tr("16-bit"), false);
+  m_vae->addItem(tr("FP8 (with FP8 storage)"), true);
+  form->addRow(tr("Weights"), m_storage);
+  form->addRow(tr("FP8 scaling"), m_scale);
+  form->addRow(tr("Compute"), m_compute);
+  form->addRow(tr("VAE"), m_vae);
+  layout->addLayout(form);
+  m_prediction = new QLabel(this);
+  m_prediction->setObjectName(QStringLiteral("predictionLabel"));
+  m_prediction->setWordWrap(true);
+  layout->addWidget(m_prediction);
+  auto* compare = new QPushButton(tr("Compare FP8 vs FP16"), this);
+  compare->setObjectName(QStringLiteral("compareButton"));
+  compare->setToolTip(tr("Generate the same image with FP16 and with FP8 storage and compare memory, speed and pixels"));
+  layout->addWidget(compare);
+  connect(compare, &QPushButton::clicked, this, &PrecisionPanel::compareRequested);
+  for (auto* c : {m_storage, m_scale, m_compute, m_vae}) {
+    connect(c, &QComboBox::currentIndexChanged, this, [this] {
+      update();
+      Q_EMIT changed(settings());
+    });
+  }
+  setSettings(PrecisionSettings{});
+}
+
+PrecisionSettings PrecisionPanel::settings() const {
+  PrecisionSettings p;
+  p.storage.weights = static_cast<WeightType>(m_storage->currentData().toInt());
+  p.storage.scale = is_fp8(p.storage.weights) ? static_cast<Fp8Scale>(m_scale->currentData().toInt()) : Fp8Scale::None;
+  p.storage.fp8_vae = is_fp8(p.storage.weights) && m_vae->currentData().toBool();
+  p.compute = static_cast<ComputeType>(m_compute->currentData().toInt());
+  return p;
+}
+
+void PrecisionPanel::setSettings(const PrecisionSettings& p) {
+  {
+    const QSignalBlocker b1(m_storage), b2(m_scale), b3(m_compute), b4(m_vae);
+    m_storage->setCurrentIndex(std::max(0, m_storage->findData(int(p.storage.weights))));
+    if (is_fp8(p.storage.weights)) m_scale->setCurrentIndex(std::max(0, m_scale->findData(int(p.storage.scale))));
+    m_compute->setCurrentIndex(std::max(0, m_compute->findData(int(p.compute))));
+    m_vae->setCurrentIndex(p.storage.fp8_vae ? 1 : 0);
+  }
+  update();
+}
+
+StorageSpec PrecisionPanel::compareStorage() const {
+  auto s = settings().storage;
+  if (!is_fp8(s.weights)) s = StorageSpec{WeightType::FP8_E4M3, static_cast<Fp8Scale>(m_scale->currentData().toInt()), false};
+  return s;
+}
+
+void PrecisionPanel::setReport(const InspectReport* report) {
+  m_report = report;
+  update();
+}
+
+QString PrecisionPanel::predictionText() const { return m_prediction->text(); }
+
+void PrecisionPanel::update() {
+  const auto p = settings();
+  m_scale->setEnabled(is_fp8(p.storage.weights));
+  m_vae->setEnabled(is_fp8(p.storage.weights));
+  if (!m_report) {
+    m_prediction->setText(tr("Weight memory: choose a model to see the prediction."));
+    return;
+  }
+  const double bytes = predictedWeightBytes(*m_report, p.storage);
+  const double fp16 = predictedWeightBytes(*m_report, StorageSpec{WeightType::FP16, Fp8Scale::None, false});
+  QString text = tr("Weight memory: <b>%1</b>").arg(formatBytes(bytes));
+  if (p.storage.weights != WeightType::FP16) {
+    const double saved = fp16 - bytes;
+    text += saved >= 0 ? tr(" — %1 less than FP16").arg(formatBytes(saved)) : tr(" — %1 more than FP16").arg(formatBytes(-saved));
+  }
+  m_prediction->setText(text);
+}
+
+void PrecisionPanel::saveSettings(QSettings& s) const {
+  const auto p = settings();
+  s.setValue(QStringLiteral("precision/weights"), QString::fromLatin1(weight_type_name(p.storage.weights)));
+  s.setValue(QStringLiteral("precision/scale"), int(m_scale->currentData().toInt()));
+  s.setValue(QStringLiteral("precision/compute"), QString::fromLatin1(compute_type_name(p.compute)));
+  s.setValue(QStringLiteral("precision/fp8_vae"), m_vae->currentData().toBool());
+}
+
+void PrecisionPanel::restoreSettings(const QSettings& s) {
+  PrecisionSettings p;
+  if (auto w = parse_weight_type(s.value(QStringLiteral("precision/weights")).toString().toStdString())) p.storage.weights = *w;
+  p.storage.scale = static_cast<Fp8Scale>(s.value(QStringLiteral("precision/scale"), int(Fp8Scale::Tensor)).toInt());
+  if (auto c = parse_compute_type(s.value(QStringLiteral("precision/compute")).toString().toStdString())) p.compute = *c;
+  p.storage.fp8_vae = s.value(QStringLiteral("precision/fp8_vae"), false).toBool();
+  setSettings(p);
+}
+
+}  // namespace fp8s::gui

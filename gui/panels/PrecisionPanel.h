@@ -1,0 +1,63 @@
+// Precision panel, the FP8 toggle: weight storage (FP16 / BF16 / FP8 E4M3 / FP8 E5M2), FP8 scaling,
+// compute type, VAE precision, the weight memory this choice predicts, and "Compare FP8 vs FP16".
+#pragma once
+
+#include <QWidget>
+
+#include "core/types.h"
+
+class QComboBox;
+class QLabel;
+class QSettings;
+
+namespace fp8s {
+struct InspectReport;
+}
+
+namespace fp8s::gui {
+
+struct PrecisionSettings {
+  StorageSpec storage{WeightType::FP8_E4M3, Fp8Scale::Tensor, false};
+  ComputeType compute = ComputeType::BF16;
+  bool operator==(const PrecisionSettings& o) const {
+    return storage.weights == o.storage.weights && storage.scale == o.storage.scale &&
+           storage.fp8_vae == o.storage.fp8_vae && compute == o.compute;
+  }
+};
+
+// Predicted bytes of the weights in `storage` (UNet and text encoders per their storage type, the VAE
+// 16-bit unless FP8 VAE is chosen), from an inspect report.
+double predictedWeightBytes(const InspectReport& report, const StorageSpec& storage);
+
+class PrecisionPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit PrecisionPanel(QWidget* parent = nullptr);
+
+  PrecisionSettings settings() const;
+  void setSettings(const PrecisionSettings& p);
+  // The FP8 storage that "Compare" sets against FP16: the chosen one if FP8, else E4M3.
+  StorageSpec compareStorage() const;
+  void setReport(const InspectReport* report);  // for the prediction; nullptr clears it
+  QString predictionText() const;
+
+  void saveSettings(QSettings& s) const;
+  void restoreSettings(const QSettings& s);
+
+ Q_SIGNALS:
+  void changed(const fp8s::gui::PrecisionSettings& settings);
+  void compareRequested();
+
+ private:
+  void update();
+
+  QComboBox* m_storage;
+  QComboBox* m_scale;
+  QComboBox* m_compute;
+  QComboBox* m_vae;
+  QLabel* m_prediction;
+  const InspectReport* m_report = nullptr;
+};
+
+}  // namespace fp8s::gui

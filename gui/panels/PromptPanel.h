@@ -1,0 +1,72 @@
+// Prompt panel: positive and negative prompts (A1111 emphasis highlighted, token counters per
+// 75-token chunk), steps, CFG, sampler, schedule, seed (random / reuse last), size with presets and
+// batch count. Fills the prompt part of a GenerationRequest; never talks to the engine.
+#pragma once
+
+#include <QWidget>
+
+#include <memory>
+
+#include "pipeline/request.h"
+
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QPlainTextEdit;
+class QSettings;
+class QSpinBox;
+
+namespace fp8s {
+class ClipTokenizer;
+}
+
+namespace fp8s::gui {
+
+class PromptPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit PromptPanel(QWidget* parent = nullptr);
+  ~PromptPanel() override;
+
+  // Writes prompt, negative, steps, cfg, sampler, schedule, seed, size and batch count.
+  void fillRequest(GenerationRequest& r) const;
+  // Sets the same fields from a request (a gallery entry, a dropped PNG's parameters).
+  void setFromRequest(const GenerationRequest& r);
+  void setLastSeed(int64_t seed);
+  // The tokenizer for the counters (nullptr: counters show "?" with `why` as tooltip).
+  void setTokenizer(std::shared_ptr<const ClipTokenizer> tokenizer, const QString& why = {});
+  void setNativeSize(int size);  // the model's size; "native" preset and default
+  QString tokenCounterText(bool negative) const;
+
+  QPlainTextEdit* promptEdit() const { return m_prompt; }
+
+  void saveSettings(QSettings& s) const;
+  void restoreSettings(const QSettings& s);
+
+ Q_SIGNALS:
+  void generateRequested();
+
+ private:
+  void updateCounter(bool negative);
+
+  QPlainTextEdit* m_prompt;
+  QPlainTextEdit* m_negative;
+  QLabel* m_promptCount;
+  QLabel* m_negativeCount;
+  QSpinBox* m_steps;
+  QDoubleSpinBox* m_cfg;
+  QComboBox* m_sampler;
+  QComboBox* m_schedule;
+  QLineEdit* m_seed;
+  QSpinBox* m_width;
+  QSpinBox* m_height;
+  QComboBox* m_sizePreset;
+  QSpinBox* m_batchCount;
+  int64_t m_lastSeed = -1;
+  std::shared_ptr<const ClipTokenizer> m_tokenizer;
+  QString m_tokenizerWhy;
+};
+
+}  // namespace fp8s::gui
