@@ -3,8 +3,16 @@
 #include <QCommandLineParser>
 #include <QTimer>
 
+#include <cstdio>
+#include <memory>
+
 #include "MainWindow.h"
+#include "panels/ChartsPanel.h"
+#include "panels/PromptPanel.h"
+
+#include <QPlainTextEdit>
 #include "core/threads.h"
+#include "memory/tracking_allocator.h"
 #include "core/version.h"
 
 int main(int argc, char** argv) {
@@ -24,13 +32,62 @@ int main(int argc, char** argv) {
                               QStringLiteral("show the main window without loading a model, then quit after a second"));
   QCommandLineOption quitAfter(QStringLiteral("quit-after"), QStringLiteral("quit after SECONDS (for screenshots and checks)"),
                                QStringLiteral("SECONDS"));
-  parser.addOption(selfTest);
-  parser.addOption(quitAfter);
+  QCommandLineOption run(QStringLiteral("run"), QStringLiteral("once the model is ready, start a generation or a compare"),
+                         QStringLiteral("generate|compare"));
+  QCommandLineOption prompt(QStringLiteral("prompt"), QStringLiteral("the prompt to put in the prompt panel"), QStringLiteral("TEXT"));
+  QCommandLineOption shot(QStringLiteral("screenshot"), QStringLiteral("save the window as PNG when the --run finishes"), QStringLiteral("FILE"));
+  QCommandLineOption midShot(QStringLiteral("screenshot-mid"), QStringLiteral("save the window as PNG halfway through sampling"),
+                             QStringLiteral("FILE"));
+  QCommandLineOption size(QStringLiteral("size"), QStringLiteral("window size, e.g. 1280x800"), QStringLiteral("WxH"));
+  for (const auto& o : {selfTest, quitAfter, run, prompt, shot, midShot, size}) parser.addOption(o);
   parser.process(app);
 
   fp8s::init_threads();
+  fp8s::install_tracking_allocator();  // live tensor bytes for the memory chart
   fp8s::gui::MainWindow window(nullptr, !parser.isSet(selfTest));
+  if (parser.isSet(size)) {
+    const auto wh = parser.value(size).split(QLatin1Char('x'));
+    if (wh.size() == 2) window.resize(wh[0].toInt(), wh[1].toInt());
+  }
+  if (parser.isSet(prompt)) window.promptPanel()->promptEdit()->setPlainText(parser.value(prompt));
   window.show();
+  const auto grabTo = [&window](const QString& file) {
+    if (!window.grab().save(file, "PNG")) std::fprintf(stderr, "error: cannot write the screenshot %s\n", qPrintable(file));
+  };
+  if (parser.isSet(run)) {
+    const bool compare = parser.value(run) == QLatin1String("compare");
+    QObject::connect(&window, &fp8s::gui::MainWindow::modelReady, &window, [&window, compare] {
+      QTimer::singleShot(200, &window, [&window, compare] { compare ? window.compare() : window.generate(); });
+    });
+    const QString file = parser.value(shot);
+    auto finishedShot = [&window, grabTo, file] {
+      if (file.isEmpty()) return;
+      QTimer::singleShot(600, &window, [&window, grabTo, file] {
+        grabTo(file);
+        window.close();
+      });
+    };
+    if (compare) {
+      QObject::connect(window.worker(), &fp8s::gui::EngineWorker::compareFinished, &window, finishedShot);
+    } else {
+      QObject::connect(window.worker(), &fp8s::gui::EngineWorker::finished, &window, finishedShot);
+    }
+    if (parser.isSet(midShot)) {
+      // halfway through the action's last run (a compare's FP8 run, overlaid on its FP16 run)
+      const QString mid = parser.value(midShot);
+      const int wanted = compare ? 2 : 1;
+      auto started = std::make_shared<int>(0);
+      auto taken = std::make_shared<bool>(false);
+      QObject::connect(window.worker(), &fp8s::gui::EngineWorker::runStarted, &window, [started](int, const QString&) { ++*started; });
+      QObject::connect(window.worker(), &fp8s::gui::EngineWorker::step, &window,
+                       [&window, grabTo, mid, taken, started, wanted](int, const fp8s::StepEvent& e) {
+                         if (*taken || *started < wanted || e.step < e.steps / 2) return;
+                         *taken = true;
+                         window.chartsPanel()->replotNow();
+                         QTimer::singleShot(100, &window, [grabTo, mid] { grabTo(mid); });
+                       });
+    }
+  }
   if (parser.isSet(selfTest)) QTimer::singleShot(1000, &app, &QApplication::quit);
   if (parser.isSet(quitAfter)) {
     const int ms = static_cast<int>(parser.value(quitAfter).toDouble() * 1000);

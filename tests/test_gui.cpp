@@ -20,6 +20,7 @@
 #include "models/inspect.h"
 #include "panels/ImageView.h"
 #include "models/architecture.h"
+#include "memory/tracking_allocator.h"
 #include "models/synthetic.h"
 #include "panels/ChartsPanel.h"
 #include "panels/CompareView.h"
@@ -74,6 +75,7 @@ class TestGui : public QObject {
   void initTestCase() {
     QStandardPaths::setTestModeEnabled(true);
     registerMetaTypes();
+    install_tracking_allocator();
     const QString vocab = QString::fromUtf8(FP8S_REFERENCE_DIR) + "/clip/bpe_simple_vocab_16e6.txt.gz";
     if (QFileInfo::exists(vocab)) qputenv("FP8S_CLIP_VOCAB", vocab.toUtf8());
     try {
@@ -351,6 +353,7 @@ class TestGui : public QObject {
     QVERIFY(c.candidate.label.startsWith("FP8"));
     QCOMPARE(c.reference.result.images[0].seed, c.candidate.result.images[0].seed);
     QVERIFY(c.candidate.result.weight_bytes < c.reference.result.weight_bytes);
+    QVERIFY(c.candidate.result.tracked_peak_bytes > 0);
     QVERIFY(c.ssim > 0 && c.ssim <= 1);
     QTRY_VERIFY(w->compareView()->hasResult());
     QCOMPARE(w->tabs()->currentWidget(), static_cast<QWidget*>(w->compareView()));

@@ -227,6 +227,7 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
   if (r.seed < 0) r.seed = static_cast<int64_t>(std::random_device{}() & 0xFFFFFFFFu);
   const auto start = Clock::now();
   reset_tracked_peak();
+  reset_rss_peak();  // peaks are per request (where the kernel permits resetting VmHWM)
   GenerationResult result;
   result.timing.load_ms = impl_->load_ms;
   auto& model = *impl_->model;
@@ -237,6 +238,7 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
     model.set_storage(r.storage);
     result.timing.load_ms = ms_since(t);
     reset_tracked_peak();  // the switch is a load, not part of this generation's footprint
+    reset_rss_peak();
   }
   const auto pos = parse_extra_networks(r.prompt);
   const auto neg = parse_extra_networks(r.negative);

@@ -36,6 +36,10 @@ ChartsPanel::ChartsPanel(QWidget* parent) : QWidget(parent) {
   m_memory->xAxis->setLabel(tr("time since run start (s)"));
   m_steps->xAxis->setLabel(tr("step"));
   m_steps->yAxis->setLabel(tr("ms"));
+  QSharedPointer<QCPAxisTickerFixed> integerTicks(new QCPAxisTickerFixed);
+  integerTicks->setTickStep(1.0);
+  integerTicks->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+  m_steps->xAxis->setTicker(integerTicks);
   m_memory->yAxis->setLabel(tr("MB"));
   m_timer = new QTimer(this);
   m_timer->setInterval(250);
@@ -57,7 +61,9 @@ void ChartsPanel::styleAxes(QCustomPlot* plot) {
     axis->setLabelColor(fg);
     axis->grid()->setPen(QPen(pal.color(QPalette::Mid), 0, Qt::DotLine));
   }
-  plot->legend->setBrush(pal.color(QPalette::Base));
+  QColor legendBg = pal.color(QPalette::Base);
+  legendBg.setAlpha(210);
+  plot->legend->setBrush(legendBg);
   plot->legend->setTextColor(fg);
   plot->legend->setBorderPen(QPen(pal.color(QPalette::Mid)));
 }

@@ -99,7 +99,9 @@ PromptPanel::PromptPanel(QWidget* parent) : QWidget(parent) {
   m_prompt = makeEditor(QStringLiteral("promptEdit"), tr("Prompt — e.g. a lighthouse on a cliff at dusk, (oil painting:1.2)"), m_promptCount);
   m_negative = makeEditor(QStringLiteral("negativeEdit"), tr("Negative prompt"), m_negativeCount);
   m_prompt->setMinimumHeight(54);
+  m_prompt->setMaximumHeight(120);
   m_negative->setMinimumHeight(40);
+  m_negative->setMaximumHeight(72);
 
   auto* grid = new QGridLayout;
   m_steps = new QSpinBox(this);
@@ -124,11 +126,11 @@ PromptPanel::PromptPanel(QWidget* parent) : QWidget(parent) {
   m_seed->setValidator(new QRegularExpressionValidator(QRegularExpression(QStringLiteral("-1|[0-9]{1,10}")), m_seed));
   m_seed->setToolTip(tr("-1 picks a random seed"));
   auto* dice = new QToolButton(this);
-  dice->setText(QStringLiteral("🎲"));
+  dice->setText(tr("Random"));
   dice->setToolTip(tr("Random seed (-1)"));
   auto* reuse = new QToolButton(this);
   reuse->setObjectName(QStringLiteral("reuseSeedButton"));
-  reuse->setText(QStringLiteral("♻"));
+  reuse->setText(tr("Reuse"));
   reuse->setToolTip(tr("Reuse the last image's seed"));
   m_width = new QSpinBox(this);
   m_width->setObjectName(QStringLiteral("widthSpin"));
@@ -141,6 +143,7 @@ PromptPanel::PromptPanel(QWidget* parent) : QWidget(parent) {
   }
   m_sizePreset = new QComboBox(this);
   m_sizePreset->setToolTip(tr("Size presets"));
+  m_sizePreset->addItem(tr("Presets"), QSize());
   for (const auto& [w, h] : {std::pair{512, 512}, {768, 512}, {512, 768}, {768, 768}, {1024, 1024}, {1152, 896}, {896, 1152}, {256, 256}}) {
     m_sizePreset->addItem(QStringLiteral("%1×%2").arg(w).arg(h), QSize(w, h));
   }
@@ -181,8 +184,11 @@ PromptPanel::PromptPanel(QWidget* parent) : QWidget(parent) {
   });
   connect(m_sizePreset, &QComboBox::activated, this, [this](int i) {
     const QSize s = m_sizePreset->itemData(i).toSize();
-    m_width->setValue(s.width());
-    m_height->setValue(s.height());
+    if (s.isValid()) {
+      m_width->setValue(s.width());
+      m_height->setValue(s.height());
+    }
+    m_sizePreset->setCurrentIndex(0);
   });
   connect(m_prompt, &QPlainTextEdit::textChanged, this, [this] { updateCounter(false); });
   connect(m_negative, &QPlainTextEdit::textChanged, this, [this] { updateCounter(true); });
