@@ -316,6 +316,7 @@ void MainWindow::generate() {
   const QString label = storageLabel(r.storage);
   const QString out = m_folders.outputs;
   m_busy = true;  // until the worker says otherwise: no double submission
+  if (m_tabs->currentWidget() == m_compare) m_tabs->setCurrentWidget(m_charts);
   QMetaObject::invokeMethod(m_worker, [w = m_worker, r, run, label, out] { w->generate(r, run, label, out); }, Qt::QueuedConnection);
 }
 
@@ -328,6 +329,7 @@ void MainWindow::compare() {
   const int run = m_nextRun;
   m_nextRun += 2;
   const StorageSpec fp8 = m_precision->compareStorage();
+  m_tabs->setCurrentWidget(m_charts);  // watch both runs; the Compare tab opens when they are done
   const QString out = m_folders.outputs;
   m_busy = true;
   QMetaObject::invokeMethod(m_worker, [w = m_worker, r, fp8, run, out] { w->compare(r, fp8, run, out); }, Qt::QueuedConnection);

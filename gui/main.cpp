@@ -4,6 +4,7 @@
 #include <QTimer>
 
 #include <cstdio>
+#include <cstring>
 #include <memory>
 
 #include "MainWindow.h"
@@ -16,6 +17,13 @@
 #include "core/version.h"
 
 int main(int argc, char** argv) {
+  // --version works without a display (packaging checks, terminals over ssh)
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--version") == 0 || std::strcmp(argv[i], "-v") == 0) {
+      std::printf("FP8 Studio %s\n", fp8s::kVersion);
+      return 0;
+    }
+  }
   QApplication app(argc, argv);
   QApplication::setOrganizationName(QStringLiteral("fp8studio"));
   QApplication::setApplicationName(QStringLiteral("fp8studio"));

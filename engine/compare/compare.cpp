@@ -164,6 +164,9 @@ CompareReport run_compare(const CompareOptions& o, const std::function<void(cons
     m.step_ms_mean = mean(m.result.timing.step_ms);
     m.step_ms_median = median(m.result.timing.step_ms);
     m.image_file = file_label(mode) + ".png";
+    for (int n = 2; std::any_of(report.modes.begin(), report.modes.end(), [&](const ModeResult& o) { return o.image_file == m.image_file; }); ++n) {
+      m.image_file = file_label(mode) + "-" + std::to_string(n) + ".png";  // the same mode listed twice
+    }
     write_png(report.folder + "/" + m.image_file, m.result.images.front().image,
               m.result.images.front().parameters);
     report.modes.push_back(std::move(m));

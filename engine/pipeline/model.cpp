@@ -134,7 +134,13 @@ std::size_t Model::set_loras(const std::vector<LoraRequest>& loras, LoraMode mod
   lora_touched_.clear();
   active_loras_.clear();
   active_mode_ = mode;
-  std::map<std::string, at::Tensor> deltas;  // merge: every LoRA's delta summed per layer in FP32
+  // merge: each layer's LoRA factors gathered first, then one layer at a time gets its summed delta
+  // (FP32, one layer's worth) and is stored again, so the merge never holds more than one layer's delta.
+  struct Factor {
+    at::Tensor down, up;
+    double scale;
+  };
+  std::map<std::string, std::vector<Factor>> merged;
   for (const auto& request : loras) {
     const auto lora = read_lora(request.path);
     const auto plan = plan_lora(lora, config_);
@@ -154,23 +160,25 @@ std::size_t Model::set_loras(const std::vector<LoraRequest>& loras, LoraMode mod
         up = at::zeros({3 * w, module->rank()}, at::kFloat);
         up.narrow(0, third * w, w).copy_(module->up.flatten(1));
       }
-      if (mode == LoraMode::Online) {
-        layer->online_loras.push_back({module->down, up, m * module->alpha / module->rank()});
-        if (std::find(lora_touched_.begin(), lora_touched_.end(), key) == lora_touched_.end()) lora_touched_.push_back(key);
-        continue;
-      }
       const double scale = m * module->alpha / module->rank();
-      auto d = at::matmul(up.flatten(1), module->down.flatten(1)).reshape(layer->weight.sizes()) * scale;
-      auto& acc = deltas[key];
-      acc = acc.defined() ? acc + d : d;
+      if (mode == LoraMode::Online) {
+        layer->online_loras.push_back({module->down, up, scale});
+        if (std::find(lora_touched_.begin(), lora_touched_.end(), key) == lora_touched_.end()) lora_touched_.push_back(key);
+      } else {
+        merged[key].push_back({module->down, up, scale});
+      }
     }
     active_loras_.push_back(request);
   }
-  for (auto& [key, delta] : deltas) {
+  for (const auto& [key, factors] : merged) {
     auto* layer = layers_.at(key);
+    at::Tensor w = layer->decoded_weight(at::kFloat).clone();
+    for (const auto& f : factors) {
+      w.add_(at::matmul(f.up.flatten(1), f.down.flatten(1)).reshape(w.sizes()), f.scale);
+    }
     std::optional<uint64_t> seed;
     if (mode == LoraMode::MergeStochastic) seed = std::hash<std::string>{}(key);  // fixed per tensor
-    store_layer_weight(*layer, layer->decoded_weight(at::kFloat) + delta, storage_, seed);
+    store_layer_weight(*layer, w, storage_, seed);
     lora_touched_.push_back(key);
   }
   return lora_touched_.size();
