@@ -16,7 +16,7 @@ namespace fp8s::cli {
 void register_compare(CLI::App& app) {
   struct Opts {
     CommonOptions common;
-    std::string model, vocab, outdir = "outputs", modes = "fp16,fp8-e4m3";
+    std::string model, vocab, lora_dir, outdir = "outputs", modes = "fp16,fp8-e4m3";
     GenerationRequest r;
     RequestFlags flags;
     bool no_unet_error = false, retention_only = false;
@@ -32,6 +32,7 @@ void register_compare(CLI::App& app) {
   sub->add_flag("--no-unet-error", o->no_unet_error, "skip the UNet output error against fp32 storage");
   sub->add_option("--lora", o->loras, "FILE[:MULT]: apply a LoRA and report its retention per mode")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_option("--lora-dir", o->lora_dir, "folder where <lora:NAME:W> prompt tags are looked up");
   sub->add_flag("--retention-only", o->retention_only, "only the LoRA retention table (no images)");
   add_request_options(*sub, o->r, o->flags);
   sub->callback([o] {
@@ -39,6 +40,7 @@ void register_compare(CLI::App& app) {
     CompareOptions c;
     c.load.checkpoint = o->model;
     c.load.vocab = o->vocab;
+    c.load.lora_dir = o->lora_dir;
     c.request = o->r;
     c.modes = parse_modes(o->modes, o->r.storage.scale);
     c.outdir = o->outdir;

@@ -19,6 +19,7 @@ ChartsPanel::ChartsPanel(QWidget* parent) : QWidget(parent) {
   for (auto* p : {m_memory, m_steps}) {
     p->setMinimumHeight(160);
     p->legend->setVisible(true);
+    p->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);  // lines sit high
     p->legend->setFont(QFont(font().family(), 8));
     p->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
     styleAxes(p);
