@@ -25,6 +25,7 @@
 
 #include "core/logging.h"
 #include "core/version.h"
+#include "demo/demo_model.h"
 #include "memory/process_memory.h"
 #include "panels/ChartsPanel.h"
 #include "panels/CompareView.h"
@@ -96,12 +97,30 @@ MainWindow::MainWindow(QSettings* settings, bool autoLoad, QWidget* parent)
     if (!model.isEmpty() && QFileInfo::exists(model)) {
       loadModel(model);
     } else {
-      // first run: the demo model, made now if needed, at its native size
-      ModelRequest demo{demoModelPath(), QString(), m_folders.loras, m_precision->settings().storage, true};
-      m_prompt->setNativeSize(64);
-      if (m_prompt->promptEdit()->toPlainText().isEmpty()) m_prompt->promptEdit()->setPlainText(tr("a red circle on a blue background"));
-      m_loadedPath = demo.checkpoint;
-      QMetaObject::invokeMethod(m_worker, [w = m_worker, demo] { w->loadModel(demo); }, Qt::QueuedConnection);
+      // first run: the built-in demo model (or, without one, a tiny checkpoint with random weights)
+      if (m_prompt->promptEdit()->toPlainText().isEmpty()) {  // first run: what the demo model knows
+        GenerationRequest r;
+        r.prompt = "a small yellow star in the top left corner on a blue background";
+        r.steps = 20;
+        r.cfg = 5.0f;
+        r.sampler = Sampler::Euler;
+        r.schedule = Schedule::Normal;
+        r.width = r.height = 64;
+        m_prompt->setFromRequest(r);
+      }
+      QString demoPath;
+      try {
+        demoPath = QString::fromStdString(demo::find_demo_model());
+      } catch (const std::exception& e) {
+        log().warn("{}", e.what());
+      }
+      if (!demoPath.isEmpty()) {
+        loadModel(demoPath);
+      } else {
+        ModelRequest demo{demoModelPath(), QString(), m_folders.loras, m_precision->settings().storage, true};
+        m_loadedPath = demo.checkpoint;
+        QMetaObject::invokeMethod(m_worker, [w = m_worker, demo] { w->loadModel(demo); }, Qt::QueuedConnection);
+      }
     }
   }
   auto* timer = new QTimer(this);

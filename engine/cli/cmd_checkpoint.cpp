@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "core/error.h"
+#include "demo/demo_model.h"
 #include "core/logging.h"
 #include "fp8/convert.h"
 #include "lora/lora.h"
@@ -96,9 +97,9 @@ void register_inspect(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "inspect", "architecture, parameters and bytes per component at each storage type");
   add_common_options(*sub, o->common, true);
-  sub->add_option("--model", o->model, "checkpoint (.safetensors)")->required();
+  sub->add_option("--model", o->model, "checkpoint (.safetensors; default: the built-in demo model)");
   sub->callback([o] {
-    SafetensorsFile file(o->model);
+    SafetensorsFile file(o->model.empty() ? demo::find_demo_model() : o->model);
     const auto report = inspect_checkpoint(file);
     if (o->common.json) {
       std::cout << inspect_report_json(report).dump(2) << "\n";

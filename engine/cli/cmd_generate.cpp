@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "core/error.h"
+#include "demo/demo_model.h"
 #include "core/logging.h"
 #include "pipeline/engine.h"
 
@@ -127,7 +128,7 @@ void register_generate(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("generate", "text to image: writes numbered PNG files");
   add_common_options(*sub, o->common, true);
-  sub->add_option("--model", o->model, "checkpoint (.safetensors)")->required();
+  sub->add_option("--model", o->model, "checkpoint (.safetensors; default: the built-in demo model)");
   sub->add_option("--vocab", o->vocab, "CLIP vocabulary (.txt.gz, vocab.json, or a folder)");
   sub->add_option("--outdir", o->outdir, "output folder (files are never overwritten)")->capture_default_str();
   add_request_options(*sub, o->r, o->flags);
@@ -138,7 +139,7 @@ void register_generate(CLI::App& app) {
     o->r.loras = parse_lora_flags(o->loras);
     finish_request(o->r, o->flags);
     LoadOptions load;
-    load.checkpoint = o->model;
+    load.checkpoint = o->model.empty() ? demo::find_demo_model() : o->model;
     load.storage = o->r.storage;
     load.vocab = o->vocab;
     load.lora_dir = o->lora_dir;

@@ -41,6 +41,8 @@ int main(int argc, char** argv) {
   fp8s::cli::register_tokenize(app);
   fp8s::cli::register_generate(app);
   fp8s::cli::register_compare(app);
+  fp8s::cli::register_train_demo(app);
+  fp8s::cli::register_demo_eval(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

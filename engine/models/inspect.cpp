@@ -60,6 +60,7 @@ InspectReport inspect_checkpoint(const SafetensorsFile& file) {
   if (auto it = file.metadata().find("fp8s.quantization"); it != file.metadata().end()) {
     r.quantization_metadata = it->second;
   }
+  if (auto it = file.metadata().find("fp8s.demo"); it != file.metadata().end()) r.demo = it->second;
   std::map<std::string, ComponentStats> by_label;
   std::map<std::string, uint64_t> weight_dtypes;  // dtype census of quantisable weights
   bool has_scales = false;
@@ -138,6 +139,7 @@ std::string format_inspect_report(const InspectReport& r) {
   std::ostringstream o;
   o << r.path << "\n";
   o << "  architecture: " << r.detection.description() << "\n";
+  if (!r.demo.empty()) o << "  model:        " << r.demo << "\n";
   o << "  file size:    " << with_commas(r.file_size) << " bytes\n";
   o << "  weights:      " << r.storage << "\n";
   char line[256];

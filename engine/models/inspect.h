@@ -32,6 +32,7 @@ struct InspectReport {
   Detection detection;
   std::string storage;  // "fp16", "fp32", "bf16", "fp8-e4m3 (scale tensor)", "mixed: ..."
   std::string quantization_metadata;  // fp8s.quantization, if present
+  std::string demo;                   // fp8s.demo: the built-in demo model's description
   std::vector<ComponentStats> components;
   ComponentStats total;
   uint64_t fp8_limit_bytes() const { return total.bytes_fp8; }

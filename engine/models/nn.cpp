@@ -13,6 +13,14 @@
 
 namespace fp8s {
 
+namespace {
+thread_local bool t_training = false;
+}  // namespace
+
+bool training_active() { return t_training; }
+TrainingScope::TrainingScope() : previous_(t_training) { t_training = true; }
+TrainingScope::~TrainingScope() { t_training = previous_; }
+
 const char* weight_type_name(WeightType type) {
   switch (type) {
     case WeightType::FP32: return "fp32";

@@ -16,6 +16,32 @@
 
 namespace fp8s {
 
+// Model forwards run without autograd, except on a thread inside a TrainingScope (train-demo).
+bool training_active();
+class TrainingScope {
+ public:
+  TrainingScope();
+  ~TrainingScope();
+  TrainingScope(const TrainingScope&) = delete;
+  TrainingScope& operator=(const TrainingScope&) = delete;
+
+ private:
+  bool previous_;
+};
+// The guard the forwards take: no gradient unless training.
+class InferenceGuard {
+ public:
+  InferenceGuard() : previous_(c10::GradMode::is_enabled()) {
+    if (!training_active()) c10::GradMode::set_enabled(false);
+  }
+  ~InferenceGuard() { c10::GradMode::set_enabled(previous_); }
+  InferenceGuard(const InferenceGuard&) = delete;
+  InferenceGuard& operator=(const InferenceGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // The dtype of every non-quantised float tensor for a storage type (FP8 keeps the rest in FP16).
 at::ScalarType float_storage_dtype(WeightType type);
 

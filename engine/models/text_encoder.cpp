@@ -98,7 +98,7 @@ at::Tensor TextEncoderImpl::block(const Layer& l, const at::Tensor& x, const at:
 
 TextEncoderOutput TextEncoderImpl::forward(const at::Tensor& tokens, int layer, bool final_norm,
                                            at::ScalarType compute) {
-  torch::NoGradGuard no_grad;
+  InferenceGuard no_grad;
   const int64_t n = tokens.size(1);
   auto x = token_embedding_->forward(tokens).to(compute) +
            position_embedding_.slice(0, 0, n).to(compute).unsqueeze(0);

@@ -211,7 +211,7 @@ at::Tensor UNetImpl::run_block(const Block& b, at::Tensor h, const at::Tensor& e
 at::Tensor UNetImpl::forward(const at::Tensor& x, const at::Tensor& t, const at::Tensor& context,
                              const at::Tensor& y, at::ScalarType compute,
                              const std::atomic<bool>* cancel) {
-  torch::NoGradGuard no_grad;
+  InferenceGuard no_grad;
   if (config_.adm_in_channels > 0 && !y.defined()) {
     throw InputError("this UNet needs the SDXL vector conditioning y");
   }

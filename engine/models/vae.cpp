@@ -89,7 +89,11 @@ VaeImpl::VaeImpl(const VaeConfig& c) : config_(c) {
 }
 
 at::Tensor VaeImpl::encode(const at::Tensor& image, at::ScalarType compute) {
-  torch::NoGradGuard no_grad;
+  return encode_moments(image, compute).slice(1, 0, config_.embed_dim).to(at::kFloat) * config_.scale_factor;
+}
+
+at::Tensor VaeImpl::encode_moments(const at::Tensor& image, at::ScalarType compute) {
+  InferenceGuard no_grad;
   auto h = enc_in_->forward(image.to(compute));
   for (const auto& level : down_) {
     for (const auto& b : level.blocks) h = b->forward(h);
@@ -97,12 +101,11 @@ at::Tensor VaeImpl::encode(const at::Tensor& image, at::ScalarType compute) {
   }
   h = enc_mid2_->forward(enc_attn_->forward(enc_mid1_->forward(h)));
   h = enc_out_->forward(at::silu(enc_norm_->forward(h)));
-  auto moments = quant_->forward(h);
-  return moments.slice(1, 0, config_.embed_dim).to(at::kFloat) * config_.scale_factor;
+  return quant_->forward(h).to(at::kFloat);
 }
 
 at::Tensor VaeImpl::decode(const at::Tensor& latent, at::ScalarType compute) {
-  torch::NoGradGuard no_grad;
+  InferenceGuard no_grad;
   auto z = post_quant_->forward((latent.to(at::kFloat) / config_.scale_factor).to(compute));
   auto h = dec_in_->forward(z);
   h = dec_mid2_->forward(dec_attn_->forward(dec_mid1_->forward(h)));

@@ -34,6 +34,9 @@ class VaeImpl : public torch::nn::Module {
   explicit VaeImpl(const VaeConfig& config);
   // image [B,3,H,W] in [-1,1] -> latent [B,4,H/8,W/8] (posterior mean x scale factor), FP32.
   at::Tensor encode(const at::Tensor& image, at::ScalarType compute);
+  // image -> the posterior's [mean; logvar] (unscaled), FP32: what training needs.
+  at::Tensor encode_moments(const at::Tensor& image, at::ScalarType compute);
+  void set_scale_factor(float f) { config_.scale_factor = f; }
   // diffusion latent -> image [B,3,8h,8w], unclamped, FP32.
   at::Tensor decode(const at::Tensor& latent, at::ScalarType compute);
   const VaeConfig& config() const { return config_; }

@@ -1,0 +1,73 @@
+#include "demo/demo_model.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "core/error.h"
+#include "core/sha256.h"
+#include "core/version.h"
+#include "io/safetensors.h"
+
+namespace fp8s::demo {
+namespace fs = std::filesystem;
+
+std::vector<std::string> demo_search_paths() {
+  std::vector<std::string> paths;
+  if (const char* env = std::getenv("FP8S_DEMO_DIR"); env && *env) paths.emplace_back(env);
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n > 0) {
+    buf[n] = 0;
+    const fs::path prefix = fs::path(buf).parent_path().parent_path();
+    paths.push_back((prefix / "share/fp8studio/demo").string());
+  }
+  paths.emplace_back(kSourceDemoDir);
+  return paths;
+}
+
+std::string expected_demo_sha256() { return kDemoSha256; }
+
+std::string find_demo_model() {
+  std::string looked;
+  for (const auto& dir : demo_search_paths()) {
+    const std::string path = dir + "/" + kDemoFile;
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) {
+      looked += (looked.empty() ? "" : ", ") + dir;
+      continue;
+    }
+    const std::string want = expected_demo_sha256();
+    if (!want.empty()) {
+      std::ifstream in(path, std::ios::binary);
+      Sha256 hash;
+      std::vector<char> chunk(1 << 20);
+      while (in) {
+        in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+        hash.update(chunk.data(), static_cast<std::size_t>(in.gcount()));
+      }
+      const std::string got = hash.hex();
+      if (got != want) {
+        throw InputError(path + ": the demo model's sha256 is " + got + ", expected " + want +
+                         " (the file is corrupt or was replaced: reinstall FP8 Studio)");
+      }
+    }
+    return path;
+  }
+  throw InputError("the built-in demo model was not found (looked in " + looked +
+                   "); give a checkpoint with --model, or set FP8S_DEMO_DIR");
+}
+
+bool is_demo_checkpoint(const std::string& path) {
+  try {
+    SafetensorsFile f(path);
+    return f.metadata().count("fp8s.demo") > 0;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace fp8s::demo

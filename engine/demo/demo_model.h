@@ -1,0 +1,23 @@
+// The shipped demo model: where it is found, and its integrity check (sha256 compiled into the
+// program from resources/demo/demo-sd1.safetensors.sha256). No LibTorch types here.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace fp8s::demo {
+
+constexpr const char* kDemoFile = "demo-sd1.safetensors";
+
+// The folders searched, in order: $FP8S_DEMO_DIR, <prefix>/share/fp8studio/demo (installed), the
+// source tree's resources/demo (build tree).
+std::vector<std::string> demo_search_paths();
+// The demo checkpoint's path, verified against its sha256. Throws InputError naming the places
+// looked at when it is absent, or the file when its hash differs (corrupt or replaced).
+std::string find_demo_model();
+// The expected sha256 (hex), empty when the build has no demo model.
+std::string expected_demo_sha256();
+// True when `path` is a demo checkpoint (its metadata names it).
+bool is_demo_checkpoint(const std::string& path);
+
+}  // namespace fp8s::demo

@@ -1,0 +1,401 @@
+#include "demo/train.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "compare/image_metrics.h"
+#include "core/error.h"
+#include "core/logging.h"
+#include "demo/scenes.h"
+#include "demo/vocab.h"
+#include "io/safetensors.h"
+#include "models/nn.h"
+#include "models/synthetic.h"
+#include "models/text_encoder.h"
+#include "models/unet.h"
+#include "models/vae.h"
+#include "text/clip_tokenizer.h"
+#include "text/prompt_parser.h"
+
+namespace fp8s::demo {
+namespace fs = std::filesystem;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// The batch of step `step` of `phase`: the same on every run and after a resume.
+struct Batch {
+  at::Tensor images;  // [B,3,64,64] in [-1,1]
+  std::vector<std::string> captions;
+};
+Batch make_batch(uint64_t seed, int phase, int step, int batch) {
+  std::mt19937_64 rng(mix(seed * 1000003 + static_cast<uint64_t>(phase) * 7919 + static_cast<uint64_t>(step)));
+  Batch b;
+  b.images = at::empty({batch, 3, kImageSize, kImageSize}, at::kFloat);
+  auto acc = b.images.accessor<float, 4>();
+  for (int i = 0; i < batch; ++i) {
+    auto [scene, text] = sample_training(rng);
+    const auto img = render(scene);
+    for (int y = 0; y < kImageSize; ++y)
+      for (int x = 0; x < kImageSize; ++x)
+        for (int c = 0; c < 3; ++c) acc[i][c][y][x] = img.pixels[(y * kImageSize + x) * 3 + c] / 127.5f - 1.0f;
+    b.captions.push_back(rng() % 10 == 0 ? std::string() : text);  // 10% dropout: CFG's unconditional
+  }
+  return b;
+}
+
+struct Modules {
+  std::shared_ptr<VaeImpl> vae;
+  std::shared_ptr<TextEncoderImpl> te;
+  std::shared_ptr<UNetImpl> unet;
+};
+
+Modules load_modules(const ModelConfig& config, const std::string& path) {
+  SafetensorsFile file(path);
+  StorageSpec fp32{WeightType::FP32, Fp8Scale::None, false};
+  Modules m;
+  const auto& tc = config.text_encoders.at(0);
+  m.te = std::make_shared<TextEncoderImpl>(tc);
+  load_module_weights(*m.te, file, tc.prefix, fp32, false, m.te->ignorable_keys(), m.te->fused_layers());
+  m.unet = std::make_shared<UNetImpl>(config.unet);
+  load_module_weights(*m.unet, file, "model.diffusion_model.", fp32, false);
+  m.vae = std::make_shared<VaeImpl>(config.vae);
+  load_module_weights(*m.vae, file, "first_stage_model.", fp32, false);
+  return m;
+}
+
+std::vector<at::Tensor> trainable(torch::nn::Module& module) {
+  std::vector<at::Tensor> out;
+  for (auto& p : module.parameters()) {
+    p.requires_grad_(true);
+    out.push_back(p);
+  }
+  return out;
+}
+
+// Writes every key of `layout_file` from the modules' parameters and buffers (FP32), with the
+// configuration's `ldm.config` metadata. Atomic.
+void save_checkpoint(const Modules& m, const ModelConfig& config, const std::string& layout_path,
+                     const std::string& out, const std::map<std::string, std::string>& extra_meta) {
+  std::map<std::string, at::Tensor> tensors;
+  auto collect = [&](torch::nn::Module& module, const std::string& prefix) {
+    for (const auto& p : module.named_parameters()) tensors[prefix + p.key()] = p.value();
+    for (const auto& b : module.named_buffers()) tensors[prefix + b.key()] = b.value();
+  };
+  collect(*m.te, config.text_encoders.at(0).prefix);
+  collect(*m.unet, "model.diffusion_model.");
+  collect(*m.vae, "first_stage_model.");
+  SafetensorsFile layout(layout_path);
+  std::vector<TensorSpec> specs;
+  for (const auto& t : layout.tensors()) specs.push_back({t.name, t.dtype, t.shape});
+  auto meta = layout.metadata();
+  meta["ldm.config"] = config.ldm_config_json;
+  for (const auto& [k, v] : extra_meta) meta[k] = v;
+  SafetensorsWriter writer(out, specs, meta, /*overwrite=*/true);
+  for (const auto& t : layout.tensors()) {
+    auto it = tensors.find(t.name);
+    if (it == tensors.end()) {  // keys no module owns (DDPM buffers): copied from the layout file
+      std::vector<uint8_t> raw(t.nbytes());
+      layout.read(t, raw.data());
+      writer.append(raw.data(), raw.size());
+      continue;
+    }
+    at::Tensor v = it->second.detach().contiguous();
+    if (t.dtype == Dtype::F32) {
+      v = v.to(at::kFloat).contiguous();
+    } else if (t.dtype == Dtype::I64) {
+      v = v.to(at::kLong).contiguous();
+    } else {
+      throw RuntimeFailure("train-demo: unexpected dtype for " + t.name);
+    }
+    writer.append(v.data_ptr(), t.nbytes());
+  }
+  writer.commit();
+}
+
+struct State {
+  std::string phase = "vae";
+  int step = 0;
+  float scale_factor = 1.0f;
+};
+
+State read_state(const std::string& dir) {
+  State s;
+  std::ifstream in(dir + "/state.json");
+  if (!in) return s;
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  if (!j.is_object()) return s;
+  s.phase = j.value("phase", s.phase);
+  s.step = j.value("step", 0);
+  s.scale_factor = j.value("scale_factor", 1.0f);
+  return s;
+}
+
+void write_state(const std::string& dir, const State& s) {
+  const std::string tmp = dir + "/state.json.partial";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << nlohmann::json{{"phase", s.phase}, {"step", s.step}, {"scale_factor", s.scale_factor}}.dump(2) << "\n";
+  }
+  fs::rename(tmp, dir + "/state.json");
+}
+
+// The loss curves as a PNG: log10(loss) against step, VAE in blue and UNet in orange.
+void plot_losses(const std::string& csv_path, const std::string& png_path) {
+  std::ifstream in(csv_path);
+  std::string line;
+  std::getline(in, line);  // header
+  std::vector<std::tuple<std::string, int, double>> rows;
+  while (std::getline(in, line)) {
+    std::stringstream ss(line);
+    std::string phase, step, loss;
+    std::getline(ss, phase, ',');
+    std::getline(ss, step, ',');
+    std::getline(ss, loss, ',');
+    try {
+      rows.emplace_back(phase, std::stoi(step), std::stod(loss));
+    } catch (...) {
+    }
+  }
+  if (rows.empty()) return;
+  const int w = 640, h = 360, left = 60, right = 20, top = 30, bottom = 40;
+  RgbImage img;
+  img.width = w;
+  img.height = h;
+  img.pixels.assign(static_cast<std::size_t>(w * h * 3), 255);
+  auto put = [&](int x, int y, uint8_t r, uint8_t g, uint8_t b) {
+    if (x < 0 || y < 0 || x >= w || y >= h) return;
+    auto* p = &img.pixels[static_cast<std::size_t>((y * w + x) * 3)];
+    p[0] = r;
+    p[1] = g;
+    p[2] = b;
+  };
+  double lo = 1e30, hi = -1e30;
+  int max_step[2] = {1, 1};
+  for (const auto& [phase, step, loss] : rows) {
+    const double l = std::log10(std::max(loss, 1e-6));
+    lo = std::min(lo, l);
+    hi = std::max(hi, l);
+    max_step[phase == "unet"] = std::max(max_step[phase == "unet"], step);
+  }
+  if (hi - lo < 1e-3) hi = lo + 1;
+  for (int x = left; x < w - right; ++x) put(x, h - bottom, 0, 0, 0);
+  for (int y = top; y <= h - bottom; ++y) put(left, y, 0, 0, 0);
+  // the two phases share the x axis: VAE steps on the left third, UNet steps after
+  const double split = 0.3;
+  for (int pass = 0; pass < 2; ++pass) {
+    int px = -1, py = -1;
+    for (const auto& [phase, step, loss] : rows) {
+      if ((phase == "unet") != (pass == 1)) continue;
+      const double fx = pass == 0 ? split * step / max_step[0] : split + (1 - split) * step / max_step[1];
+      const int x = left + static_cast<int>(fx * (w - left - right));
+      const int y = top + static_cast<int>((hi - std::log10(std::max(loss, 1e-6))) / (hi - lo) * (h - top - bottom));
+      if (px >= 0) {
+        const int n = std::max(std::abs(x - px), std::abs(y - py)) + 1;
+        for (int i = 0; i <= n; ++i) {
+          put(px + (x - px) * i / n, py + (y - py) * i / n, pass ? 230 : 31, pass ? 85 : 119, pass ? 13 : 180);
+        }
+      }
+      px = x;
+      py = y;
+    }
+  }
+  draw_text(img, left, 8, "LOSS (LOG10) - VAE BLUE, UNET ORANGE", 2, 0, 0, 0);
+  char label[64];
+  std::snprintf(label, sizeof label, "%.3f", std::pow(10.0, hi));
+  draw_text(img, 2, top, label, 1, 0, 0, 0);
+  std::snprintf(label, sizeof label, "%.3f", std::pow(10.0, lo));
+  draw_text(img, 2, h - bottom - 8, label, 1, 0, 0, 0);
+  std::snprintf(label, sizeof label, "VAE %d STEPS", max_step[0]);
+  draw_text(img, left + 4, h - bottom + 10, label, 1, 0, 0, 0);
+  std::snprintf(label, sizeof label, "UNET + TEXT %d STEPS", max_step[1]);
+  draw_text(img, left + static_cast<int>(split * (w - left - right)) + 4, h - bottom + 10, label, 1, 0, 0, 0);
+  fs::remove(png_path);
+  write_png(png_path, img, "");
+}
+
+}  // namespace
+
+ModelConfig demo_config(int vocab_size) {
+  ModelConfig m = preset_sd15();
+  m.ema_scalars = false;
+  auto& u = m.unet;
+  u.model_channels = 64;
+  u.channel_mult = {1, 2, 2};
+  u.num_res_blocks = 1;
+  u.attention_resolutions = {1, 2, 4};
+  u.num_heads = 4;
+  u.transformer_depth = {1, 1, 1};
+  u.context_dim = 128;
+  m.vae.ch = 32;
+  m.vae.ch_mult = {1, 2, 2, 2};
+  m.vae.num_res_blocks = 1;
+  auto& t = m.text_encoders[0];
+  t.width = 128;
+  t.layers = 3;
+  t.heads = 4;
+  t.mlp_dim = 512;
+  t.vocab_size = vocab_size;
+  t.pad_id = vocab_size - 1;
+  t.hidden_state_index = 3;
+  m.ldm_config_json = to_ldm_config_json(m);
+  return m;
+}
+
+std::string train_demo(const TrainOptions& o, const std::function<void(const TrainProgress&)>& progress) {
+  if (o.vae_batch < 1 || o.vae_batch > 1024 || o.unet_batch < 1 || o.unet_batch > 1024) throw InputError("batch sizes must be 1..1024");
+  if (o.vae_steps < 0 || o.unet_steps < 0) throw InputError("step counts must not be negative");
+  make_dirs(o.dir);
+  const std::string tok_dir = o.dir + "/tokenizer";
+  const int vocab_size = write_vocabulary(tok_dir, grammar_words());
+  const auto tokenizer = ClipTokenizer::load(tok_dir + "/vocab.json");
+  ModelConfig config = demo_config(vocab_size);
+  State state = read_state(o.dir);
+  const std::string state_path = o.dir + "/state.safetensors";
+  const std::string init_path = o.dir + "/init.safetensors";
+  if (!fs::exists(init_path)) {
+    SyntheticOptions s;
+    s.config = config;
+    s.float_dtype = Dtype::F32;
+    s.seed = o.seed;
+    s.out = init_path;
+    s.overwrite = true;
+    make_synthetic(s);
+  }
+  const bool resuming = fs::exists(state_path) && (state.step > 0 || state.phase != "vae");
+  Modules m = load_modules(config, resuming ? state_path : init_path);
+  if (resuming) log().info("train-demo: resuming {} at step {}", state.phase, state.step);
+  config.vae.scale_factor = state.scale_factor;
+  m.vae->set_scale_factor(state.scale_factor);
+  torch::manual_seed(o.seed);
+  const auto start = Clock::now();
+  std::ofstream csv(o.dir + "/loss.csv", std::ios::app);
+  if (fs::file_size(o.dir + "/loss.csv") == 0) csv << "phase,step,loss,seconds\n";
+  auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  constexpr int kReport = 25;
+  auto save = [&](const std::string& phase, int step, torch::optim::Optimizer& opt) {
+    state.phase = phase;
+    state.step = step;
+    save_checkpoint(m, config, init_path, state_path, {});
+    torch::save(opt, o.dir + "/optimizer.pt");
+    write_state(o.dir, state);
+  };
+
+  // Phase 1: the autoencoder.
+  if (state.phase == "vae") {
+    auto params = trainable(*m.vae);
+    torch::optim::Adam opt(params, torch::optim::AdamOptions(o.vae_lr));
+    if (resuming && fs::exists(o.dir + "/optimizer.pt")) torch::load(opt, o.dir + "/optimizer.pt");
+    TrainingScope training;
+    double acc = 0;
+    for (int step = state.step; step < o.vae_steps; ++step) {
+      auto b = make_batch(o.seed, 1, step, o.vae_batch);
+      auto moments = m.vae->encode_moments(b.images, at::kFloat);
+      auto mean = moments.slice(1, 0, 4), logvar = moments.slice(1, 4, 8).clamp(-30, 20);
+      auto z = mean + at::exp(0.5 * logvar) * at::randn_like(mean);
+      auto rec = m.vae->decode(z * m.vae->config().scale_factor, at::kFloat);
+      auto kl = 0.5 * (mean.pow(2) + logvar.exp() - 1 - logvar).mean();
+      auto loss = (rec - b.images).abs().mean() + (rec - b.images).pow(2).mean() + 1e-4 * kl;
+      opt.zero_grad();
+      loss.backward();
+      opt.step();
+      acc += loss.item<double>();
+      if ((step + 1) % kReport == 0) {
+        csv << "vae," << step + 1 << "," << acc / kReport << "," << seconds() << "\n" << std::flush;
+        if (progress) progress({"vae", step + 1, o.vae_steps, acc / kReport, seconds()});
+        acc = 0;
+      }
+      if ((step + 1) % o.checkpoint_every == 0) save("vae", step + 1, opt);
+    }
+    // the latent scale: unit variance of the posterior means, as SD's 0.18215 was chosen
+    torch::NoGradGuard no_grad;
+    std::vector<at::Tensor> means;
+    for (int i = 0; i < 8; ++i) {
+      const auto b = make_batch(o.seed, 3, i, 64);
+      means.push_back(m.vae->encode_moments(b.images, at::kFloat).slice(1, 0, 4));
+    }
+    state.scale_factor = static_cast<float>(1.0 / at::cat(means).std().item<double>());
+    log().info("train-demo: latent scale factor {:.5f}", state.scale_factor);
+    m.vae->set_scale_factor(state.scale_factor);
+    config.vae.scale_factor = state.scale_factor;
+    config.ldm_config_json = to_ldm_config_json(config);
+    state.step = 0;
+    state.phase = "unet";
+    for (auto& p : m.vae->parameters()) p.requires_grad_(false);
+    save_checkpoint(m, config, init_path, state_path, {});
+    fs::remove(o.dir + "/optimizer.pt");
+    write_state(o.dir, state);
+  }
+  config.vae.scale_factor = state.scale_factor;
+  config.ldm_config_json = to_ldm_config_json(config);
+
+  // Phase 2: text encoder and UNet together, ε-prediction.
+  const auto acp_v = ddpm_buffer("alphas_cumprod");
+  const auto alphas_cumprod = at::tensor(acp_v, at::kFloat);
+  if (state.phase == "unet") {
+    auto params = trainable(*m.te);
+    for (auto& p : trainable(*m.unet)) params.push_back(p);
+    torch::optim::AdamW opt(params, torch::optim::AdamWOptions(o.unet_lr).weight_decay(0.0));
+    if (resuming && state.step > 0 && fs::exists(o.dir + "/optimizer.pt")) torch::load(opt, o.dir + "/optimizer.pt");
+    const auto& tc = config.text_encoders[0];
+    double acc = 0;
+    for (int step = state.step; step < o.unet_steps; ++step) {
+      auto b = make_batch(o.seed, 2, step, o.unet_batch);
+      at::Tensor z0;
+      {
+        InferenceGuard no_grad;
+        z0 = m.vae->encode(b.images, at::kFloat);
+      }
+      auto tokens = at::empty({o.unet_batch, 77}, at::kLong);
+      for (int i = 0; i < o.unet_batch; ++i) {
+        const auto chunks = tokenize_prompt(tokenizer, b.captions[static_cast<std::size_t>(i)]);
+        for (int k = 0; k < 77; ++k) tokens[i][k] = chunks.ids[0][static_cast<std::size_t>(k)];
+      }
+      std::mt19937_64 rng(mix(o.seed * 31 + static_cast<uint64_t>(step)));
+      auto t = at::empty({o.unet_batch}, at::kLong);
+      for (int i = 0; i < o.unet_batch; ++i) t[i] = static_cast<int64_t>(rng() % 1000);
+      const auto gen = at::make_generator<at::CPUGeneratorImpl>(mix(o.seed * 131 + static_cast<uint64_t>(step)));
+      auto noise = at::randn(z0.sizes(), gen);
+      auto acp = alphas_cumprod.index_select(0, t).view({-1, 1, 1, 1});
+      auto xt = acp.sqrt() * z0 + (1 - acp).sqrt() * noise;
+      TrainingScope training;
+      auto ctx = m.te->forward(tokens, tc.hidden_state_index, tc.final_layer_norm, at::kFloat).hidden;
+      auto eps = m.unet->forward(xt, t.to(at::kFloat), ctx, {}, at::kFloat, nullptr);
+      auto loss = (eps - noise).pow(2).mean();
+      opt.zero_grad();
+      loss.backward();
+      opt.step();
+      acc += loss.item<double>();
+      if ((step + 1) % kReport == 0) {
+        csv << "unet," << step + 1 << "," << acc / kReport << "," << seconds() << "\n" << std::flush;
+        if (progress) progress({"unet", step + 1, o.unet_steps, acc / kReport, seconds()});
+        acc = 0;
+      }
+      if ((step + 1) % o.checkpoint_every == 0) save("unet", step + 1, opt);
+    }
+    state.phase = "done";
+    state.step = o.unet_steps;
+    write_state(o.dir, state);
+  }
+  const std::string out = o.dir + "/demo-sd1-fp32.safetensors";
+  save_checkpoint(m, config, init_path, out,
+                  {{"fp8s.demo", "FP8 Studio demo model: trained on rendered shapes (issue 10)"},
+                   {"fp8s.demo.vocabulary", "tokenizer/vocab.json + merges.txt beside the checkpoint"}});
+  plot_losses(o.dir + "/loss.csv", o.dir + "/loss.png");
+  return out;
+}
+
+}  // namespace fp8s::demo
