@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/sha256.h"
+#include "demo/demo_model.h"
 #include "lora/lora_library.h"
 #include "memory/process_memory.h"
 #include "memory/tracking_allocator.h"
@@ -160,10 +161,11 @@ struct Engine::Impl {
 Engine::Engine(const LoadOptions& options, Observer* observer) : impl_(std::make_unique<Impl>()) {
   const auto start = Clock::now();
   impl_->options = options;
+  if (impl_->options.checkpoint.empty()) impl_->options.checkpoint = demo::find_demo_model();  // no model chosen
   if (observer) observer->onPhase({"load", 0});
   emit_memory(observer, "load", -1, start);
-  impl_->model = std::make_unique<Model>(options.checkpoint, options.storage);
-  impl_->model_hash = legacy_model_hash(options.checkpoint);
+  impl_->model = std::make_unique<Model>(impl_->options.checkpoint, options.storage);
+  impl_->model_hash = legacy_model_hash(impl_->options.checkpoint);
   impl_->load_ms = ms_since(start);
   emit_memory(observer, "load", -1, start);
 }

@@ -12,7 +12,7 @@
 namespace fp8s {
 
 struct LoadOptions {
-  std::string checkpoint;
+  std::string checkpoint;  // empty: the built-in demo model
   StorageSpec storage;
   std::string vocab;  // explicit CLIP vocabulary (empty: search as DESIGN.md section 4 says)
   std::string lora_dir;  // where <lora:NAME:W> tags are looked up (NAME.safetensors)
