@@ -38,6 +38,9 @@ for path in ./usr/bin/fp8studio ./usr/bin/fp8studio-cli \
     ./usr/share/doc/fp8studio/LICENSE ./usr/share/doc/fp8studio/README.md; do
   grep -qx "$path" <<<"$contents" || fail "$path is not in the package"
 done
+for path in ./usr/share/fp8studio/demo/demo-sd1.safetensors ./usr/share/fp8studio/demo/tokenizer/vocab.json; do
+  grep -qx "$path" <<<"$contents" || fail "$path (the demo model) is not in the package"
+done
 if [[ -f $vocab ]]; then
   grep -qx ./usr/share/fp8studio/clip/bpe_simple_vocab_16e6.txt.gz <<<"$contents" || fail "the CLIP vocabulary is not in the package"
 fi
@@ -66,6 +69,11 @@ files=$(dpkg -L fp8studio)
     fp8studio-cli generate --model tiny.safetensors --prompt "a red circle" --steps 2 --outdir out 2>/dev/null
     compgen -G "out/*.png" >/dev/null || fail "no image generated"
   fi
+  # the built-in demo model: no --model, no vocabulary needed, found and verified in /usr/share
+  fp8studio-cli inspect | grep -q "demo model" || fail "inspect does not find the demo model"
+  fp8studio-cli generate --prompt "a red circle on a blue background" --steps 20 --cfg 5 --sampler euler \
+    --schedule normal --outdir demo-out 2>/dev/null
+  compgen -G "demo-out/*.png" >/dev/null || fail "no image from the demo model"
   QT_QPA_PLATFORM=offscreen timeout 60 fp8studio --self-test 2>/dev/null || fail "fp8studio --self-test"
 )
 echo "== removing"
