@@ -61,16 +61,17 @@ files=$(dpkg -L fp8studio)
   export HOME="$work/home" XDG_CONFIG_HOME="$work/home/.config" XDG_DATA_HOME="$work/home/.local/share"
   mkdir -p "$HOME"
   [[ $(command -v fp8studio-cli) == /usr/bin/fp8studio-cli ]] || fail "fp8studio-cli is not the installed one"
-  fp8studio-cli --version | grep -q "$version" || fail "fp8studio-cli --version"
-  fp8studio --version | grep -q "$version" || fail "fp8studio --version"
+  # (outputs are captured first: `grep -q` in a pipe could end the writer with SIGPIPE)
+  out=$(fp8studio-cli --version); grep -q "$version" <<<"$out" || fail "fp8studio-cli --version"
+  out=$(fp8studio --version); grep -q "$version" <<<"$out" || fail "fp8studio --version"
   fp8studio-cli make-synthetic --arch tiny-sd1 --out tiny.safetensors 2>/dev/null
-  fp8studio-cli inspect --model tiny.safetensors | grep -q "SD 1" || fail "inspect"
+  out=$(fp8studio-cli inspect --model tiny.safetensors); grep -q "SD 1" <<<"$out" || fail "inspect"
   if [[ -f $vocab ]]; then  # the packaged vocabulary is found with no configuration
     fp8studio-cli generate --model tiny.safetensors --prompt "a red circle" --steps 2 --outdir out 2>/dev/null
     compgen -G "out/*.png" >/dev/null || fail "no image generated"
   fi
   # the built-in demo model: no --model, no vocabulary needed, found and verified in /usr/share
-  fp8studio-cli inspect | grep -q "demo model" || fail "inspect does not find the demo model"
+  out=$(fp8studio-cli inspect); grep -q "demo model" <<<"$out" || fail "inspect does not find the demo model"
   fp8studio-cli generate --prompt "a red circle on a blue background" --steps 20 --cfg 5 --sampler euler \
     --schedule normal --outdir demo-out 2>/dev/null
   compgen -G "demo-out/*.png" >/dev/null || fail "no image from the demo model"
