@@ -325,32 +325,36 @@ void MainWindow::loadModel(const QString& path) {
   QMetaObject::invokeMethod(m_worker, [w = m_worker, request] { w->loadModel(request); }, Qt::QueuedConnection);
 }
 
-void MainWindow::generate() {
-  if (m_busy) return;
+std::optional<GenerationRequest> MainWindow::beginRun() {
+  if (m_busy) return std::nullopt;
   m_errorBanner->hide();
-  const GenerationRequest r = currentRequest();
+  GenerationRequest r = currentRequest();
   m_targetWidth = r.width;
   m_targetHeight = r.height;
+  m_busy = true;  // until the worker says otherwise: no double submission
+  return r;
+}
+
+void MainWindow::generate() {
+  const auto started = beginRun();
+  if (!started) return;
+  const GenerationRequest r = *started;
   const int run = m_nextRun++;
   const QString label = storageLabel(r.storage);
   const QString out = m_folders.outputs;
-  m_busy = true;  // until the worker says otherwise: no double submission
   if (m_tabs->currentWidget() == m_compare) m_tabs->setCurrentWidget(m_charts);
   QMetaObject::invokeMethod(m_worker, [w = m_worker, r, run, label, out] { w->generate(r, run, label, out); }, Qt::QueuedConnection);
 }
 
 void MainWindow::compare() {
-  if (m_busy) return;
-  m_errorBanner->hide();
-  const GenerationRequest r = currentRequest();
-  m_targetWidth = r.width;
-  m_targetHeight = r.height;
+  const auto started = beginRun();
+  if (!started) return;
+  const GenerationRequest r = *started;
   const int run = m_nextRun;
   m_nextRun += 2;
   const StorageSpec fp8 = m_precision->compareStorage();
   m_tabs->setCurrentWidget(m_charts);  // watch both runs; the Compare tab opens when they are done
   const QString out = m_folders.outputs;
-  m_busy = true;
   QMetaObject::invokeMethod(m_worker, [w = m_worker, r, fp8, run, out] { w->compare(r, fp8, run, out); }, Qt::QueuedConnection);
 }
 

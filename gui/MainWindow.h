@@ -7,6 +7,7 @@
 #include <QThread>
 
 #include <memory>
+#include <optional>
 
 #include "EngineWorker.h"
 #include "GuiTypes.h"
@@ -92,6 +93,8 @@ class MainWindow : public QMainWindow {
   void setBusy(bool busy, const QString& what);
   void updateStatus();
   void loadTokenizer(const QString& checkpoint);
+  // Common start of generate() and compare(): the request, or nothing while a run is going on.
+  std::optional<GenerationRequest> beginRun();
 
   QSettings* m_settings;
   std::unique_ptr<QSettings> m_ownSettings;

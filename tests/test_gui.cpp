@@ -69,6 +69,7 @@ class TestGui : public QObject {
     QSignalSpy ready(&w, &MainWindow::modelReady);
     w.loadModel(m_model);
     QVERIFY(ready.wait(60000));
+    QTRY_VERIFY(!w.isBusy());  // the worker's busy=false follows modelReady; Generate waits for it
   }
 
  private Q_SLOTS:
@@ -310,6 +311,7 @@ class TestGui : public QObject {
     QVERIFY(failed.wait(30000));
     QVERIFY(w->lastError().contains("no-such-model"));
     QVERIFY(child<QLabel>(w.get(), "errorBanner")->isVisible());
+    QTRY_VERIFY(!w->isBusy());
     // generating with no model is a message too, and the app stays usable
     QSignalSpy failed2(w->worker(), &EngineWorker::failed);
     w->generate();

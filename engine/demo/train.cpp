@@ -293,6 +293,20 @@ std::string train_demo(const TrainOptions& o, const std::function<void(const Tra
     torch::save(opt, o.dir + "/optimizer.pt");
     write_state(o.dir, state);
   };
+  // One optimiser step on `loss`, then the loss report every kReport steps and a checkpoint.
+  double acc = 0;
+  auto train_step = [&](const at::Tensor& loss, torch::optim::Optimizer& opt, const std::string& phase, int step, int steps) {
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    acc += loss.item<double>();
+    if ((step + 1) % kReport == 0) {
+      csv << phase << "," << step + 1 << "," << acc / kReport << "," << seconds() << "\n" << std::flush;
+      if (progress) progress({phase, step + 1, steps, acc / kReport, seconds()});
+      acc = 0;
+    }
+    if ((step + 1) % o.checkpoint_every == 0) save(phase, step + 1, opt);
+  };
 
   // Phase 1: the autoencoder.
   if (state.phase == "vae") {
@@ -300,7 +314,6 @@ std::string train_demo(const TrainOptions& o, const std::function<void(const Tra
     torch::optim::Adam opt(params, torch::optim::AdamOptions(o.vae_lr));
     if (resuming && fs::exists(o.dir + "/optimizer.pt")) torch::load(opt, o.dir + "/optimizer.pt");
     TrainingScope training;
-    double acc = 0;
     for (int step = state.step; step < o.vae_steps; ++step) {
       auto b = make_batch(o.seed, 1, step, o.vae_batch);
       auto moments = m.vae->encode_moments(b.images, at::kFloat);
@@ -308,17 +321,7 @@ std::string train_demo(const TrainOptions& o, const std::function<void(const Tra
       auto z = mean + at::exp(0.5 * logvar) * at::randn_like(mean);
       auto rec = m.vae->decode(z * m.vae->config().scale_factor, at::kFloat);
       auto kl = 0.5 * (mean.pow(2) + logvar.exp() - 1 - logvar).mean();
-      auto loss = (rec - b.images).abs().mean() + (rec - b.images).pow(2).mean() + 1e-4 * kl;
-      opt.zero_grad();
-      loss.backward();
-      opt.step();
-      acc += loss.item<double>();
-      if ((step + 1) % kReport == 0) {
-        csv << "vae," << step + 1 << "," << acc / kReport << "," << seconds() << "\n" << std::flush;
-        if (progress) progress({"vae", step + 1, o.vae_steps, acc / kReport, seconds()});
-        acc = 0;
-      }
-      if ((step + 1) % o.checkpoint_every == 0) save("vae", step + 1, opt);
+      train_step((rec - b.images).abs().mean() + (rec - b.images).pow(2).mean() + 1e-4 * kl, opt, "vae", step, o.vae_steps);
     }
     // the latent scale: unit variance of the posterior means, as SD's 0.18215 was chosen
     torch::NoGradGuard no_grad;
@@ -351,7 +354,7 @@ std::string train_demo(const TrainOptions& o, const std::function<void(const Tra
     torch::optim::AdamW opt(params, torch::optim::AdamWOptions(o.unet_lr).weight_decay(0.0));
     if (resuming && state.step > 0 && fs::exists(o.dir + "/optimizer.pt")) torch::load(opt, o.dir + "/optimizer.pt");
     const auto& tc = config.text_encoders[0];
-    double acc = 0;
+    acc = 0;
     for (int step = state.step; step < o.unet_steps; ++step) {
       auto b = make_batch(o.seed, 2, step, o.unet_batch);
       at::Tensor z0;
@@ -374,17 +377,7 @@ std::string train_demo(const TrainOptions& o, const std::function<void(const Tra
       TrainingScope training;
       auto ctx = m.te->forward(tokens, tc.hidden_state_index, tc.final_layer_norm, at::kFloat).hidden;
       auto eps = m.unet->forward(xt, t.to(at::kFloat), ctx, {}, at::kFloat, nullptr);
-      auto loss = (eps - noise).pow(2).mean();
-      opt.zero_grad();
-      loss.backward();
-      opt.step();
-      acc += loss.item<double>();
-      if ((step + 1) % kReport == 0) {
-        csv << "unet," << step + 1 << "," << acc / kReport << "," << seconds() << "\n" << std::flush;
-        if (progress) progress({"unet", step + 1, o.unet_steps, acc / kReport, seconds()});
-        acc = 0;
-      }
-      if ((step + 1) % o.checkpoint_every == 0) save("unet", step + 1, opt);
+      train_step((eps - noise).pow(2).mean(), opt, "unet", step, o.unet_steps);
     }
     state.phase = "done";
     state.step = o.unet_steps;
