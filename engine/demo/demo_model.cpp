@@ -1,13 +1,12 @@
 #include "demo/demo_model.h"
 
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <vector>
 
 #include "core/error.h"
+#include "core/install_prefix.h"
 #include "core/sha256.h"
 #include "core/version.h"
 #include "io/safetensors.h"
@@ -18,13 +17,7 @@ namespace fs = std::filesystem;
 std::vector<std::string> demo_search_paths() {
   std::vector<std::string> paths;
   if (const char* env = std::getenv("FP8S_DEMO_DIR"); env && *env) paths.emplace_back(env);
-  char buf[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n > 0) {
-    buf[n] = 0;
-    const fs::path prefix = fs::path(buf).parent_path().parent_path();
-    paths.push_back((prefix / "share/fp8studio/demo").string());
-  }
+  if (const auto prefix = install_prefix(); !prefix.empty()) paths.push_back(prefix + "/share/fp8studio/demo");
   paths.emplace_back(kSourceDemoDir);
   return paths;
 }

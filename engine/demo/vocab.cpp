@@ -4,54 +4,17 @@
 
 #include <fstream>
 #include <map>
-#include <set>
 
 #include "core/error.h"
 #include "io/png.h"
+#include "text/clip_tokenizer.h"
 
 namespace fp8s::demo {
-namespace {
-
-std::string utf8(uint32_t cp) {
-  std::string s;
-  if (cp < 0x80) {
-    s += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    s += static_cast<char>(0xC0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    s += static_cast<char>(0xE0 | (cp >> 12));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-  return s;
-}
-
-// OpenAI CLIP's bytes_to_unicode(), in its order.
-std::vector<std::string> byte_symbols() {
-  std::vector<int> bs;
-  for (int b = '!'; b <= '~'; ++b) bs.push_back(b);
-  for (int b = 0xA1; b <= 0xAC; ++b) bs.push_back(b);
-  for (int b = 0xAE; b <= 0xFF; ++b) bs.push_back(b);
-  std::vector<uint32_t> cs(bs.begin(), bs.end());
-  std::set<int> have(bs.begin(), bs.end());
-  int n = 0;
-  for (int b = 0; b < 256; ++b) {
-    if (!have.count(b)) {
-      bs.push_back(b);
-      cs.push_back(256 + n++);
-    }
-  }
-  std::vector<std::string> out;
-  for (auto c : cs) out.push_back(utf8(c));
-  return out;
-}
-
-}  // namespace
 
 int write_vocabulary(const std::string& dir, const std::vector<std::string>& words) {
   make_dirs(dir);
-  std::vector<std::string> vocab = byte_symbols();
+  std::vector<std::string> vocab;
+  for (const auto& [byte, symbol] : clip_byte_symbols()) vocab.push_back(symbol);
   const std::size_t base = vocab.size();
   for (std::size_t i = 0; i < base; ++i) vocab.push_back(vocab[i] + "</w>");
   // merges: simulate CLIP's BPE on every word and, while a word is still several tokens, append

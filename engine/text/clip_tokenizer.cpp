@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "core/install_prefix.h"
 #include "text/text_clean.h"
 
 namespace fp8s {
@@ -61,15 +62,21 @@ std::string vocab_in(const std::string& dir) {
   return {};
 }
 
-std::string exe_prefix() {
-  char buf[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return {};
-  buf[n] = '\0';
-  return dirname_of(dirname_of(buf));  // <prefix>/bin/program -> <prefix>
-}
-
 }  // namespace
+
+std::vector<std::pair<int, std::string>> clip_byte_symbols() {
+  std::vector<bool> printable(256, false);
+  for (int b = 0; b < 256; ++b) printable[b] = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+  std::vector<std::pair<int, std::string>> out;
+  for (int b = 0; b < 256; ++b) {
+    if (printable[b]) out.emplace_back(b, text::u32_to_utf8(std::u32string(1, static_cast<char32_t>(b))));
+  }
+  int extra = 0;
+  for (int b = 0; b < 256; ++b) {
+    if (!printable[b]) out.emplace_back(b, text::u32_to_utf8(std::u32string(1, static_cast<char32_t>(256 + extra++))));
+  }
+  return out;
+}
 
 ClipTokenizer ClipTokenizer::load(const std::string& path_in) {
   std::string path = path_in;
@@ -82,20 +89,10 @@ ClipTokenizer ClipTokenizer::load(const std::string& path_in) {
   if (!is_file(path)) throw InputError(path + ": CLIP vocabulary not found");
   ClipTokenizer t;
   t.source_ = path;
-  // Byte symbols: printable bytes stand for themselves, the other 68 take U+0100, U+0101, ...
-  std::vector<int> order;
-  for (int b = 0; b < 256; ++b) {
-    if ((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)) order.push_back(b);
-  }
-  int extra = 0;
-  std::vector<bool> printable(256, false);
-  for (int b : order) printable[b] = true;
-  for (int b = 0; b < 256; ++b) {
-    const char32_t cp = printable[b] ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + extra++);
-    t.byte_symbol_[b] = text::u32_to_utf8(std::u32string(1, cp));
-  }
-  for (int b = 0; b < 256; ++b) {
-    if (!printable[b]) order.push_back(b);
+  std::vector<int> order;  // bytes in vocabulary order
+  for (const auto& [b, symbol] : clip_byte_symbols()) {
+    t.byte_symbol_[b] = symbol;
+    order.push_back(b);
   }
   const bool json = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
   std::vector<std::pair<std::string, std::string>> merges;
@@ -159,7 +156,7 @@ std::vector<std::string> ClipTokenizer::search_paths(const std::string& explicit
     data_home = std::string(h) + "/.local/share";
   }
   if (!data_home.empty()) paths.push_back(data_home + "/fp8studio/clip");
-  const std::string prefix = exe_prefix();
+  const std::string prefix = install_prefix();
   if (!prefix.empty()) paths.push_back(prefix + "/share/fp8studio/clip");
   return paths;
 }

@@ -10,6 +10,10 @@
 
 namespace fp8s {
 
+// OpenAI CLIP's bytes_to_unicode(): (byte, symbol) in vocabulary order — the printable bytes stand
+// for themselves, the other 68 take U+0100, U+0101, ... — as the first 256 vocabulary entries.
+std::vector<std::pair<int, std::string>> clip_byte_symbols();
+
 class ClipTokenizer {
  public:
   // PATH: a .txt.gz merge list, a vocab.json (merges.txt beside it), or a folder holding either.
