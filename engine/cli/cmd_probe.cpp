@@ -55,26 +55,6 @@ void probe_fp8(const std::string& role, const std::string& format_name, const st
 
 }  // namespace
 
-std::vector<LoraRequest> parse_lora_flags(const std::vector<std::string>& flags) {
-  std::vector<LoraRequest> out;
-  for (const auto& f : flags) {
-    LoraRequest r;
-    const auto colon = f.find_last_of(':');
-    r.path = colon == std::string::npos ? f : f.substr(0, colon);
-    if (colon != std::string::npos) {
-      try {
-        std::size_t used = 0;
-        r.te_multiplier = r.unet_multiplier = std::stod(f.substr(colon + 1), &used);
-        if (used != f.size() - colon - 1) throw std::invalid_argument("trailing");
-      } catch (const std::exception&) {
-        throw InputError("--lora " + f + ": expected FILE:MULTIPLIER, e.g. style.safetensors:0.8");
-      }
-    }
-    out.push_back(r);
-  }
-  return out;
-}
-
 namespace {
 
 struct ModelProbeOptions {

@@ -9,8 +9,13 @@
 
 namespace fp8s::cli {
 
-// --lora FILE[:MULT] flags -> LoRA requests (multiplier 1 when absent).
+// --lora FILE[:MULT] flags -> LoRA requests (multiplier 1 when absent; finite, |MULT| <= 100).
+// Throws InputError for a bad flag.
 std::vector<LoraRequest> parse_lora_flags(const std::vector<std::string>& flags);
+
+// "WxH" (sep 'x') or "TOP,LEFT" (sep ','): two non-negative ints into a and b. Returns "" on
+// success, else the message (a and b untouched).
+std::string parse_size_pair(const std::string& v, char sep, int& a, int& b);
 
 // Options every subcommand has.
 struct CommonOptions {

@@ -13,12 +13,6 @@
 
 namespace fp8s::cli {
 
-void add_common_options(CLI::App& sub, CommonOptions& common, bool reports) {
-  sub.add_option("--log-level", common.log_level, "trace, debug, info, warn, error or off")
-      ->capture_default_str();
-  if (reports) sub.add_flag("--json", common.json, "print the report as JSON on stdout");
-  sub.parse_complete_callback([&common] { set_log_level(common.log_level); });
-}
 
 }  // namespace fp8s::cli
 

@@ -1,5 +1,5 @@
 // The enums that name user choices (storage, compute, sampler, schedule), free of LibTorch so
-// front ends can include them cheaply. Names and parsers live beside the code that uses them.
+// front ends can include them cheaply. Their names and parsers are in core/types.cpp.
 #pragma once
 
 #include <optional>

@@ -17,22 +17,6 @@ float scale_for(const float* w, int64_t n, Fp8Format format) {
 
 }  // namespace
 
-const char* fp8_scale_name(Fp8Scale scale) {
-  switch (scale) {
-    case Fp8Scale::None: return "none";
-    case Fp8Scale::Tensor: return "tensor";
-    case Fp8Scale::Channel: return "channel";
-  }
-  return "none";
-}
-
-std::optional<Fp8Scale> parse_fp8_scale(const std::string& name) {
-  if (name == "none") return Fp8Scale::None;
-  if (name == "tensor") return Fp8Scale::Tensor;
-  if (name == "channel") return Fp8Scale::Channel;
-  return std::nullopt;
-}
-
 std::vector<float> quantize_weight(const float* w, int64_t rows, int64_t numel, Fp8Format format,
                                    Fp8Scale scale, uint8_t* codes) {
   const auto n = static_cast<std::size_t>(numel);

@@ -127,40 +127,71 @@ std::string write_numbered_png(const std::string& folder, uint64_t seed, const R
   throw RuntimeFailure("could not find a free file name in " + folder);
 }
 
-PngContents read_png(const std::string& path) {
-  std::unique_ptr<FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
-  if (!file) throw InputError(path + ": cannot open (" + std::strerror(errno) + ")");
-  uint8_t sig[8] = {};
-  if (std::fread(sig, 1, 8, file.get()) != 8 || png_sig_cmp(sig, 0, 8) != 0) {
-    throw InputError(path + ": not a PNG file");
-  }
+namespace {
+
+// Where libpng reads from: a FILE, or bytes in memory (whose reader fails past the end).
+struct MemorySource {
+  const uint8_t* data;
+  std::size_t size;
+  std::size_t pos;
+};
+void read_memory(png_structp png, png_bytep out, png_size_t n) {
+  auto* src = static_cast<MemorySource*>(png_get_io_ptr(png));
+  if (n > src->size - src->pos) png_error(png, "file ends early");
+  std::memcpy(out, src->data + src->pos, n);
+  src->pos += n;
+}
+
+// Decodes the PNG whose first 8 bytes (`sig`) were already read and checked, from `file` or
+// `memory`. With `pixels` false the rows are decoded one at a time into one row's buffer and
+// dropped (text chunks after the image data are still found), so a small file that claims a
+// huge image costs no memory.
+PngContents decode_png(FILE* file, MemorySource* memory, const std::string& label, bool pixels) {
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, nullptr, png_error_handler, png_warning_handler);
   png_infop info = png ? png_create_info_struct(png) : nullptr;
-  if (!png || !info) throw RuntimeFailure("libpng could not start");
+  if (!png || !info) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    throw RuntimeFailure("libpng could not start");
+  }
   PngContents out;
   try {
-    png_init_io(png, file.get());
+    if (file) {
+      png_init_io(png, file);
+    } else {
+      png_set_read_fn(png, memory, read_memory);
+    }
     png_set_sig_bytes(png, 8);
-    png_set_user_limits(png, 16384, 16384);
+    png_set_user_limits(png, kPngMaxSide, kPngMaxSide);
+    png_set_chunk_malloc_max(png, kPngMaxTextBytes);
     png_read_info(png, info);
     png_set_strip_16(png);
     png_set_palette_to_rgb(png);
     png_set_gray_to_rgb(png);
     png_set_expand_gray_1_2_4_to_8(png);
     png_set_strip_alpha(png);
+    if (png_get_interlace_type(png, info) != PNG_INTERLACE_NONE) png_set_interlace_handling(png);
     png_read_update_info(png, info);
-    out.image.width = static_cast<int>(png_get_image_width(png, info));
-    out.image.height = static_cast<int>(png_get_image_height(png, info));
-    if (png_get_rowbytes(png, info) != static_cast<std::size_t>(out.image.width) * 3) {
+    const int width = static_cast<int>(png_get_image_width(png, info));
+    const int height = static_cast<int>(png_get_image_height(png, info));
+    if (png_get_rowbytes(png, info) != static_cast<std::size_t>(width) * 3) {
       throw RuntimeFailure("unsupported PNG layout");
     }
-    out.image.pixels.resize(static_cast<std::size_t>(out.image.width) * out.image.height * 3);
-    std::vector<png_bytep> rows(static_cast<std::size_t>(out.image.height));
-    for (int y = 0; y < out.image.height; ++y) {
-      rows[y] = out.image.pixels.data() + static_cast<std::size_t>(y) * out.image.width * 3;
+    if (pixels) {
+      out.image.width = width;
+      out.image.height = height;
+      out.image.pixels.resize(static_cast<std::size_t>(width) * height * 3);
+      std::vector<png_bytep> rows(static_cast<std::size_t>(height));
+      for (int y = 0; y < height; ++y) {
+        rows[static_cast<std::size_t>(y)] = out.image.pixels.data() + static_cast<std::size_t>(y) * width * 3;
+      }
+      png_read_image(png, rows.data());
+    } else if (png_get_interlace_type(png, info) == PNG_INTERLACE_NONE) {
+      std::vector<uint8_t> row(static_cast<std::size_t>(width) * 3);
+      for (int y = 0; y < height; ++y) png_read_row(png, row.data(), nullptr);
     }
-    png_read_image(png, rows.data());
-    png_read_end(png, info);
+    // an interlaced image without its pixels: de-interlacing needs them all, so only the text
+    // before the image data is read
+    if (pixels || png_get_interlace_type(png, info) == PNG_INTERLACE_NONE) png_read_end(png, info);
     png_textp texts = nullptr;
     int count = 0;
     png_get_text(png, info, &texts, &count);
@@ -171,10 +202,35 @@ PngContents read_png(const std::string& path) {
     }
   } catch (const RuntimeFailure& e) {
     png_destroy_read_struct(&png, &info, nullptr);
-    throw InputError(path + ": unreadable PNG (" + e.what() + ")");
+    throw InputError(label + ": unreadable PNG (" + e.what() + ")");
+  } catch (...) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    throw;
   }
   png_destroy_read_struct(&png, &info, nullptr);
   return out;
+}
+
+PngContents read_png_file(const std::string& path, bool pixels) {
+  std::unique_ptr<FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
+  if (!file) throw InputError(path + ": cannot open (" + std::strerror(errno) + ")");
+  uint8_t sig[8] = {};
+  if (std::fread(sig, 1, 8, file.get()) != 8 || png_sig_cmp(sig, 0, 8) != 0) {
+    throw InputError(path + ": not a PNG file");
+  }
+  return decode_png(file.get(), nullptr, path, pixels);
+}
+
+}  // namespace
+
+PngContents read_png(const std::string& path) { return read_png_file(path, true); }
+
+std::string read_png_parameters(const std::string& path) { return read_png_file(path, false).parameters; }
+
+std::string read_png_parameters(const uint8_t* data, std::size_t size, const std::string& label) {
+  if (size < 8 || png_sig_cmp(data, 0, 8) != 0) throw InputError(label + ": not a PNG file");
+  MemorySource memory{data, size, 8};
+  return decode_png(nullptr, &memory, label, false).parameters;
 }
 
 }  // namespace fp8s

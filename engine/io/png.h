@@ -2,6 +2,7 @@
 // atomically under numbered names that never overwrite, and read back.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -28,8 +29,17 @@ struct PngContents {
   RgbImage image;
   std::string parameters;  // empty when the file has no `parameters` text
 };
+// Limits on what a PNG may claim: width and height, and the bytes of one (decompressed) text chunk.
+constexpr uint32_t kPngMaxSide = 16384;
+constexpr std::size_t kPngMaxTextBytes = 8u << 20;
+
 // Reads an 8-bit RGB/RGBA/grey PNG (converted to RGB). Throws InputError for anything else.
 PngContents read_png(const std::string& path);
+
+// Only the `parameters` text (empty when absent), without keeping the pixels: what a PNG dropped on
+// the window needs. The memory form reads `size` bytes at `data`; `label` names it in errors.
+std::string read_png_parameters(const std::string& path);
+std::string read_png_parameters(const uint8_t* data, std::size_t size, const std::string& label);
 
 // Creates `dir` and its missing parents (mkdir -p). Throws InputError naming the folder.
 void make_dirs(const std::string& dir);

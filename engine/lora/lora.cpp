@@ -11,41 +11,6 @@
 #include "models/nn.h"
 
 namespace fp8s {
-namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-bool starts_with(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (true) {
-    auto pos = s.find(sep, start);
-    out.push_back(s.substr(start, pos - start));
-    if (pos == std::string::npos) return out;
-    start = pos + 1;
-  }
-}
-
-std::string underscored(std::string s) {
-  std::replace(s.begin(), s.end(), '.', '_');
-  return s;
-}
-
-std::string resnet_part(const std::string& rest) {
-  static const std::pair<const char*, const char*> parts[] = {
-      {"in_layers.0", "norm1"},       {"in_layers.2", "conv1"},   {"emb_layers.1", "time_emb_proj"},
-      {"out_layers.0", "norm2"},      {"out_layers.3", "conv2"},  {"skip_connection", "conv_shortcut"}};
-  for (const auto& [ldm, diff] : parts) {
-    if (rest == ldm) return diff;
-  }
-  return rest;
-}
-
-}  // namespace
-
 at::Tensor LoraModule::delta(double multiplier, at::IntArrayRef shape) const {
   const double scale = multiplier * alpha / static_cast<double>(rank());
   return at::matmul(up.flatten(1), down.flatten(1)).reshape(shape) * scale;
@@ -56,165 +21,36 @@ LoraFile read_lora(const std::string& path) {
   LoraFile lora;
   lora.path = path;
   lora.metadata = file.metadata();
-  std::map<std::string, LoraModule> modules;
-  for (const auto& t : file.tensors()) {
-    const std::string& k = t.name;
-    for (const char* kind : {".hada_w1_a", ".lokr_w1", ".lokr_w1_a", ".oft_blocks", ".b_norm", ".diff"}) {
-      if (k.find(kind) != std::string::npos) {
-        const std::string name = std::string(kind) == ".hada_w1_a" ? "LoHa" : (std::string(kind).rfind(".lokr", 0) == 0 ? "LoKr" : "this LyCORIS kind");
-        throw InputError(path + ": " + name + " networks (tensor '" + k + "') are not supported yet; use a LoRA/LoCon file");
-      }
+  for (const auto& layout : lora_modules(file.tensors(), path)) {
+    LoraModule m;
+    m.name = layout.name;
+    m.down = read_tensor(file, layout.down).to(at::kFloat);
+    m.up = read_tensor(file, layout.up).to(at::kFloat);
+    m.alpha = static_cast<double>(m.rank());
+    if (layout.alpha) {
+      m.alpha = read_tensor(file, *layout.alpha).to(at::kDouble).reshape({}).item<double>();
+      if (!std::isfinite(m.alpha)) throw InputError(path + ": LoRA module '" + m.name + "' has a non-finite alpha");
+      if (m.alpha == 0) m.alpha = static_cast<double>(m.rank());
     }
-    if (ends_with(k, ".dora_scale")) {
-      throw InputError(path + ": DoRA LoRAs (tensor '" + k + "') are not supported yet; use a plain LoRA/LoCon file");
-    }
-    std::string stem, part;
-    for (const char* suffix : {".lora_down.weight", ".lora_up.weight", ".alpha", ".lora_A.weight",
-                               ".lora_B.weight", ".lora.down.weight", ".lora.up.weight"}) {
-      if (ends_with(k, suffix)) {
-        stem = k.substr(0, k.size() - std::string(suffix).size());
-        part = suffix;
-        break;
-      }
-    }
-    if (stem.empty()) continue;
-    auto& m = modules[kohya_name_of(stem)];
-    m.name = kohya_name_of(stem);
-    auto value = read_tensor(file, t);
-    if (part == ".alpha") {
-      m.alpha = value.to(at::kDouble).item<double>();
-    } else if (part == ".lora_down.weight" || part == ".lora_A.weight" || part == ".lora.down.weight") {
-      m.down = value;
-    } else {
-      m.up = value;
-    }
-  }
-  for (auto& [name, m] : modules) {
-    if (!m.down.defined() || !m.up.defined()) {
-      throw InputError(path + ": LoRA module '" + name + "' lacks its " + (m.down.defined() ? "up" : "down") + " matrix");
-    }
-    if (m.up.size(1) != m.down.size(0) || m.down.dim() < 2 || m.up.dim() < 2) {
-      throw InputError(path + ": LoRA module '" + name + "' has mismatched ranks");
-    }
-    if (m.alpha == 0) m.alpha = static_cast<double>(m.rank());
     lora.modules.push_back(std::move(m));
   }
-  if (lora.modules.empty()) throw InputError(path + ": holds no LoRA modules (lora_down/lora_up tensors)");
   return lora;
 }
 
-std::string kohya_name_of(const std::string& stem) {
-  // diffusers/PEFT: unet.down_blocks.0...; text_encoder.text_model...; text_encoder_2....
-  if (starts_with(stem, "unet.")) return "lora_unet_" + underscored(stem.substr(5));
-  if (starts_with(stem, "text_encoder_2.")) return "lora_te2_" + underscored(stem.substr(15));
-  if (starts_with(stem, "text_encoder.")) return "lora_te_" + underscored(stem.substr(13));
-  return stem;
-}
-
-std::string ldm_to_diffusers_unet(const std::string& ldm, const UNetConfig& c) {
-  const int per_level = c.num_res_blocks + 1;
-  if (ldm == "input_blocks.0.0") return "conv_in";
-  if (ldm == "time_embed.0") return "time_embedding.linear_1";
-  if (ldm == "time_embed.2") return "time_embedding.linear_2";
-  if (ldm == "label_emb.0.0") return "add_embedding.linear_1";
-  if (ldm == "label_emb.0.2") return "add_embedding.linear_2";
-  if (ldm == "out.0") return "conv_norm_out";
-  if (ldm == "out.2") return "conv_out";
-  const auto parts = split(ldm, '.');
-  if (parts.size() < 3) return "";
-  auto join_from = [&](std::size_t first) {
-    std::string r;
-    for (std::size_t i = first; i < parts.size(); ++i) r += (r.empty() ? "" : ".") + parts[i];
-    return r;
-  };
-  if (parts[0] == "middle_block") {
-    const int m = std::stoi(parts[1]);
-    const std::string rest = join_from(2);
-    if (m == 1) return "mid_block.attentions.0." + rest;
-    return "mid_block.resnets." + std::to_string(m == 0 ? 0 : 1) + "." + resnet_part(rest);
-  }
-  const int n = std::stoi(parts[1]);
-  const int m = std::stoi(parts[2]);
-  const std::string rest = join_from(3);
-  if (parts[0] == "input_blocks") {
-    const int level = (n - 1) / per_level, i = (n - 1) % per_level;
-    if (i == c.num_res_blocks) return "down_blocks." + std::to_string(level) + ".downsamplers.0.conv";
-    return "down_blocks." + std::to_string(level) + (m == 0 ? ".resnets." : ".attentions.") +
-           std::to_string(i) + "." + (m == 0 ? resnet_part(rest) : rest);
-  }
-  if (parts[0] == "output_blocks") {
-    const int j = n / per_level, i = n % per_level;
-    if (m == 0) return "up_blocks." + std::to_string(j) + ".resnets." + std::to_string(i) + "." + resnet_part(rest);
-    if (rest == "conv") return "up_blocks." + std::to_string(j) + ".upsamplers.0.conv";
-    return "up_blocks." + std::to_string(j) + ".attentions." + std::to_string(i) + "." + rest;
-  }
-  return "";
-}
-
-std::map<std::string, std::string> lora_key_map(const ModelConfig& config) {
-  std::map<std::string, std::string> map;
-  const std::string unet_prefix = "model.diffusion_model.";
-  const bool sdxl = config.text_encoders.size() > 1;
-  for (const auto& e : checkpoint_layout(config, Dtype::F16)) {
-    if (!is_weight_role(e.role) && !(e.role == TensorRole::Embedding && starts_with(e.name, unet_prefix))) continue;
-    if (e.component == Component::UNet) {
-      const std::string module = e.name.substr(unet_prefix.size(), e.name.size() - unet_prefix.size() - 7);
-      const auto diffusers = ldm_to_diffusers_unet(module, config.unet);
-      if (!diffusers.empty()) map["lora_unet_" + underscored(diffusers)] = e.name;
-      // SDXL kohya LoRAs name UNet modules by their sgm/ldm path instead
-      map["lora_unet_" + underscored(module)] = e.name;
-      continue;
-    }
-    if (e.component != Component::TextEncoder) continue;
-    for (std::size_t k = 0; k < config.text_encoders.size(); ++k) {
-      const auto& te = config.text_encoders[k];
-      if (!starts_with(e.name, te.prefix)) continue;
-      const std::string tag = sdxl ? "lora_te" + std::to_string(k + 1) + "_" : "lora_te_";
-      if (!te.open_clip_layout) {
-        // HF names: text_model.encoder.layers.N.self_attn.q_proj
-        std::string module = "text_model." + e.name.substr(te.prefix.size(), e.name.size() - te.prefix.size() - 7);
-        map[tag + underscored(module)] = e.name;
-      } else {
-        // open_clip: kohya uses the HF names of the same layers
-        const std::string rest = e.name.substr(te.prefix.size());
-        const auto parts = split(rest, '.');
-        if (parts.size() >= 5 && parts[0] == "transformer" && parts[1] == "resblocks") {
-          const std::string layer = "text_model_encoder_layers_" + parts[2] + "_";
-          if (parts[3] == "mlp" && parts[4] == "c_fc") map[tag + layer + "mlp_fc1"] = e.name;
-          if (parts[3] == "mlp" && parts[4] == "c_proj") map[tag + layer + "mlp_fc2"] = e.name;
-          if (parts[3] == "attn" && parts[4] == "out_proj") map[tag + layer + "self_attn_out_proj"] = e.name;
-          if (parts[3] == "attn" && parts[4] == "in_proj_weight") {
-            // q/k/v LoRAs land on thirds of the fused projection: key suffix #q, #k, #v
-            for (const char* p : {"q", "k", "v"}) map[tag + layer + "self_attn_" + p + "_proj"] = e.name + "#" + p;
-          }
-        }
-      }
-    }
-  }
-  return map;
-}
-
 LoraPlan plan_lora(const LoraFile& lora, const ModelConfig& config) {
-  const auto map = lora_key_map(config);
-  LoraPlan plan;
-  bool sdxl_names = false, sd1_names = false;
+  std::vector<LoraModuleLayout> layouts;
+  layouts.reserve(lora.modules.size());
   for (const auto& m : lora.modules) {
-    if (starts_with(m.name, "lora_te1_") || starts_with(m.name, "lora_te2_")) sdxl_names = true;
-    if (starts_with(m.name, "lora_te_")) sd1_names = true;
-    auto it = map.find(m.name);
-    if (it == map.end()) {
-      plan.unmatched.push_back(m.name);
-    } else {
-      plan.targets.push_back({&m, it->second});
-    }
+    LoraModuleLayout l;
+    l.name = m.name;
+    l.down.shape = m.down.sizes().vec();
+    l.up.shape = m.up.sizes().vec();
+    layouts.push_back(std::move(l));
   }
-  const bool model_sdxl = config.text_encoders.size() > 1;
-  if ((sdxl_names && !model_sdxl) || (sd1_names && model_sdxl) || plan.targets.empty()) {
-    const auto base = lora.metadata.count("ss_base_model_version") ? lora.metadata.at("ss_base_model_version") : std::string("unknown");
-    throw InputError(lora.path + ": this LoRA (base model " + base + ") does not fit the loaded " +
-                     (model_sdxl ? "SDXL" : "SD 1.x") + " model: " + std::to_string(plan.targets.size()) +
-                     " of " + std::to_string(lora.modules.size()) + " modules match");
-  }
+  const auto layout_plan = plan_lora_layout(layouts, lora.metadata, config, lora.path);
+  LoraPlan plan;
+  for (const auto& [i, key] : layout_plan.targets) plan.targets.push_back({&lora.modules[i], key});
+  plan.unmatched = layout_plan.unmatched;
   if (!plan.unmatched.empty()) {
     std::string first;
     for (std::size_t i = 0; i < std::min<std::size_t>(3, plan.unmatched.size()); ++i) first += (i ? ", " : "") + plan.unmatched[i];

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "lora/lora_keys.h"
 #include "lora/lora_library.h"
 #include "models/architecture.h"
 
@@ -29,25 +30,18 @@ struct LoraFile {
   std::vector<LoraModule> modules;
 };
 
-// Reads a LoRA file. Throws InputError for unsupported kinds (LoHa, LoKr, DoRA, ...), naming the kind.
+// Reads a LoRA file: its layout checked by lora_modules() before any data is read, then the factors
+// as FP32. Throws InputError for unsupported kinds (LoHa, LoKr, DoRA, ...), malformed modules and a
+// non-finite alpha, naming the file and the module.
 LoraFile read_lora(const std::string& path);
-
-// kohya module name -> checkpoint weight key, for every Linear/Conv2d of `config`'s UNet and text
-// encoders (SD1: lora_unet_*, lora_te_*; SDXL: lora_te1_*, lora_te2_*). Diffusers/PEFT names are
-// translated to kohya names by `kohya_name_of`.
-std::map<std::string, std::string> lora_key_map(const ModelConfig& config);
-std::string kohya_name_of(const std::string& lora_key_stem);
-
-// The diffusers module path of an ldm UNet module path (e.g. input_blocks.1.0.in_layers.2 ->
-// down_blocks.0.resnets.0.conv1), given the config's num_res_blocks.
-std::string ldm_to_diffusers_unet(const std::string& ldm_module, const UNetConfig& config);
 
 // A LoRA resolved against a model: each module's target key, plus what did not match.
 struct LoraPlan {
   std::vector<std::pair<const LoraModule*, std::string>> targets;  // module -> checkpoint key
   std::vector<std::string> unmatched;
 };
-// Throws InputError when nothing matches or the LoRA was made for another architecture.
+// Throws InputError when nothing matches, the LoRA was made for another architecture, or a module's
+// shapes do not fit its layer (plan_lora_layout); logs the unmatched modules.
 LoraPlan plan_lora(const LoraFile& lora, const ModelConfig& config);
 
 }  // namespace fp8s

@@ -21,27 +21,6 @@ bool training_active() { return t_training; }
 TrainingScope::TrainingScope() : previous_(t_training) { t_training = true; }
 TrainingScope::~TrainingScope() { t_training = previous_; }
 
-const char* weight_type_name(WeightType type) {
-  switch (type) {
-    case WeightType::FP32: return "fp32";
-    case WeightType::FP16: return "fp16";
-    case WeightType::BF16: return "bf16";
-    case WeightType::FP8_E4M3: return "fp8-e4m3";
-    case WeightType::FP8_E5M2: return "fp8-e5m2";
-  }
-  return "fp32";
-}
-
-std::optional<WeightType> parse_weight_type(const std::string& name) {
-  for (auto t : {WeightType::FP32, WeightType::FP16, WeightType::BF16, WeightType::FP8_E4M3,
-                 WeightType::FP8_E5M2}) {
-    if (name == weight_type_name(t)) return t;
-  }
-  return std::nullopt;
-}
-
-bool is_fp8(WeightType type) { return type == WeightType::FP8_E4M3 || type == WeightType::FP8_E5M2; }
-
 at::ScalarType float_storage_dtype(WeightType type) {
   switch (type) {
     case WeightType::FP32: return at::kFloat;

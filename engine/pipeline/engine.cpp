@@ -8,6 +8,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -201,23 +202,28 @@ std::vector<float> Engine::unet_probe(const StorageSpec& storage, ComputeType co
 }
 
 void Engine::validate(const GenerationRequest& r) const {
+  validate_request(r, impl_->native_size());
+  compute_dtype(r.compute);  // refuses FP16 compute on the CPU
+  const auto& c = impl_->model->config();
+  ActivationShape shape;
+  shape.unet_channels = c.unet.model_channels;
+  shape.unet_mult = c.unet.channel_mult;
+  shape.unet_res_blocks = c.unet.num_res_blocks;
+  shape.vae_channels = c.vae.ch;
+  shape.vae_mult0 = c.vae.ch_mult.empty() ? 1 : c.vae.ch_mult.front();
+  shape.attention_budget_bytes = 256ll << 20;
   const int w = r.width ? r.width : impl_->native_size();
   const int h = r.height ? r.height : impl_->native_size();
-  for (auto [v, name] : {std::pair{w, "width"}, std::pair{h, "height"}}) {
-    if (v % 8 != 0) {
-      throw InputError(std::string(name) + " " + std::to_string(v) +
-                       " is not a multiple of 8; use e.g. " + std::to_string((v + 4) / 8 * 8));
-    }
-    if (v < 64 || v > 4096) {
-      throw InputError(std::string(name) + " " + std::to_string(v) + " is outside 64..4096 pixels");
-    }
+  const uint64_t need = estimate_working_bytes(shape, w, h, r.batch_size, r.compute);
+  const uint64_t available = available_memory_bytes();
+  if (available > 0 && need > available) {
+    char msg[320];
+    std::snprintf(msg, sizeof msg,
+                  "%dx%d at batch size %d needs about %.1f GB of working memory (estimate) but %.1f GB is "
+                  "available; use a smaller size or batch size",
+                  w, h, r.batch_size, need / 1e9, available / 1e9);
+    throw InputError(msg);
   }
-  if (r.steps < 1 || r.steps > 1000) throw InputError("steps must be between 1 and 1000");
-  if (!std::isfinite(r.cfg) || r.cfg < 0 || r.cfg > 100) throw InputError("CFG scale must be between 0 and 100");
-  if (r.batch_size < 1 || r.batch_size > 64) throw InputError("batch size must be between 1 and 64");
-  if (r.batch_count < 1 || r.batch_count > 10000) throw InputError("batch count must be between 1 and 10000");
-  if (r.clip_skip < 1 || r.clip_skip > 12) throw InputError("clip skip must be between 1 and 12");
-  compute_dtype(r.compute);  // refuses FP16 compute on the CPU
 }
 
 GenerationResult Engine::generate(const GenerationRequest& request_in, Observer* observer,
@@ -358,114 +364,6 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
   if (observer) observer->onPhase({"done", result.timing.total_ms});
   emit_memory(observer, "end", -1, start);
   return result;
-}
-
-std::string format_infotext(const GenerationRequest& r, uint64_t seed, const std::string& model_name,
-                            const std::string& model_hash, int width, int height) {
-  std::ostringstream o;
-  o << r.prompt << "\n";
-  if (!r.negative.empty()) o << "Negative prompt: " << r.negative << "\n";
-  o << "Steps: " << r.steps << ", Sampler: " << sampler_display_name(r.sampler)
-    << ", Schedule type: " << (r.schedule == Schedule::Karras ? "Karras" : "Automatic")
-    << ", CFG scale: " << r.cfg << ", Seed: " << seed << ", Size: " << width << "x" << height;
-  if (!model_hash.empty()) o << ", Model hash: " << model_hash;
-  o << ", Model: " << model_name;
-  if (r.clip_skip != 1) o << ", Clip skip: " << r.clip_skip;
-  o << ", FP8 weight: "
-    << (is_fp8(r.storage.weights) ? std::string(weight_type_name(r.storage.weights)) : "Disable");
-  if (is_fp8(r.storage.weights) && r.storage.scale != Fp8Scale::None) {
-    o << ", FP8 scale: " << fp8_scale_name(r.storage.scale);
-  }
-  if (!r.loras.empty()) {
-    o << ", LoRA: \"";
-    for (std::size_t i = 0; i < r.loras.size(); ++i) {
-      auto name = r.loras[i].path.substr(r.loras[i].path.find_last_of('/') + 1);
-      if (name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0) name.resize(name.size() - 12);
-      o << (i ? ", " : "") << name << ": " << r.loras[i].unet_multiplier;
-    }
-    o << "\", LoRA mode: " << lora_mode_name(r.lora_mode);
-  }
-  o << ", Weights: " << weight_type_name(r.storage.weights)
-    << ", Compute: " << compute_type_name(r.compute);
-  return o.str();
-}
-
-GenerationRequest parse_infotext(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  int params_line = -1;
-  for (int i = static_cast<int>(lines.size()) - 1; i >= 0; --i) {
-    if (lines[i].rfind("Steps: ", 0) == 0) {
-      params_line = i;
-      break;
-    }
-  }
-  if (params_line < 0) throw InputError("no generation parameters found (expected a 'Steps: ...' line)");
-  GenerationRequest r;
-  std::string prompt, negative;
-  bool in_negative = false;
-  for (int i = 0; i < params_line; ++i) {
-    const auto& l = lines[i];
-    if (l.rfind("Negative prompt: ", 0) == 0) {
-      in_negative = true;
-      negative = l.substr(17);
-      continue;
-    }
-    std::string& target = in_negative ? negative : prompt;
-    target += (target.empty() && !in_negative ? "" : "\n") + l;
-  }
-  r.prompt = prompt;
-  r.negative = negative;
-  // "Key: value, Key: value" (values may be quoted)
-  const std::string& p = lines[params_line];
-  std::size_t i = 0;
-  auto number = [](const std::string& v, auto fallback) {
-    try {
-      return static_cast<decltype(fallback)>(std::stod(v));
-    } catch (...) {
-      return fallback;
-    }
-  };
-  while (i < p.size()) {
-    auto colon = p.find(": ", i);
-    if (colon == std::string::npos) break;
-    const std::string key = p.substr(i, colon - i);
-    std::size_t v = colon + 2, end;
-    if (v < p.size() && p[v] == '"') {
-      end = p.find('"', v + 1);
-      end = end == std::string::npos ? p.size() : end + 1;
-    } else {
-      end = p.find(", ", v);
-      if (end == std::string::npos) end = p.size();
-    }
-    const std::string value = p.substr(v, end - v);
-    if (key == "Steps") r.steps = number(value, r.steps);
-    else if (key == "CFG scale") r.cfg = number(value, r.cfg);
-    else if (key == "Seed") r.seed = number(value, int64_t{-1});
-    else if (key == "Clip skip") r.clip_skip = number(value, r.clip_skip);
-    else if (key == "Sampler") {
-      if (auto s = parse_sampler(value)) r.sampler = *s;
-      if (value == "DPM++ 2M Karras") r.sampler = Sampler::DpmPP2M, r.schedule = Schedule::Karras;
-    } else if (key == "Schedule type") {
-      if (auto s = parse_schedule(value)) r.schedule = *s;
-    } else if (key == "Size") {
-      auto x = value.find('x');
-      if (x != std::string::npos) {
-        r.width = number(value.substr(0, x), 0);
-        r.height = number(value.substr(x + 1), 0);
-      }
-    } else if (key == "Weights") {
-      if (auto w = parse_weight_type(value)) r.storage.weights = *w;
-    } else if (key == "Compute") {
-      if (auto c = parse_compute_type(value)) r.compute = *c;
-    } else if (key == "FP8 scale") {
-      if (auto s = parse_fp8_scale(value)) r.storage.scale = *s;
-    }
-    i = end;
-    while (i < p.size() && (p[i] == ',' || p[i] == ' ')) ++i;
-  }
-  return r;
 }
 
 }  // namespace fp8s

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "pipeline/infotext.h"
 #include "pipeline/request.h"
 
 namespace fp8s {
@@ -41,14 +42,5 @@ class Engine {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// The A1111 `parameters` text of an image.
-std::string format_infotext(const GenerationRequest& request, uint64_t seed,
-                            const std::string& model_name, const std::string& model_hash,
-                            int width, int height);
-
-// Reads A1111 `parameters` text back into a request (prompt, negative, steps, sampler, CFG,
-// seed, size, clip skip); unknown fields are ignored. Throws InputError when it is not infotext.
-GenerationRequest parse_infotext(const std::string& text);
 
 }  // namespace fp8s

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "core/error.h"
 #include "core/logging.h"
@@ -13,39 +14,6 @@
 #include "models/vae.h"
 
 namespace fp8s {
-
-const char* lora_mode_name(LoraMode mode) {
-  switch (mode) {
-    case LoraMode::Auto: return "auto";
-    case LoraMode::Merge: return "merge";
-    case LoraMode::MergeStochastic: return "merge-stochastic";
-    case LoraMode::Online: return "online";
-  }
-  return "auto";
-}
-
-std::optional<LoraMode> parse_lora_mode(const std::string& name) {
-  for (auto m : {LoraMode::Auto, LoraMode::Merge, LoraMode::MergeStochastic, LoraMode::Online}) {
-    if (name == lora_mode_name(m)) return m;
-  }
-  return std::nullopt;
-}
-
-const char* compute_type_name(ComputeType type) {
-  switch (type) {
-    case ComputeType::FP32: return "fp32";
-    case ComputeType::BF16: return "bf16";
-    case ComputeType::FP16: return "fp16";
-  }
-  return "fp32";
-}
-
-std::optional<ComputeType> parse_compute_type(const std::string& name) {
-  if (name == "fp32") return ComputeType::FP32;
-  if (name == "bf16") return ComputeType::BF16;
-  if (name == "fp16") return ComputeType::FP16;
-  return std::nullopt;
-}
 
 at::ScalarType compute_dtype(ComputeType type) {
   switch (type) {
@@ -122,6 +90,17 @@ std::size_t Model::set_loras(const std::vector<LoraRequest>& loras, LoraMode mod
                         : is_fp8(storage_.weights) ? LoraMode::Online
                                                    : LoraMode::Merge;
   if (loras == active_loras_ && mode == active_mode_) return 0;
+  // Read and check every LoRA before touching a weight: a bad file leaves the previous set in place.
+  std::vector<LoraFile> files;
+  std::vector<LoraPlan> plans;
+  files.reserve(loras.size());
+  for (const auto& request : loras) {
+    if (!std::isfinite(request.unet_multiplier) || !std::isfinite(request.te_multiplier)) {
+      throw InputError(request.path + ": the LoRA multiplier must be a finite number");
+    }
+    files.push_back(read_lora(request.path));
+    plans.push_back(plan_lora(files.back(), config_));
+  }
   // Undo the previous set: merged layers are read again from the file, online factors dropped.
   for (const auto& key : lora_touched_) {
     auto* layer = layers_.at(key);
@@ -141,10 +120,9 @@ std::size_t Model::set_loras(const std::vector<LoraRequest>& loras, LoraMode mod
     double scale;
   };
   std::map<std::string, std::vector<Factor>> merged;
-  for (const auto& request : loras) {
-    const auto lora = read_lora(request.path);
-    const auto plan = plan_lora(lora, config_);
-    for (const auto& [module, target] : plan.targets) {
+  for (std::size_t n = 0; n < loras.size(); ++n) {
+    const auto& request = loras[n];
+    for (const auto& [module, target] : plans[n].targets) {
       // "<key>#q|k|v": a third of open_clip's fused in_proj (rows [0,W), [W,2W), [2W,3W)).
       const auto hash = target.find('#');
       const std::string key = target.substr(0, hash);

@@ -113,4 +113,23 @@ struct ModelInfo {
   int native_size = 512;
 };
 
+// Checks a request's numbers (size 64..4096 in multiples of 8 — 0 means `native_size` —, steps,
+// CFG, batch, clip skip, SDXL size conditioning, LoRA multipliers); throws InputError naming the
+// value and the allowed range. The engine calls it before it allocates anything.
+void validate_request(const GenerationRequest& request, int native_size);
+
+// What a model's activations scale with, for estimate_working_bytes.
+struct ActivationShape {
+  int unet_channels = 320;
+  std::vector<int> unet_mult{1, 2, 4, 4};
+  int unet_res_blocks = 2;
+  int vae_channels = 128;
+  int vae_mult0 = 1;
+  int64_t attention_budget_bytes = 0;
+};
+// An estimate of the memory one sampling run needs beyond the weights, at the larger of its two
+// phases (UNet sampling with CFG, VAE decode of the batch). Used to refuse absurd sizes up front.
+uint64_t estimate_working_bytes(const ActivationShape& shape, int width, int height, int batch_size,
+                                ComputeType compute);
+
 }  // namespace fp8s

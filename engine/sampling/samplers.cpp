@@ -4,39 +4,6 @@
 
 namespace fp8s {
 
-const char* sampler_name(Sampler s) {
-  switch (s) {
-    case Sampler::Euler: return "euler";
-    case Sampler::EulerAncestral: return "euler_ancestral";
-    case Sampler::Heun: return "heun";
-    case Sampler::DpmPP2M: return "dpmpp_2m";
-    case Sampler::Ddim: return "ddim";
-    case Sampler::Lcm: return "lcm";
-  }
-  return "euler";
-}
-
-const char* sampler_display_name(Sampler s) {
-  switch (s) {
-    case Sampler::Euler: return "Euler";
-    case Sampler::EulerAncestral: return "Euler a";
-    case Sampler::Heun: return "Heun";
-    case Sampler::DpmPP2M: return "DPM++ 2M";
-    case Sampler::Ddim: return "DDIM";
-    case Sampler::Lcm: return "LCM";
-  }
-  return "Euler";
-}
-
-std::optional<Sampler> parse_sampler(const std::string& name) {
-  for (auto s : {Sampler::Euler, Sampler::EulerAncestral, Sampler::Heun, Sampler::DpmPP2M,
-                 Sampler::Ddim, Sampler::Lcm}) {
-    if (name == sampler_name(s) || name == sampler_display_name(s)) return s;
-  }
-  if (name == "euler_a") return Sampler::EulerAncestral;
-  return std::nullopt;
-}
-
 int model_calls(Sampler sampler, int steps) {
   if (sampler == Sampler::Heun) return 2 * steps - 1;
   if (sampler == Sampler::Ddim) return static_cast<int>(ddim_timesteps(steps).size());

@@ -4,14 +4,6 @@
 
 namespace fp8s {
 
-const char* schedule_name(Schedule s) { return s == Schedule::Karras ? "karras" : "normal"; }
-
-std::optional<Schedule> parse_schedule(const std::string& name) {
-  if (name == "normal" || name == "Normal" || name == "Automatic") return Schedule::Normal;
-  if (name == "karras" || name == "Karras") return Schedule::Karras;
-  return std::nullopt;
-}
-
 DiscreteSchedule::DiscreteSchedule() {
   auto betas = at::pow(at::linspace(std::sqrt(0.00085), std::sqrt(0.012), 1000, at::kDouble), 2);
   alphas_cumprod_ = at::cumprod(1.0 - betas, 0).to(at::kFloat);

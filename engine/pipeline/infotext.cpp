@@ -1,0 +1,130 @@
+#include "pipeline/infotext.h"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <type_traits>
+#include <vector>
+
+#include "core/error.h"
+
+namespace fp8s {
+
+std::string format_infotext(const GenerationRequest& r, uint64_t seed, const std::string& model_name,
+                            const std::string& model_hash, int width, int height) {
+  std::ostringstream o;
+  o << r.prompt << "\n";
+  if (!r.negative.empty()) o << "Negative prompt: " << r.negative << "\n";
+  o << "Steps: " << r.steps << ", Sampler: " << sampler_display_name(r.sampler)
+    << ", Schedule type: " << (r.schedule == Schedule::Karras ? "Karras" : "Automatic")
+    << ", CFG scale: " << r.cfg << ", Seed: " << seed << ", Size: " << width << "x" << height;
+  if (!model_hash.empty()) o << ", Model hash: " << model_hash;
+  o << ", Model: " << model_name;
+  if (r.clip_skip != 1) o << ", Clip skip: " << r.clip_skip;
+  o << ", FP8 weight: "
+    << (is_fp8(r.storage.weights) ? std::string(weight_type_name(r.storage.weights)) : "Disable");
+  if (is_fp8(r.storage.weights) && r.storage.scale != Fp8Scale::None) {
+    o << ", FP8 scale: " << fp8_scale_name(r.storage.scale);
+  }
+  if (!r.loras.empty()) {
+    o << ", LoRA: \"";
+    for (std::size_t i = 0; i < r.loras.size(); ++i) {
+      auto name = r.loras[i].path.substr(r.loras[i].path.find_last_of('/') + 1);
+      if (name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0) name.resize(name.size() - 12);
+      o << (i ? ", " : "") << name << ": " << r.loras[i].unet_multiplier;
+    }
+    o << "\", LoRA mode: " << lora_mode_name(r.lora_mode);
+  }
+  o << ", Weights: " << weight_type_name(r.storage.weights)
+    << ", Compute: " << compute_type_name(r.compute);
+  return o.str();
+}
+
+GenerationRequest parse_infotext(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  int params_line = -1;
+  for (int i = static_cast<int>(lines.size()) - 1; i >= 0; --i) {
+    if (lines[i].rfind("Steps: ", 0) == 0) {
+      params_line = i;
+      break;
+    }
+  }
+  if (params_line < 0) throw InputError("no generation parameters found (expected a 'Steps: ...' line)");
+  GenerationRequest r;
+  std::string prompt, negative;
+  bool in_negative = false;
+  for (int i = 0; i < params_line; ++i) {
+    const auto& l = lines[i];
+    if (l.rfind("Negative prompt: ", 0) == 0) {
+      in_negative = true;
+      negative = l.substr(17);
+      continue;
+    }
+    std::string& target = in_negative ? negative : prompt;
+    target += (target.empty() && !in_negative ? "" : "\n") + l;
+  }
+  r.prompt = prompt;
+  r.negative = negative;
+  // "Key: value, Key: value" (values may be quoted)
+  const std::string& p = lines[params_line];
+  std::size_t i = 0;
+  // A number field, or `fallback` when it is not a number or does not fit the field's type
+  // (infotext comes from files off the internet: "Steps: 1e300" must not overflow an int).
+  auto number = [](const std::string& v, auto fallback) {
+    using T = decltype(fallback);
+    double d = 0;
+    try {
+      d = std::stod(v);
+    } catch (...) {
+      return fallback;
+    }
+    if (!std::isfinite(d)) return fallback;
+    if constexpr (std::is_integral_v<T>) {
+      if (d < static_cast<double>(std::numeric_limits<T>::min()) || d >= -static_cast<double>(std::numeric_limits<T>::min())) return fallback;
+    }
+    return static_cast<T>(d);
+  };
+  while (i < p.size()) {
+    auto colon = p.find(": ", i);
+    if (colon == std::string::npos) break;
+    const std::string key = p.substr(i, colon - i);
+    std::size_t v = colon + 2, end;
+    if (v < p.size() && p[v] == '"') {
+      end = p.find('"', v + 1);
+      end = end == std::string::npos ? p.size() : end + 1;
+    } else {
+      end = p.find(", ", v);
+      if (end == std::string::npos) end = p.size();
+    }
+    const std::string value = p.substr(v, end - v);
+    if (key == "Steps") r.steps = number(value, r.steps);
+    else if (key == "CFG scale") r.cfg = number(value, r.cfg);
+    else if (key == "Seed") r.seed = number(value, int64_t{-1});
+    else if (key == "Clip skip") r.clip_skip = number(value, r.clip_skip);
+    else if (key == "Sampler") {
+      if (auto s = parse_sampler(value)) r.sampler = *s;
+      if (value == "DPM++ 2M Karras") r.sampler = Sampler::DpmPP2M, r.schedule = Schedule::Karras;
+    } else if (key == "Schedule type") {
+      if (auto s = parse_schedule(value)) r.schedule = *s;
+    } else if (key == "Size") {
+      auto x = value.find('x');
+      if (x != std::string::npos) {
+        r.width = number(value.substr(0, x), 0);
+        r.height = number(value.substr(x + 1), 0);
+      }
+    } else if (key == "Weights") {
+      if (auto w = parse_weight_type(value)) r.storage.weights = *w;
+    } else if (key == "Compute") {
+      if (auto c = parse_compute_type(value)) r.compute = *c;
+    } else if (key == "FP8 scale") {
+      if (auto s = parse_fp8_scale(value)) r.storage.scale = *s;
+    }
+    i = end;
+    while (i < p.size() && (p[i] == ',' || p[i] == ' ')) ++i;
+  }
+  return r;
+}
+
+}  // namespace fp8s

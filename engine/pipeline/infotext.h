@@ -1,0 +1,21 @@
+// A1111 `parameters` text ("infotext"): written into every PNG, read back from dropped images.
+// Free of LibTorch (the fuzz target links it alone).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "pipeline/request.h"
+
+namespace fp8s {
+
+// The A1111 `parameters` text of an image.
+std::string format_infotext(const GenerationRequest& request, uint64_t seed,
+                            const std::string& model_name, const std::string& model_hash,
+                            int width, int height);
+
+// Reads A1111 `parameters` text back into a request (prompt, negative, steps, sampler, CFG,
+// seed, size, clip skip); unknown fields are ignored. Throws InputError when it is not infotext.
+GenerationRequest parse_infotext(const std::string& text);
+
+}  // namespace fp8s
