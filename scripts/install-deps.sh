@@ -10,6 +10,7 @@ packages=(
   libspdlog-dev nlohmann-json3-dev libcli11-dev
   libpng-dev zlib1g-dev libutf8proc-dev
   xvfb xauth desktop-file-utils appstream dpkg-dev file qt6-qpa-plugins
+  clang libclang-rt-14-dev
 )
 
 missing=()

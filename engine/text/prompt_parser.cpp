@@ -1,6 +1,7 @@
 #include "text/prompt_parser.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include "core/error.h"
@@ -88,7 +89,7 @@ std::vector<WeightedText> parse_prompt_attention(const std::string& prompt) {
         if (!round.empty()) {
           char* end = nullptr;
           const double w = std::strtod(number.c_str(), &end);
-          if (end != number.c_str() + number.size() || number.find('.') != number.rfind('.')) {
+          if (end != number.c_str() + number.size() || number.find('.') != number.rfind('.') || !std::isfinite(w)) {
             throw InputError("prompt: the emphasis weight '" + number +
                              "' is not a number; write e.g. (word:1.3)");
           }
@@ -196,9 +197,9 @@ ExtraNetworks parse_extra_networks(const std::string& prompt) {
   auto number = [](const std::string& v, LoraTag& tag) {
     char* end = nullptr;
     const double d = std::strtod(v.c_str(), &end);
-    if (v.empty() || end != v.c_str() + v.size()) {
+    if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(d)) {
       tag.error = "prompt: <lora:" + tag.name + ":...> has the weight '" + v +
-                  "', which is not a number; write e.g. <lora:" + tag.name + ":0.8>";
+                  "', which is not a finite number; write e.g. <lora:" + tag.name + ":0.8>";
       return 1.0;
     }
     return d;
