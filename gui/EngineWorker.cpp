@@ -18,7 +18,10 @@ class SignalObserver : public Observer {
  public:
   SignalObserver(EngineWorker* worker, int run) : m_worker(worker), m_run(run) {}
   void onPhase(const PhaseEvent& e) override { Q_EMIT m_worker->phase(m_run, e); }
-  void onStep(const StepEvent& e) override { Q_EMIT m_worker->step(m_run, e); }
+  void onStep(const StepEvent& e) override {
+    if (const auto& hook = m_worker->stepHook()) hook(e);  // may throw: inside the engine, not Qt
+    Q_EMIT m_worker->step(m_run, e);
+  }
   void onMemory(const MemorySample& s) override { Q_EMIT m_worker->memory(m_run, s); }
 
  private:

@@ -7,6 +7,7 @@
 #include <QString>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 
 #include "GuiTypes.h"
@@ -38,6 +39,12 @@ class EngineWorker : public QObject {
   void cancel() { m_cancel.store(true); }
   bool hasModel() const { return m_hasModel.load(); }
 
+  // Called on the engine thread at every sampling step, inside the engine's loop (set it while
+  // idle). Fault-injection tests throw from it: an exception there is an engine failure mid-run.
+  using StepHook = std::function<void(const StepEvent&)>;
+  void setStepHook(StepHook hook) { m_stepHook = std::move(hook); }
+  const StepHook& stepHook() const { return m_stepHook; }
+
  public Q_SLOTS:
   void loadModel(const fp8s::gui::ModelRequest& request);
   // Generates `request` as run `run`; images go into `outputDir` (not saved when empty).
@@ -65,6 +72,7 @@ class EngineWorker : public QObject {
   std::unique_ptr<Engine> m_engine;
   std::atomic<bool> m_cancel{false};
   std::atomic<bool> m_hasModel{false};
+  StepHook m_stepHook;
 };
 
 }  // namespace fp8s::gui

@@ -31,6 +31,6 @@ for t in "${targets[@]}"; do
     status=1
     echo "$t: FAILED — see build-fuzz/$t.log and build-fuzz/artifacts/$t/"
   fi
-  grep -E "^#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb|SUMMARY" "build-fuzz/$t.log" | sed "s/^/  /" || true
+  grep -E "DONE|stat::number_of_executed_units|stat::peak_rss_mb|SUMMARY" "build-fuzz/$t.log" | sed "s/^/  /" || true
 done
 exit $status

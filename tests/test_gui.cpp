@@ -36,6 +36,16 @@ using namespace fp8s::gui;
 
 namespace {
 
+// The worker's signals reach a QSignalSpy on the worker thread, possibly before wait() is called,
+// and wait() only counts emissions after the call: check what already arrived first. Then deliver
+// the queued copies of the signal that the window itself receives (posted before the spy's).
+bool arrived(QSignalSpy& spy, int timeout_ms) {
+  if (spy.count() == 0 && !spy.wait(timeout_ms)) return false;
+  QCoreApplication::sendPostedEvents();
+  QCoreApplication::processEvents();
+  return true;
+}
+
 template <typename T>
 T* child(QWidget* w, const char* name) {
   auto* c = w->findChild<T*>(QString::fromLatin1(name));
@@ -68,7 +78,7 @@ class TestGui : public QObject {
   void loadTiny(MainWindow& w) {
     QSignalSpy ready(&w, &MainWindow::modelReady);
     w.loadModel(m_model);
-    QVERIFY(ready.wait(60000));
+    QVERIFY(arrived(ready, 60000));
     QTRY_VERIFY(!w.isBusy());  // the worker's busy=false follows modelReady; Generate waits for it
   }
 
@@ -253,7 +263,7 @@ class TestGui : public QObject {
       QSignalSpy steps(worker, &EngineWorker::step);
       QSignalSpy finished(worker, &EngineWorker::finished);
       w->generate();
-      QVERIFY(finished.wait(60000));
+      QVERIFY(arrived(finished, 60000));
       QCOMPARE(steps.count(), 4);
       QCOMPARE(steps.at(3).at(1).value<StepEvent>().step, 4);
       const auto result = finished.at(0).at(0).value<RunResult>();
@@ -275,7 +285,7 @@ class TestGui : public QObject {
         if (e.step == 2) w->interrupt();
       });
       w->generate();
-      QVERIFY(cancelled.wait(60000));
+      QVERIFY(arrived(cancelled, 60000));
       QVERIFY2(steps.count() <= 4, qPrintable(QString("%1 steps ran").arg(steps.count())));
       QCOMPARE(finished.count(), 0);
       disconnect(worker, &EngineWorker::step, w.get(), nullptr);
@@ -285,7 +295,7 @@ class TestGui : public QObject {
       child<QSpinBox>(w.get(), "stepsSpin")->setValue(3);
       QSignalSpy finished(worker, &EngineWorker::finished);
       w->generate();
-      QVERIFY(finished.wait(60000));
+      QVERIFY(arrived(finished, 60000));
       QTRY_VERIFY(!w->isBusy());
     }
     {  // the UI thread stays responsive while the engine works (one-second bound)
@@ -298,7 +308,76 @@ class TestGui : public QObject {
       QTimer::singleShot(10, [&] { fired = true; });
       QTRY_VERIFY_WITH_TIMEOUT(fired, 1000);
       QVERIFY(t.elapsed() < 1000);
-      QVERIFY(finished.wait(60000));
+      QVERIFY(arrived(finished, 60000));
+    }
+  }
+
+  // Faults (issue 11): an exception thrown inside the engine mid-generation, and a model switch
+  // requested while a generation runs. Both end as messages/cancellations; the app stays usable.
+  void engineFaultAndModelSwitchDuringGeneration() {
+    if (!m_haveVocab) QSKIP("needs the CLIP vocabulary");
+    auto s = freshSettings("faults.ini");
+    auto w = window(*s);
+    loadTiny(*w);
+    auto* worker = w->worker();
+    child<QPlainTextEdit>(w.get(), "promptEdit")->setPlainText("a red circle");
+    child<QSpinBox>(w.get(), "stepsSpin")->setValue(40);
+    child<QSpinBox>(w.get(), "widthSpin")->setValue(64);
+    child<QSpinBox>(w.get(), "heightSpin")->setValue(64);
+    auto* sampler = child<QComboBox>(w.get(), "samplerCombo");
+    sampler->setCurrentIndex(sampler->findData(int(Sampler::Euler)));
+    {  // thrown on the engine thread from inside the sampling loop (the worker's step hook)
+      QSignalSpy failed(worker, &EngineWorker::failed);
+      QSignalSpy finished(worker, &EngineWorker::finished);
+      worker->setStepHook([](const StepEvent& e) {
+        if (e.step == 3) throw std::runtime_error("injected engine fault at step 3");
+      });
+      w->generate();
+      QVERIFY(arrived(failed, 60000));
+      QTRY_VERIFY(!w->isBusy());
+      worker->setStepHook({});
+      QVERIFY2(w->lastError().contains("injected engine fault"), qPrintable(w->lastError()));
+      QVERIFY(child<QLabel>(w.get(), "errorBanner")->isVisible());
+      QCOMPARE(finished.count(), 0);
+      QTRY_VERIFY(!w->isBusy());
+    }
+    {  // the next generation succeeds on the same engine
+      child<QSpinBox>(w.get(), "stepsSpin")->setValue(2);
+      QSignalSpy finished(worker, &EngineWorker::finished);
+      w->generate();
+      QVERIFY(arrived(finished, 60000));
+      QTRY_VERIFY(!w->isBusy());
+    }
+    {  // another model chosen at step 2 of 40: the run is cancelled, then the other model loads
+      const QString other = m_dir.filePath("models/other.safetensors");
+      if (!QFileInfo::exists(other)) {
+        SyntheticOptions o;
+        o.config = preset_tiny_sd1();
+        o.seed = 8;
+        o.out = other.toStdString();
+        make_synthetic(o);
+      }
+      child<QSpinBox>(w.get(), "stepsSpin")->setValue(40);
+      QSignalSpy steps(worker, &EngineWorker::step);
+      QSignalSpy cancelled(worker, &EngineWorker::cancelled);
+      QSignalSpy loaded(worker, &EngineWorker::modelLoaded);
+      QSignalSpy finished(worker, &EngineWorker::finished);
+      const auto c = connect(worker, &EngineWorker::step, w.get(), [&w, other](int, const StepEvent& e) {
+        if (e.step == 2) w->loadModel(other);
+      });
+      w->generate();
+      QVERIFY(arrived(cancelled, 60000));
+      disconnect(c);
+      QVERIFY2(steps.count() <= 4, qPrintable(QString("%1 steps ran").arg(steps.count())));
+      QTRY_VERIFY_WITH_TIMEOUT(loaded.count() == 1, 60000);
+      QCOMPARE(QString::fromStdString(loaded.at(0).at(0).value<ModelInfo>().path), other);
+      QCOMPARE(finished.count(), 0);
+      QTRY_VERIFY(!w->isBusy());
+      child<QSpinBox>(w.get(), "stepsSpin")->setValue(2);
+      QSignalSpy finished2(worker, &EngineWorker::finished);
+      w->generate();
+      QVERIFY(arrived(finished2, 60000));
+      QTRY_VERIFY(!w->isBusy());
     }
   }
 
@@ -308,14 +387,14 @@ class TestGui : public QObject {
     auto w = window(*s);
     QSignalSpy failed(w->worker(), &EngineWorker::failed);
     w->loadModel(m_dir.filePath("no-such-model.safetensors"));
-    QVERIFY(failed.wait(30000));
+    QVERIFY(arrived(failed, 30000));
     QVERIFY(w->lastError().contains("no-such-model"));
     QVERIFY(child<QLabel>(w.get(), "errorBanner")->isVisible());
     QTRY_VERIFY(!w->isBusy());
     // generating with no model is a message too, and the app stays usable
     QSignalSpy failed2(w->worker(), &EngineWorker::failed);
     w->generate();
-    QVERIFY(failed2.wait(30000));
+    QVERIFY(arrived(failed2, 30000));
     QVERIFY(w->lastError().contains("no model"));
     QTRY_VERIFY(!w->isBusy());
     loadTiny(*w);
@@ -325,13 +404,13 @@ class TestGui : public QObject {
     child<QPlainTextEdit>(w.get(), "promptEdit")->setPlainText("a cat <lora:../escape:1>");
     QSignalSpy failed3(w->worker(), &EngineWorker::failed);
     w->generate();
-    QVERIFY(failed3.wait(30000));
+    QVERIFY(arrived(failed3, 30000));
     QVERIFY(w->lastError().contains("no paths"));
     QTRY_VERIFY(!w->isBusy());
     child<QPlainTextEdit>(w.get(), "promptEdit")->setPlainText("a cat <lora:style:0.5>");
     QSignalSpy finished(w->worker(), &EngineWorker::finished);
     w->generate();
-    QVERIFY(finished.wait(60000));
+    QVERIFY(arrived(finished, 60000));
     QVERIFY(!child<QLabel>(w.get(), "errorBanner")->isVisible());
   }
 
@@ -348,7 +427,7 @@ class TestGui : public QObject {
     QSignalSpy started(w->worker(), &EngineWorker::runStarted);
     QSignalSpy done(w->worker(), &EngineWorker::compareFinished);
     QTest::mouseClick(child<QWidget>(w.get(), "compareButton"), Qt::LeftButton);
-    QVERIFY(done.wait(120000));
+    QVERIFY(arrived(done, 120000));
     QCOMPARE(started.count(), 2);
     const auto c = done.at(0).at(0).value<CompareResult>();
     QCOMPARE(c.reference.label, QString("FP16"));

@@ -19,7 +19,12 @@ namespace {
 
 std::atomic<bool> g_cancel{false};
 
-void on_sigint(int) { g_cancel.store(true); }
+// The first Ctrl+C (or SIGTERM) asks the engine to stop at its next step; a second one ends the
+// program at once (the default action, restored here).
+void on_interrupt(int sig) {
+  g_cancel.store(true);
+  std::signal(sig, SIG_DFL);
+}
 
 // Progress bar over all steps of all images.
 class CliObserver : public Observer {
@@ -68,14 +73,19 @@ void register_generate(CLI::App& app) {
     load.storage = o->r.storage;
     load.vocab = o->vocab;
     load.lora_dir = o->lora_dir;
+    // before the model loads: an output folder that cannot take files is an error now, not after sampling
+    check_writable_folder(o->outdir);
+    std::signal(SIGINT, on_interrupt);
+    std::signal(SIGTERM, on_interrupt);
     Engine engine(load);
     engine.validate(o->r);
-    std::signal(SIGINT, on_sigint);
+    if (g_cancel.load()) throw Cancelled();
     CliObserver observer(o->r.steps, o->r.batch_count);
     auto result = engine.generate(o->r, &observer, g_cancel);
-    std::signal(SIGINT, SIG_DFL);
     nlohmann::json report{{"images", nlohmann::json::array()}};
     for (const auto& img : result.images) {
+      // each file is whole or absent (written to a temporary name, renamed); stop between files
+      if (g_cancel.load()) throw Cancelled();
       const auto path = write_numbered_png(o->outdir, img.seed, img.image, img.parameters);
       report["images"].push_back({{"path", path}, {"seed", img.seed}});
       if (!o->common.json) std::cout << path << "\n";

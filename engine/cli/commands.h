@@ -43,6 +43,7 @@ void register_generate(CLI::App& app);
 void register_compare(CLI::App& app);
 void register_train_demo(CLI::App& app);
 void register_demo_eval(CLI::App& app);
+void register_soak(CLI::App& app);
 // Adds bench's `generate` section options to `bench`; returns what runs the section.
 std::function<void(bool json)> register_bench_generate(CLI::App& bench);
 

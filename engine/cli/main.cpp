@@ -17,6 +17,9 @@ namespace fp8s::cli {
 }  // namespace fp8s::cli
 
 int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) then fails writes with EFBIG, reported like a full disk,
+  // instead of killing the program mid-file.
+  std::signal(SIGXFSZ, SIG_IGN);
   fp8s::init_threads();
   fp8s::install_tracking_allocator();
   CLI::App app{"FP8 Studio command line: Stable Diffusion with FP8 weight storage, measured.",
@@ -37,6 +40,7 @@ int main(int argc, char** argv) {
   fp8s::cli::register_compare(app);
   fp8s::cli::register_train_demo(app);
   fp8s::cli::register_demo_eval(app);
+  fp8s::cli::register_soak(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -40,6 +40,20 @@ void make_dirs(const std::string& dir) {
   }
 }
 
+void check_writable_folder(const std::string& dir) {
+  make_dirs(dir);
+  std::string probe = (dir.empty() ? std::string(".") : dir) + "/.fp8studio-write-test-XXXXXX";
+  std::vector<char> tmpl(probe.begin(), probe.end());
+  tmpl.push_back('\0');
+  const int fd = ::mkstemp(tmpl.data());
+  if (fd < 0) {
+    throw InputError("the output folder " + dir + " is not writable (" + std::strerror(errno) +
+                     "); choose another folder");
+  }
+  ::close(fd);
+  ::unlink(tmpl.data());
+}
+
 void write_png(const std::string& path, const RgbImage& image, const std::string& parameters) {
   if (image.width <= 0 || image.height <= 0 ||
       image.pixels.size() != static_cast<std::size_t>(image.width) * image.height * 3) {
@@ -89,12 +103,13 @@ void write_png(const std::string& path, const RgbImage& image, const std::string
     }
     ::unlink(temp.c_str());
   } catch (const RuntimeFailure& e) {
+    const int err = errno;  // libpng's "Write Error" does not say why: the failed fwrite's errno does
     if (png) png_destroy_write_struct(&png, info ? &info : nullptr);
     file.reset();
     ::unlink(temp.c_str());
-    throw RuntimeFailure(std::string(e.what()).find(path) == std::string::npos
-                             ? "writing " + path + " failed: " + e.what()
-                             : e.what());
+    std::string what = e.what();
+    if (what == "Write Error" && err != 0) what += std::string(" (") + std::strerror(err) + ")";
+    throw RuntimeFailure(what.find(path) == std::string::npos ? "writing " + path + " failed: " + what : what);
   }
 }
 
@@ -146,8 +161,18 @@ void read_memory(png_structp png, png_bytep out, png_size_t n) {
 // `memory`. With `pixels` false the rows are decoded one at a time into one row's buffer and
 // dropped (text chunks after the image data are still found), so a small file that claims a
 // huge image costs no memory.
+// libpng's own allocations (row buffers, zlib state, chunk data) are small for any image we accept;
+// a chunk whose length field claims gigabytes must not get them (fuzzing found a 171-byte file that
+// made libpng ask for 2 GB). Refused allocations become libpng's "out of memory" error.
+constexpr std::size_t kPngMaxAllocation = 32u << 20;
+png_voidp limited_malloc(png_structp, png_alloc_size_t n) {
+  return n > kPngMaxAllocation ? nullptr : std::malloc(n);
+}
+void limited_free(png_structp, png_voidp p) { std::free(p); }
+
 PngContents decode_png(FILE* file, MemorySource* memory, const std::string& label, bool pixels) {
-  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, nullptr, png_error_handler, png_warning_handler);
+  png_structp png = png_create_read_struct_2(PNG_LIBPNG_VER_STRING, nullptr, png_error_handler, png_warning_handler,
+                                             nullptr, limited_malloc, limited_free);
   png_infop info = png ? png_create_info_struct(png) : nullptr;
   if (!png || !info) {
     png_destroy_read_struct(&png, &info, nullptr);

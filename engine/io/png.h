@@ -44,4 +44,8 @@ std::string read_png_parameters(const uint8_t* data, std::size_t size, const std
 // Creates `dir` and its missing parents (mkdir -p). Throws InputError naming the folder.
 void make_dirs(const std::string& dir);
 
+// Creates `dir` if needed and checks that a file can be created in it (a temporary file, removed
+// at once). Throws InputError naming the folder and the reason (read-only, permission, ...).
+void check_writable_folder(const std::string& dir);
+
 }  // namespace fp8s

@@ -19,6 +19,8 @@ namespace fp8s {
 namespace {
 
 constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;
+// SDXL has ~2,600 tensors; a header claiming far more is not a model.
+constexpr std::size_t kMaxTensors = 100000;
 
 struct DtypeInfo {
   Dtype dtype;
@@ -169,6 +171,10 @@ SafetensorsIndex parse_safetensors(const uint8_t* bytes, uint64_t available, uin
     throw InputError(label + ": tensor name '" + duplicate + "' appears twice in the header");
   }
 
+  if (header.size() > kMaxTensors + 1) {
+    throw InputError(label + ": the header lists " + std::to_string(header.size()) +
+                     " entries (limit " + std::to_string(kMaxTensors) + " tensors); the file is not a model");
+  }
   SafetensorsIndex index;
   index.header_bytes = header_len;
   index.data_bytes = file_size - 8 - header_len;

@@ -240,7 +240,7 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
   result.timing.load_ms = impl_->load_ms;
   auto& model = *impl_->model;
   if (r.storage.weights != model.storage().weights || r.storage.scale != model.storage().scale ||
-      r.storage.fp8_vae != model.storage().fp8_vae) {
+      r.storage.fp8_vae != model.storage().fp8_vae || !model.reload_error().empty()) {
     if (observer) observer->onPhase({"load", ms_since(start)});
     const auto t = Clock::now();
     model.set_storage(r.storage);

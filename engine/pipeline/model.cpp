@@ -164,7 +164,7 @@ std::size_t Model::set_loras(const std::vector<LoraRequest>& loras, LoraMode mod
 
 void Model::set_storage(const StorageSpec& storage) {
   if (storage.weights == storage_.weights && storage.scale == storage_.scale &&
-      storage.fp8_vae == storage_.fp8_vae) {
+      storage.fp8_vae == storage_.fp8_vae && reload_error_.empty()) {
     return;
   }
   storage_ = storage;
@@ -176,7 +176,17 @@ void Model::set_storage(const StorageSpec& storage) {
   text_.clear();
   unet_.reset();
   vae_.reset();
-  load_all();
+  try {
+    load_all();
+  } catch (const std::exception& e) {
+    text_.clear();
+    unet_.reset();
+    vae_.reset();
+    layers_.clear();
+    reload_error_ = e.what();
+    throw;
+  }
+  reload_error_.clear();
   set_loras(loras, mode);
 }
 

@@ -53,6 +53,9 @@ class Model {
   ComponentBytes weight_bytes() const { return bytes_; }
   // Re-materialises every weight from the file in another storage type (no-op if unchanged).
   void set_storage(const StorageSpec& storage);
+  // Non-empty after a reload from the file failed (the file was truncated or became unreadable):
+  // the weights are gone and set_storage must succeed before the model is used again.
+  const std::string& reload_error() const { return reload_error_; }
 
   // SD1 text conditioning for 77-token windows: tokens [B,77] -> hidden [B,77,D] (FP32).
   // clip_skip 1 = last layer, 2 = penultimate (then the final LayerNorm, as A1111).
@@ -105,6 +108,7 @@ class Model {
   std::vector<std::shared_ptr<TextEncoderImpl>> text_;
   std::shared_ptr<UNetImpl> unet_;
   std::shared_ptr<VaeImpl> vae_;
+  std::string reload_error_;
   ComponentBytes bytes_;
   std::map<std::string, QuantisedLayer*> layers_;   // checkpoint weight key -> layer
   std::map<std::string, bool> layer_quantisable_;   // key -> whether its component is FP8-able

@@ -198,8 +198,9 @@ ExtraNetworks parse_extra_networks(const std::string& prompt) {
     char* end = nullptr;
     const double d = std::strtod(v.c_str(), &end);
     if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(d)) {
-      tag.error = "prompt: <lora:" + tag.name + ":...> has the weight '" + v +
-                  "', which is not a finite number; write e.g. <lora:" + tag.name + ":0.8>";
+      tag.error = "prompt: <lora:" + tag.name + ":...> has the weight '" + v + "', which is not a " +
+                  (v.empty() || end != v.c_str() + v.size() ? "number" : "finite number") + "; write e.g. <lora:" +
+                  tag.name + ":0.8>";
       return 1.0;
     }
     return d;

@@ -23,9 +23,18 @@ def st(header, data=b""):
     h = json.dumps(header, separators=(",", ":")).encode()
     return struct.pack("<Q", len(h)) + h + data
 S = out + "/fuzz_safetensors/"
+# 16 small tensors of a real tiny-sd1 checkpoint (real names, dtypes, metadata), offsets re-packed
 raw = open(tmp + "/tiny-sd1.safetensors", "rb").read()
 n = struct.unpack("<Q", raw[:8])[0]
-open(S + "tiny-sd1-header", "wb").write(raw[:8 + n])
+hdr = json.loads(raw[8:8 + n])
+meta = hdr.pop("__metadata__", {})
+small = sorted(hdr.items(), key=lambda kv: (kv[1]["data_offsets"][1] - kv[1]["data_offsets"][0], kv[0]))[:16]
+packed, pos = {"__metadata__": meta}, 0
+for k, v in small:
+    size = v["data_offsets"][1] - v["data_offsets"][0]
+    packed[k] = {"dtype": v["dtype"], "shape": v["shape"], "data_offsets": [pos, pos + size]}
+    pos += size
+open(S + "tiny-sd1-small-tensors", "wb").write(st(packed, bytes(pos)))
 open(S + "empty", "wb").write(st({}))
 open(S + "metadata-only", "wb").write(st({"__metadata__": {"format": "pt", "ss_network_dim": "8"}}))
 open(S + "scalar", "wb").write(st({"a": {"dtype": "F32", "shape": [], "data_offsets": [0, 4]}}, b"\0\0\x80?"))
