@@ -31,10 +31,14 @@ void register_train_demo(CLI::App& app) {
   sub->add_option("--seed", o->t.seed, "training seed")->capture_default_str();
   sub->add_option("--vae-steps", o->t.vae_steps, "autoencoder steps")->capture_default_str();
   sub->add_option("--unet-steps", o->t.unet_steps, "text encoder + UNet steps")->capture_default_str();
+  sub->add_option("--unet-cooldown", o->t.unet_cooldown, "last text/UNet steps with the learning rate decaying to 0")->capture_default_str();
+  sub->add_option("--decoder-steps", o->t.decoder_steps, "decoder-only steps (encoder frozen)")->capture_default_str();
   sub->add_option("--vae-batch", o->t.vae_batch, "images per autoencoder step")->capture_default_str();
   sub->add_option("--unet-batch", o->t.unet_batch, "images per text encoder + UNet step")->capture_default_str();
+  sub->add_option("--decoder-batch", o->t.decoder_batch, "images per decoder step")->capture_default_str();
   sub->add_option("--vae-lr", o->t.vae_lr, "autoencoder learning rate")->capture_default_str();
   sub->add_option("--unet-lr", o->t.unet_lr, "text encoder + UNet learning rate")->capture_default_str();
+  sub->add_option("--decoder-lr", o->t.decoder_lr, "decoder learning rate")->capture_default_str();
   sub->add_option("--checkpoint-every", o->t.checkpoint_every, "steps between resumable checkpoints")->capture_default_str();
   sub->callback([o] {
     const auto out = demo::train_demo(o->t, [](const demo::TrainProgress& p) {
@@ -70,6 +74,28 @@ std::vector<std::string> wrap(const std::string& text, std::size_t width) {
   return lines;
 }
 
+// A 4-column grid: each image at 3x, its caption below in the 5x7 font.
+void write_grid(const std::string& path, const std::vector<RgbImage>& grid, const std::vector<std::string>& labels) {
+  // 4x4 cells: the image at 3x, its caption below in the 5x7 font
+  const int cell_w = 200, img_px = 192, text_h = 40, cols = 4, rows = static_cast<int>((grid.size() + 3) / 4);
+  RgbImage out;
+  out.width = cols * cell_w;
+  out.height = rows * (img_px + text_h + 8);
+  out.pixels.assign(static_cast<std::size_t>(out.width) * out.height * 3, 255);
+  for (std::size_t k = 0; k < grid.size(); ++k) {
+    const int cx = static_cast<int>(k % 4) * cell_w + 4, cy = static_cast<int>(k / 4) * (img_px + text_h + 8) + 4;
+    for (int y = 0; y < img_px; ++y)
+      for (int x = 0; x < img_px; ++x)
+        for (int c = 0; c < 3; ++c)
+          out.pixels[(static_cast<std::size_t>(cy + y) * out.width + cx + x) * 3 + c] =
+              grid[k].pixels[(static_cast<std::size_t>(y / 3) * 64 + x / 3) * 3 + c];
+    const auto lines = wrap(labels[k], 31);
+    for (std::size_t l = 0; l < lines.size() && l < 4; ++l) draw_text(out, cx, cy + img_px + 3 + static_cast<int>(l) * 9, lines[l], 1, 0, 0, 0);
+  }
+  std::remove(path.c_str());
+  write_png(path, out, "");
+}
+
 }  // namespace
 
 void register_demo_eval(CLI::App& app) {
@@ -78,6 +104,7 @@ void register_demo_eval(CLI::App& app) {
     std::string model, grid, weights = "fp16", scale = "channel", sampler = "euler";
     int captions = 200, steps = 20;
     float cfg = 5.0f;
+    bool autoencoder = false;
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("demo-eval", "score the demo model on held-out captions (colour, shape, position)");
@@ -90,6 +117,8 @@ void register_demo_eval(CLI::App& app) {
   sub->add_option("--cfg", o->cfg, "guidance scale")->capture_default_str();
   sub->add_option("--sampler", o->sampler, "sampler")->capture_default_str();
   sub->add_option("--grid", o->grid, "also write a PNG grid of the first 16 captions and their images");
+  sub->add_flag("--autoencoder", o->autoencoder,
+                "score the VAE's reconstructions of the rendered scenes instead (the ceiling of any generation)");
   sub->callback([o] {
     if (o->captions < 1 || o->captions > 5000) throw InputError("--captions must be 1..5000");
     const auto w = parse_weight_type(o->weights);
@@ -101,7 +130,6 @@ void register_demo_eval(CLI::App& app) {
     LoadOptions load;
     load.checkpoint = o->model.empty() ? demo::find_demo_model() : o->model;
     load.storage = {*w, is_fp8(*w) ? *scale : Fp8Scale::None, false};
-    Engine engine(load);
     // held-out scenes in a fixed shuffled order
     std::vector<demo::Scene> scenes;
     for (const auto& s : demo::all_single_scenes()) {
@@ -111,6 +139,30 @@ void register_demo_eval(CLI::App& app) {
     std::shuffle(scenes.begin(), scenes.end(), rng);
     if (static_cast<std::size_t>(o->captions) > scenes.size()) throw InputError("only " + std::to_string(scenes.size()) + " held-out captions exist");
     scenes.resize(static_cast<std::size_t>(o->captions));
+    if (o->autoencoder) {
+      std::vector<RgbImage> images;
+      const auto scores = demo::score_autoencoder(load.checkpoint, scenes, &images);
+      if (!o->grid.empty()) {
+        images.resize(std::min<std::size_t>(images.size(), 16));
+        std::vector<std::string> labels;
+        for (std::size_t i = 0; i < images.size(); ++i) labels.push_back(demo::caption(scenes[i]));
+        write_grid(o->grid, images, labels);
+      }
+      const double n = static_cast<double>(scores.size());
+      int c = 0, sh = 0, p = 0, b = 0, sz = 0;
+      for (const auto& s : scores) {
+        c += s.colour;
+        sh += s.shape;
+        p += s.position;
+        b += s.background;
+        sz += s.size;
+      }
+      std::printf("demo-eval --autoencoder %s: %zu held-out scenes encoded and decoded (FP32)\n", load.checkpoint.c_str(), scores.size());
+      std::printf("  colour %.1f%%  shape %.1f%%  position %.1f%%  background %.1f%%  size %.1f%%\n", 100 * c / n,
+                  100 * sh / n, 100 * p / n, 100 * b / n, 100 * sz / n);
+      return;
+    }
+    Engine engine(load);
     int colour = 0, shape = 0, position = 0, background = 0, size = 0, all = 0;
     std::vector<RgbImage> grid;
     std::vector<std::string> labels;
@@ -144,26 +196,7 @@ void register_demo_eval(CLI::App& app) {
     }
     const double n = static_cast<double>(scenes.size());
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!o->grid.empty()) {
-      // 4x4 cells: the image at 3x, its caption below in the 5x7 font
-      const int cell_w = 200, img_px = 192, text_h = 40, cols = 4, rows = static_cast<int>((grid.size() + 3) / 4);
-      RgbImage out;
-      out.width = cols * cell_w;
-      out.height = rows * (img_px + text_h + 8);
-      out.pixels.assign(static_cast<std::size_t>(out.width) * out.height * 3, 255);
-      for (std::size_t k = 0; k < grid.size(); ++k) {
-        const int cx = static_cast<int>(k % 4) * cell_w + 4, cy = static_cast<int>(k / 4) * (img_px + text_h + 8) + 4;
-        for (int y = 0; y < img_px; ++y)
-          for (int x = 0; x < img_px; ++x)
-            for (int c = 0; c < 3; ++c)
-              out.pixels[(static_cast<std::size_t>(cy + y) * out.width + cx + x) * 3 + c] =
-                  grid[k].pixels[(static_cast<std::size_t>(y / 3) * 64 + x / 3) * 3 + c];
-        const auto lines = wrap(labels[k], 31);
-        for (std::size_t l = 0; l < lines.size() && l < 4; ++l) draw_text(out, cx, cy + img_px + 3 + static_cast<int>(l) * 9, lines[l], 1, 0, 0, 0);
-      }
-      std::remove(o->grid.c_str());
-      write_png(o->grid, out, "");
-    }
+    if (!o->grid.empty()) write_grid(o->grid, grid, labels);
     if (o->common.json) {
       nlohmann::json j{{"model", load.checkpoint}, {"weights", o->weights}, {"captions", scenes.size()},
                        {"colour", colour / n}, {"shape", shape / n}, {"position", position / n},

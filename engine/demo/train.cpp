@@ -57,6 +57,14 @@ Batch make_batch(uint64_t seed, int phase, int step, int batch) {
   return b;
 }
 
+// The batch of step `step` of `phase` and its latents (posterior means x scale factor, no gradient).
+std::pair<Batch, at::Tensor> encoded_batch(VaeImpl& vae, uint64_t seed, int phase, int step, int batch) {
+  auto b = make_batch(seed, phase, step, batch);
+  InferenceGuard no_grad;
+  auto z = vae.encode(b.images, at::kFloat);
+  return {std::move(b), z};
+}
+
 struct Modules {
   std::shared_ptr<VaeImpl> vae;
   std::shared_ptr<TextEncoderImpl> te;
@@ -153,7 +161,7 @@ void write_state(const std::string& dir, const State& s) {
   fs::rename(tmp, dir + "/state.json");
 }
 
-// The loss curves as a PNG: log10(loss) against step, VAE in blue and UNet in orange.
+// The loss curves as a PNG: log10(loss) against step; VAE blue, UNet orange, decoder green.
 void plot_losses(const std::string& csv_path, const std::string& png_path) {
   std::ifstream in(csv_path);
   std::string line;
@@ -183,46 +191,54 @@ void plot_losses(const std::string& csv_path, const std::string& png_path) {
     p[1] = g;
     p[2] = b;
   };
+  // the phases share the x axis, each in its own band: autoencoder, text encoder + UNet, decoder
+  struct Band {
+    const char* phase;
+    const char* label;
+    double from, to;
+    uint8_t r, g, b;
+    int max_step = 0;
+  };
+  Band bands[] = {{"vae", "VAE", 0.0, 0.2, 31, 119, 180},
+                  {"unet", "UNET + TEXT", 0.2, 0.85, 230, 85, 13},
+                  {"decoder", "DECODER", 0.85, 1.0, 44, 160, 44}};
   double lo = 1e30, hi = -1e30;
-  int max_step[2] = {1, 1};
   for (const auto& [phase, step, loss] : rows) {
     const double l = std::log10(std::max(loss, 1e-6));
     lo = std::min(lo, l);
     hi = std::max(hi, l);
-    max_step[phase == "unet"] = std::max(max_step[phase == "unet"], step);
+    for (auto& band : bands) {
+      if (phase == band.phase) band.max_step = std::max(band.max_step, step);
+    }
   }
   if (hi - lo < 1e-3) hi = lo + 1;
   for (int x = left; x < w - right; ++x) put(x, h - bottom, 0, 0, 0);
   for (int y = top; y <= h - bottom; ++y) put(left, y, 0, 0, 0);
-  // the two phases share the x axis: VAE steps on the left third, UNet steps after
-  const double split = 0.3;
-  for (int pass = 0; pass < 2; ++pass) {
+  for (const auto& band : bands) {
+    if (band.max_step == 0) continue;
     int px = -1, py = -1;
     for (const auto& [phase, step, loss] : rows) {
-      if ((phase == "unet") != (pass == 1)) continue;
-      const double fx = pass == 0 ? split * step / max_step[0] : split + (1 - split) * step / max_step[1];
+      if (phase != band.phase) continue;
+      const double fx = band.from + (band.to - band.from) * step / band.max_step;
       const int x = left + static_cast<int>(fx * (w - left - right));
       const int y = top + static_cast<int>((hi - std::log10(std::max(loss, 1e-6))) / (hi - lo) * (h - top - bottom));
       if (px >= 0) {
         const int n = std::max(std::abs(x - px), std::abs(y - py)) + 1;
-        for (int i = 0; i <= n; ++i) {
-          put(px + (x - px) * i / n, py + (y - py) * i / n, pass ? 230 : 31, pass ? 85 : 119, pass ? 13 : 180);
-        }
+        for (int i = 0; i <= n; ++i) put(px + (x - px) * i / n, py + (y - py) * i / n, band.r, band.g, band.b);
       }
       px = x;
       py = y;
     }
+    char label[64];
+    std::snprintf(label, sizeof label, "%s %d", band.label, band.max_step);
+    draw_text(img, left + static_cast<int>(band.from * (w - left - right)) + 4, h - bottom + 10, label, 1, band.r, band.g, band.b);
   }
-  draw_text(img, left, 8, "LOSS (LOG10) - VAE BLUE, UNET ORANGE", 2, 0, 0, 0);
+  draw_text(img, left, 8, "LOSS (LOG10) PER PHASE, STEPS BELOW", 2, 0, 0, 0);
   char label[64];
   std::snprintf(label, sizeof label, "%.3f", std::pow(10.0, hi));
   draw_text(img, 2, top, label, 1, 0, 0, 0);
   std::snprintf(label, sizeof label, "%.3f", std::pow(10.0, lo));
   draw_text(img, 2, h - bottom - 8, label, 1, 0, 0, 0);
-  std::snprintf(label, sizeof label, "VAE %d STEPS", max_step[0]);
-  draw_text(img, left + 4, h - bottom + 10, label, 1, 0, 0, 0);
-  std::snprintf(label, sizeof label, "UNET + TEXT %d STEPS", max_step[1]);
-  draw_text(img, left + static_cast<int>(split * (w - left - right)) + 4, h - bottom + 10, label, 1, 0, 0, 0);
   fs::remove(png_path);
   write_png(png_path, img, "");
 }
@@ -257,7 +273,9 @@ ModelConfig demo_config(int vocab_size) {
 
 std::string train_demo(const TrainOptions& o, const std::function<void(const TrainProgress&)>& progress) {
   if (o.vae_batch < 1 || o.vae_batch > 1024 || o.unet_batch < 1 || o.unet_batch > 1024) throw InputError("batch sizes must be 1..1024");
-  if (o.vae_steps < 0 || o.unet_steps < 0) throw InputError("step counts must not be negative");
+  if (o.decoder_batch < 1 || o.decoder_batch > 1024) throw InputError("batch sizes must be 1..1024");
+  if (o.unet_cooldown < 0 || o.unet_cooldown > o.unet_steps) throw InputError("--unet-cooldown must be 0..--unet-steps");
+  if (o.vae_steps < 0 || o.unet_steps < 0 || o.decoder_steps < 0) throw InputError("step counts must not be negative");
   make_dirs(o.dir);
   const std::string tok_dir = o.dir + "/tokenizer";
   const int vocab_size = write_vocabulary(tok_dir, grammar_words());
@@ -356,12 +374,7 @@ std::string train_demo(const TrainOptions& o, const std::function<void(const Tra
     const auto& tc = config.text_encoders[0];
     acc = 0;
     for (int step = state.step; step < o.unet_steps; ++step) {
-      auto b = make_batch(o.seed, 2, step, o.unet_batch);
-      at::Tensor z0;
-      {
-        InferenceGuard no_grad;
-        z0 = m.vae->encode(b.images, at::kFloat);
-      }
+      const auto [b, z0] = encoded_batch(*m.vae, o.seed, 2, step, o.unet_batch);
       auto tokens = at::empty({o.unet_batch, 77}, at::kLong);
       for (int i = 0; i < o.unet_batch; ++i) {
         const auto chunks = tokenize_prompt(tokenizer, b.captions[static_cast<std::size_t>(i)]);
@@ -374,13 +387,44 @@ std::string train_demo(const TrainOptions& o, const std::function<void(const Tra
       auto noise = at::randn(z0.sizes(), gen);
       auto acp = alphas_cumprod.index_select(0, t).view({-1, 1, 1, 1});
       auto xt = acp.sqrt() * z0 + (1 - acp).sqrt() * noise;
+      // constant, then a linear cool-down over the last unet_cooldown steps (a function of the
+      // step alone, so a resumed run follows the same schedule)
+      const int cooldown_start = o.unet_steps - o.unet_cooldown;
+      const double lr = step < cooldown_start ? o.unet_lr : o.unet_lr * (o.unet_steps - step) / std::max(1, o.unet_cooldown);
+      for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
       TrainingScope training;
       auto ctx = m.te->forward(tokens, tc.hidden_state_index, tc.final_layer_norm, at::kFloat).hidden;
       auto eps = m.unet->forward(xt, t.to(at::kFloat), ctx, {}, at::kFloat, nullptr);
       train_step((eps - noise).pow(2).mean(), opt, "unet", step, o.unet_steps);
     }
+    state.phase = "decoder";
+    state.step = 0;
+    save_checkpoint(m, config, init_path, state_path, {});
+    fs::remove(o.dir + "/optimizer.pt");
+    write_state(o.dir, state);
+  }
+
+  // Phase 3: the decoder alone on the frozen encoder's posterior means, so the latent space the
+  // UNet learned stays the same while the images get sharper.
+  if (state.phase == "decoder") {
+    std::vector<at::Tensor> params;
+    for (auto& p : m.vae->named_parameters()) {
+      const bool decoder = p.key().rfind("decoder.", 0) == 0 || p.key().rfind("post_quant_conv.", 0) == 0;
+      p.value().requires_grad_(decoder);
+      if (decoder) params.push_back(p.value());
+    }
+    torch::optim::Adam opt(params, torch::optim::AdamOptions(o.decoder_lr));
+    if (resuming && state.step > 0 && fs::exists(o.dir + "/optimizer.pt")) torch::load(opt, o.dir + "/optimizer.pt");
+    acc = 0;
+    for (int step = state.step; step < o.decoder_steps; ++step) {
+      const auto [b, z] = encoded_batch(*m.vae, o.seed, 4, step, o.decoder_batch);
+      TrainingScope training;
+      auto rec = m.vae->decode(z, at::kFloat);
+      train_step((rec - b.images).abs().mean() + (rec - b.images).pow(2).mean(), opt, "decoder", step, o.decoder_steps);
+    }
+    for (auto& p : m.vae->parameters()) p.requires_grad_(false);
     state.phase = "done";
-    state.step = o.unet_steps;
+    state.step = o.decoder_steps;
     write_state(o.dir, state);
   }
   const std::string out = o.dir + "/demo-sd1-fp32.safetensors";
@@ -388,6 +432,31 @@ std::string train_demo(const TrainOptions& o, const std::function<void(const Tra
                   {{"fp8s.demo", "FP8 Studio demo model: trained on rendered shapes (issue 10)"},
                    {"fp8s.demo.vocabulary", "tokenizer/vocab.json + merges.txt beside the checkpoint"}});
   plot_losses(o.dir + "/loss.csv", o.dir + "/loss.png");
+  return out;
+}
+
+std::vector<Score> score_autoencoder(const std::string& checkpoint, const std::vector<Scene>& scenes,
+                                     std::vector<RgbImage>* reconstructions) {
+  SafetensorsFile file(checkpoint);
+  const ModelConfig config = config_for(file);
+  auto vae = std::make_shared<VaeImpl>(config.vae);
+  {
+    load_module_weights(*vae, file, "first_stage_model.", StorageSpec{WeightType::FP32, Fp8Scale::None, false}, false);
+  }
+  InferenceGuard no_grad;
+  std::vector<Score> out;
+  for (const auto& s : scenes) {
+    const auto img = render(s);
+    auto x = at::from_blob(const_cast<uint8_t*>(img.pixels.data()), {1, kImageSize, kImageSize, 3}, at::kByte)
+                 .to(at::kFloat).permute({0, 3, 1, 2}).div(127.5).sub(1).contiguous();
+    auto rec = vae->decode(vae->encode(x, at::kFloat), at::kFloat);
+    auto u8 = ((rec + 1) / 2).clamp(0, 1).mul(255).add(0.5).floor().to(at::kByte).permute({0, 2, 3, 1}).contiguous();
+    RgbImage r;
+    r.width = r.height = kImageSize;
+    r.pixels.assign(u8.data_ptr<uint8_t>(), u8.data_ptr<uint8_t>() + u8.numel());
+    out.push_back(score(s, r));
+    if (reconstructions) reconstructions->push_back(std::move(r));
+  }
   return out;
 }
 
