@@ -26,10 +26,10 @@
 using namespace fp8s;
 using namespace fp8s::demo;
 
-// Floors of the slow evaluation (30 captions, several standard errors under the measured 200-caption
-// results of the shipped model in FP8 E4M3: background 99%, colour 69%, position 94%; chance is 10%
-// and 11%). The shape class is still barely above chance (26.5%, chance 17%), so it has no floor yet.
-constexpr double kBackgroundFloor = 0.8, kColourFloor = 0.45, kPositionFloor = 0.7;
+// Floors of the slow evaluation (30 captions, about three standard errors under the measured
+// 200-caption results of the shipped model in FP8 E4M3: background 100%, colour 96%, shape 70.5%,
+// position 99%; chance is 10%, 10%, 17% and 11%).
+constexpr double kBackgroundFloor = 0.9, kColourFloor = 0.8, kShapeFloor = 0.45, kPositionFloor = 0.85;
 
 class TestDemo : public QObject {
   Q_OBJECT
@@ -194,8 +194,11 @@ class TestDemo : public QObject {
     std::atomic<bool> never{false};
     const auto result = engine.generate(r, nullptr, never);
     const auto sc = score(s, result.images.at(0).image);
-    // the background is what this model gets right most reliably (59% over 200 held-out captions)
+    // background, colour and position: right on 94.5-100% of 200 held-out captions in every storage
+    // (the shape class, 65-70.5%, is right here too but is not asserted: it is the least robust)
     QVERIFY2(sc.background, r.prompt.c_str());
+    QVERIFY2(sc.colour, r.prompt.c_str());
+    QVERIFY2(sc.position, r.prompt.c_str());
   }
 
   // The quality gate on 30 held-out captions through the CLI (ctest label `slow`: FP8S_SLOW=1).
@@ -217,6 +220,7 @@ class TestDemo : public QObject {
     QVERIFY(j["background"].toDouble() >= kBackgroundFloor);
     QVERIFY(j["colour"].toDouble() >= kColourFloor);
     QVERIFY(j["position"].toDouble() >= kPositionFloor);
+    QVERIFY(j["shape"].toDouble() >= kShapeFloor);
   }
 };
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <random>
 
 #include "compare/image_metrics.h"
@@ -166,7 +167,8 @@ void plot_losses(const std::string& csv_path, const std::string& png_path) {
   std::ifstream in(csv_path);
   std::string line;
   std::getline(in, line);  // header
-  std::vector<std::tuple<std::string, int, double>> rows;
+  // keyed by (phase, step): a run resumed from an earlier checkpoint repeats steps, the last wins
+  std::map<std::pair<std::string, int>, double> by_step;
   while (std::getline(in, line)) {
     std::stringstream ss(line);
     std::string phase, step, loss;
@@ -174,11 +176,13 @@ void plot_losses(const std::string& csv_path, const std::string& png_path) {
     std::getline(ss, step, ',');
     std::getline(ss, loss, ',');
     try {
-      rows.emplace_back(phase, std::stoi(step), std::stod(loss));
+      by_step[{phase, std::stoi(step)}] = std::stod(loss);
     } catch (...) {
     }
   }
-  if (rows.empty()) return;
+  if (by_step.empty()) return;
+  std::vector<std::tuple<std::string, int, double>> rows;
+  for (const auto& [key, loss] : by_step) rows.emplace_back(key.first, key.second, loss);
   const int w = 640, h = 360, left = 60, right = 20, top = 30, bottom = 40;
   RgbImage img;
   img.width = w;
@@ -233,7 +237,7 @@ void plot_losses(const std::string& csv_path, const std::string& png_path) {
     std::snprintf(label, sizeof label, "%s %d", band.label, band.max_step);
     draw_text(img, left + static_cast<int>(band.from * (w - left - right)) + 4, h - bottom + 10, label, 1, band.r, band.g, band.b);
   }
-  draw_text(img, left, 8, "LOSS (LOG10) PER PHASE, STEPS BELOW", 2, 0, 0, 0);
+  draw_text(img, left, 8, "LOSS (LOG10) PER PHASE - STEPS BELOW", 2, 0, 0, 0);
   char label[64];
   std::snprintf(label, sizeof label, "%.3f", std::pow(10.0, hi));
   draw_text(img, 2, top, label, 1, 0, 0, 0);
