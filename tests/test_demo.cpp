@@ -124,8 +124,9 @@ class TestDemo : public QObject {
   void trainingIsDeterministicAndDecoderPhaseKeepsTheLatentSpace() {
     QTemporaryDir tmp;
     QVERIFY(tmp.isValid());
-    auto run = [&](const std::string& name, int decoder_steps) {
+    auto run = [&](const std::string& name, int decoder_steps, bool bf16 = false) {
       TrainOptions o;
+      o.unet_bf16 = bf16;
       o.dir = tmp.path().toStdString() + "/" + name;
       o.vae_steps = 2;
       o.unet_steps = 2;
@@ -159,6 +160,14 @@ class TestDemo : public QObject {
     }
     QVERIFY(others > 100);
     QVERIFY(decoder_changed > 10);
+    // the text/UNet phase in BF16 (FP32 master weights) trains: autograd goes through the BF16
+    // weight casts (a reused cast buffer once broke it), and the UNet moves differently from FP32
+    const auto d = run("d", 0, true);
+    int unet_differs = 0;
+    for (const auto& [name, raw] : d) {
+      if (name.rfind("model.diffusion_model.", 0) == 0) unet_differs += raw != c.at(name);
+    }
+    QVERIFY(unet_differs > 10);
     Engine engine(LoadOptions{tmp.path().toStdString() + "/a/demo-sd1-fp32.safetensors", StorageSpec{}, tmp.path().toStdString() + "/a/tokenizer/vocab.json", ""});
     GenerationRequest r;
     r.prompt = "a red circle on a blue background";

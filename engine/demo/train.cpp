@@ -397,8 +397,9 @@ std::string train_demo(const TrainOptions& o, const std::function<void(const Tra
       const double lr = step < cooldown_start ? o.unet_lr : o.unet_lr * (o.unet_steps - step) / std::max(1, o.unet_cooldown);
       for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
       TrainingScope training;
-      auto ctx = m.te->forward(tokens, tc.hidden_state_index, tc.final_layer_norm, at::kFloat).hidden;
-      auto eps = m.unet->forward(xt, t.to(at::kFloat), ctx, {}, at::kFloat, nullptr);
+      const auto compute = o.unet_bf16 ? at::kBFloat16 : at::kFloat;
+      auto ctx = m.te->forward(tokens, tc.hidden_state_index, tc.final_layer_norm, compute).hidden;
+      auto eps = m.unet->forward(xt, t.to(at::kFloat), ctx, {}, compute, nullptr);
       train_step((eps - noise).pow(2).mean(), opt, "unet", step, o.unet_steps);
     }
     state.phase = "decoder";

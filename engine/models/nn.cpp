@@ -60,6 +60,9 @@ void reset_decode_stats() {
 at::Tensor QuantisedLayer::decoded_weight(at::ScalarType dtype) const {
   if (!fp8) {
     if (weight.scalar_type() == dtype) return weight;
+    // training (train-demo in BF16): a fresh, differentiable cast; the reused scratch buffer would
+    // be overwritten in place before the backward pass reads it
+    if (weight.requires_grad() && c10::GradMode::is_enabled()) return weight.to(dtype);
     return scratch(dtype, weight.sizes()).copy_(weight);
   }
   // FP8 codes -> compute dtype, then the per-tensor or per-channel scale.
