@@ -21,6 +21,7 @@
 #include "models/text_encoder.h"
 #include "models/unet.h"
 #include "models/vae.h"
+#include "pipeline/model.h"
 #include "text/clip_tokenizer.h"
 #include "text/prompt_parser.h"
 
@@ -42,19 +43,29 @@ struct Batch {
   at::Tensor images;  // [B,3,64,64] in [-1,1]
   std::vector<std::string> captions;
 };
+// Rendered images -> [B,3,64,64] in [-1,1].
+at::Tensor images_tensor(const std::vector<RgbImage>& images) {
+  auto t = at::empty({static_cast<int64_t>(images.size()), 3, kImageSize, kImageSize}, at::kFloat);
+  auto acc = t.accessor<float, 4>();
+  for (std::size_t i = 0; i < images.size(); ++i) {
+    const auto& img = images[i];
+    for (int y = 0; y < kImageSize; ++y)
+      for (int x = 0; x < kImageSize; ++x)
+        for (int c = 0; c < 3; ++c) acc[static_cast<int64_t>(i)][c][y][x] = img.pixels[(y * kImageSize + x) * 3 + c] / 127.5f - 1.0f;
+  }
+  return t;
+}
+
 Batch make_batch(uint64_t seed, int phase, int step, int batch) {
   std::mt19937_64 rng(mix(seed * 1000003 + static_cast<uint64_t>(phase) * 7919 + static_cast<uint64_t>(step)));
   Batch b;
-  b.images = at::empty({batch, 3, kImageSize, kImageSize}, at::kFloat);
-  auto acc = b.images.accessor<float, 4>();
+  std::vector<RgbImage> images;
   for (int i = 0; i < batch; ++i) {
     auto [scene, text] = sample_training(rng);
-    const auto img = render(scene);
-    for (int y = 0; y < kImageSize; ++y)
-      for (int x = 0; x < kImageSize; ++x)
-        for (int c = 0; c < 3; ++c) acc[i][c][y][x] = img.pixels[(y * kImageSize + x) * 3 + c] / 127.5f - 1.0f;
+    images.push_back(render(scene));
     b.captions.push_back(rng() % 10 == 0 ? std::string() : text);  // 10% dropout: CFG's unconditional
   }
+  b.images = images_tensor(images);
   return b;
 }
 
@@ -276,8 +287,9 @@ ModelConfig demo_config(int vocab_size) {
 }
 
 std::string train_demo(const TrainOptions& o, const std::function<void(const TrainProgress&)>& progress) {
-  if (o.vae_batch < 1 || o.vae_batch > 1024 || o.unet_batch < 1 || o.unet_batch > 1024) throw InputError("batch sizes must be 1..1024");
-  if (o.decoder_batch < 1 || o.decoder_batch > 1024) throw InputError("batch sizes must be 1..1024");
+  for (const int batch : {o.vae_batch, o.unet_batch, o.decoder_batch}) {
+    if (batch < 1 || batch > 1024) throw InputError("batch sizes must be 1..1024");
+  }
   if (o.unet_cooldown < 0 || o.unet_cooldown > o.unet_steps) throw InputError("--unet-cooldown must be 0..--unet-steps");
   if (o.vae_steps < 0 || o.unet_steps < 0 || o.decoder_steps < 0) throw InputError("step counts must not be negative");
   make_dirs(o.dir);
@@ -313,6 +325,14 @@ std::string train_demo(const TrainOptions& o, const std::function<void(const Tra
     state.step = step;
     save_checkpoint(m, config, init_path, state_path, {});
     torch::save(opt, o.dir + "/optimizer.pt");
+    write_state(o.dir, state);
+  };
+  // The next phase starts at step 0 with a fresh optimiser, from a checkpoint of the modules.
+  auto begin_phase = [&](const std::string& phase) {
+    state.phase = phase;
+    state.step = 0;
+    save_checkpoint(m, config, init_path, state_path, {});
+    fs::remove(o.dir + "/optimizer.pt");
     write_state(o.dir, state);
   };
   // One optimiser step on `loss`, then the loss report every kReport steps and a checkpoint.
@@ -357,12 +377,8 @@ std::string train_demo(const TrainOptions& o, const std::function<void(const Tra
     m.vae->set_scale_factor(state.scale_factor);
     config.vae.scale_factor = state.scale_factor;
     config.ldm_config_json = to_ldm_config_json(config);
-    state.step = 0;
-    state.phase = "unet";
     for (auto& p : m.vae->parameters()) p.requires_grad_(false);
-    save_checkpoint(m, config, init_path, state_path, {});
-    fs::remove(o.dir + "/optimizer.pt");
-    write_state(o.dir, state);
+    begin_phase("unet");
   }
   config.vae.scale_factor = state.scale_factor;
   config.ldm_config_json = to_ldm_config_json(config);
@@ -402,11 +418,7 @@ std::string train_demo(const TrainOptions& o, const std::function<void(const Tra
       auto eps = m.unet->forward(xt, t.to(at::kFloat), ctx, {}, compute, nullptr);
       train_step((eps - noise).pow(2).mean(), opt, "unet", step, o.unet_steps);
     }
-    state.phase = "decoder";
-    state.step = 0;
-    save_checkpoint(m, config, init_path, state_path, {});
-    fs::remove(o.dir + "/optimizer.pt");
-    write_state(o.dir, state);
+    begin_phase("decoder");
   }
 
   // Phase 3: the decoder alone on the frozen encoder's posterior means, so the latent space the
@@ -445,22 +457,13 @@ std::vector<Score> score_autoencoder(const std::string& checkpoint, const std::v
   SafetensorsFile file(checkpoint);
   const ModelConfig config = config_for(file);
   auto vae = std::make_shared<VaeImpl>(config.vae);
-  {
-    load_module_weights(*vae, file, "first_stage_model.", StorageSpec{WeightType::FP32, Fp8Scale::None, false}, false);
-  }
+  load_module_weights(*vae, file, "first_stage_model.", StorageSpec{WeightType::FP32, Fp8Scale::None, false}, false);
   InferenceGuard no_grad;
   std::vector<Score> out;
   for (const auto& s : scenes) {
-    const auto img = render(s);
-    auto x = at::from_blob(const_cast<uint8_t*>(img.pixels.data()), {1, kImageSize, kImageSize, 3}, at::kByte)
-                 .to(at::kFloat).permute({0, 3, 1, 2}).div(127.5).sub(1).contiguous();
-    auto rec = vae->decode(vae->encode(x, at::kFloat), at::kFloat);
-    auto u8 = ((rec + 1) / 2).clamp(0, 1).mul(255).add(0.5).floor().to(at::kByte).permute({0, 2, 3, 1}).contiguous();
-    RgbImage r;
-    r.width = r.height = kImageSize;
-    r.pixels.assign(u8.data_ptr<uint8_t>(), u8.data_ptr<uint8_t>() + u8.numel());
-    out.push_back(score(s, r));
-    if (reconstructions) reconstructions->push_back(std::move(r));
+    auto image = to_images(vae->decode(vae->encode(images_tensor({render(s)}), at::kFloat), at::kFloat)).at(0);
+    out.push_back(score(s, image));
+    if (reconstructions) reconstructions->push_back(std::move(image));
   }
   return out;
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "io/png.h"
 #include "io/safetensors.h"
 #include "models/architecture.h"
 #include "models/nn.h"
@@ -38,6 +39,9 @@ struct SamplingParams {
   float cfg = 7.0f;
   uint64_t seed = 0;
 };
+
+// Decoded images [B,3,H,W] in [-1,1] -> 8-bit RGB: floor(clamp((x + 1) / 2, 0, 1) * 255 + 0.5).
+std::vector<RgbImage> to_images(const at::Tensor& decoded);
 
 class Model {
  public:
