@@ -124,9 +124,10 @@ class TestDemo : public QObject {
   void trainingIsDeterministicAndDecoderPhaseKeepsTheLatentSpace() {
     QTemporaryDir tmp;
     QVERIFY(tmp.isValid());
-    auto run = [&](const std::string& name, int decoder_steps, bool bf16 = false) {
+    auto run = [&](const std::string& name, int decoder_steps, bool unet_bf16 = false, bool vae_bf16 = false) {
       TrainOptions o;
-      o.unet_bf16 = bf16;
+      o.unet_bf16 = unet_bf16;
+      o.vae_bf16 = vae_bf16;
       o.dir = tmp.path().toStdString() + "/" + name;
       o.vae_steps = 2;
       o.unet_steps = 2;
@@ -167,6 +168,13 @@ class TestDemo : public QObject {
       if (name.rfind("model.diffusion_model.", 0) == 0) unet_differs += raw != c.at(name);
     }
     QVERIFY(unet_differs > 10);
+    // the autoencoder's phases in BF16 train too, and its weights move differently from FP32
+    const auto e = run("e", 3, false, true);
+    int vae_differs = 0;
+    for (const auto& [name, raw] : e) {
+      if (name.rfind("first_stage_model.", 0) == 0) vae_differs += raw != a.at(name);
+    }
+    QVERIFY(vae_differs > 10);
     Engine engine(LoadOptions{tmp.path().toStdString() + "/a/demo-sd1-fp32.safetensors", StorageSpec{}, tmp.path().toStdString() + "/a/tokenizer/vocab.json", ""});
     GenerationRequest r;
     r.prompt = "a red circle on a blue background";

@@ -40,6 +40,7 @@ void register_train_demo(CLI::App& app) {
   sub->add_option("--unet-lr", o->t.unet_lr, "text encoder + UNet learning rate")->capture_default_str();
   sub->add_option("--decoder-lr", o->t.decoder_lr, "decoder learning rate")->capture_default_str();
   sub->add_flag("--unet-bf16", o->t.unet_bf16, "text encoder + UNet steps in BF16 (FP32 master weights)");
+  sub->add_flag("--vae-bf16", o->t.vae_bf16, "autoencoder work in BF16: its training, the decoder phase, encoding the UNet's latents");
   sub->add_option("--checkpoint-every", o->t.checkpoint_every, "steps between resumable checkpoints")->capture_default_str();
   sub->callback([o] {
     const auto out = demo::train_demo(o->t, [](const demo::TrainProgress& p) {

@@ -70,10 +70,11 @@ Batch make_batch(uint64_t seed, int phase, int step, int batch) {
 }
 
 // The batch of step `step` of `phase` and its latents (posterior means x scale factor, no gradient).
-std::pair<Batch, at::Tensor> encoded_batch(VaeImpl& vae, uint64_t seed, int phase, int step, int batch) {
+std::pair<Batch, at::Tensor> encoded_batch(VaeImpl& vae, uint64_t seed, int phase, int step, int batch,
+                                           at::ScalarType compute) {
   auto b = make_batch(seed, phase, step, batch);
   InferenceGuard no_grad;
-  auto z = vae.encode(b.images, at::kFloat);
+  auto z = vae.encode(b.images, compute).to(at::kFloat);
   return {std::move(b), z};
 }
 
@@ -350,6 +351,10 @@ std::string train_demo(const TrainOptions& o, const std::function<void(const Tra
     if ((step + 1) % o.checkpoint_every == 0) save(phase, step + 1, opt);
   };
 
+  // BF16 compute on FP32 master weights (the engine keeps norms in FP32), for the autoencoder's
+  // training and for encoding the later phases' latents.
+  const auto vae_compute = o.vae_bf16 ? at::kBFloat16 : at::kFloat;
+
   // Phase 1: the autoencoder.
   if (state.phase == "vae") {
     auto params = trainable(*m.vae);
@@ -358,10 +363,10 @@ std::string train_demo(const TrainOptions& o, const std::function<void(const Tra
     TrainingScope training;
     for (int step = state.step; step < o.vae_steps; ++step) {
       auto b = make_batch(o.seed, 1, step, o.vae_batch);
-      auto moments = m.vae->encode_moments(b.images, at::kFloat);
+      auto moments = m.vae->encode_moments(b.images, vae_compute).to(at::kFloat);
       auto mean = moments.slice(1, 0, 4), logvar = moments.slice(1, 4, 8).clamp(-30, 20);
       auto z = mean + at::exp(0.5 * logvar) * at::randn_like(mean);
-      auto rec = m.vae->decode(z * m.vae->config().scale_factor, at::kFloat);
+      auto rec = m.vae->decode(z * m.vae->config().scale_factor, vae_compute).to(at::kFloat);
       auto kl = 0.5 * (mean.pow(2) + logvar.exp() - 1 - logvar).mean();
       train_step((rec - b.images).abs().mean() + (rec - b.images).pow(2).mean() + 1e-4 * kl, opt, "vae", step, o.vae_steps);
     }
@@ -394,7 +399,7 @@ std::string train_demo(const TrainOptions& o, const std::function<void(const Tra
     const auto& tc = config.text_encoders[0];
     acc = 0;
     for (int step = state.step; step < o.unet_steps; ++step) {
-      const auto [b, z0] = encoded_batch(*m.vae, o.seed, 2, step, o.unet_batch);
+      const auto [b, z0] = encoded_batch(*m.vae, o.seed, 2, step, o.unet_batch, vae_compute);
       auto tokens = at::empty({o.unet_batch, 77}, at::kLong);
       for (int i = 0; i < o.unet_batch; ++i) {
         const auto chunks = tokenize_prompt(tokenizer, b.captions[static_cast<std::size_t>(i)]);
@@ -434,9 +439,9 @@ std::string train_demo(const TrainOptions& o, const std::function<void(const Tra
     if (resuming && state.step > 0 && fs::exists(o.dir + "/optimizer.pt")) torch::load(opt, o.dir + "/optimizer.pt");
     acc = 0;
     for (int step = state.step; step < o.decoder_steps; ++step) {
-      const auto [b, z] = encoded_batch(*m.vae, o.seed, 4, step, o.decoder_batch);
+      const auto [b, z] = encoded_batch(*m.vae, o.seed, 4, step, o.decoder_batch, vae_compute);
       TrainingScope training;
-      auto rec = m.vae->decode(z, at::kFloat);
+      auto rec = m.vae->decode(z, vae_compute).to(at::kFloat);
       train_step((rec - b.images).abs().mean() + (rec - b.images).pow(2).mean(), opt, "decoder", step, o.decoder_steps);
     }
     for (auto& p : m.vae->parameters()) p.requires_grad_(false);
