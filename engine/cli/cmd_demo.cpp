@@ -98,6 +98,32 @@ void write_grid(const std::string& path, const std::vector<RgbImage>& grid, cons
   write_png(path, out, "");
 }
 
+// Per-attribute accuracy over scored images, printed as a line or as JSON (fractions).
+struct Tally {
+  int n = 0, colour = 0, shape = 0, position = 0, background = 0, size = 0, all = 0;
+  void add(const demo::Score& s) {
+    ++n;
+    colour += s.colour;
+    shape += s.shape;
+    position += s.position;
+    background += s.background;
+    size += s.size;
+    all += s.all();
+  }
+  void report(bool json, nlohmann::json j, const std::string& head) const {
+    const double d = std::max(1, n);
+    if (json) {
+      j.update({{"captions", n}, {"colour", colour / d}, {"shape", shape / d}, {"position", position / d},
+                {"background", background / d}, {"size", size / d}, {"all", all / d}});
+      std::printf("%s\n", j.dump(2).c_str());
+      return;
+    }
+    std::printf("%s\n  colour %.1f%%  shape %.1f%%  position %.1f%%  background %.1f%%  size %.1f%%  all four %.1f%%\n",
+                head.c_str(), 100 * colour / d, 100 * shape / d, 100 * position / d, 100 * background / d, 100 * size / d,
+                100 * all / d);
+  }
+};
+
 }  // namespace
 
 void register_demo_eval(CLI::App& app) {
@@ -150,22 +176,15 @@ void register_demo_eval(CLI::App& app) {
         for (std::size_t i = 0; i < images.size(); ++i) labels.push_back(demo::caption(scenes[i]));
         write_grid(o->grid, images, labels);
       }
-      const double n = static_cast<double>(scores.size());
-      int c = 0, sh = 0, p = 0, b = 0, sz = 0;
-      for (const auto& s : scores) {
-        c += s.colour;
-        sh += s.shape;
-        p += s.position;
-        b += s.background;
-        sz += s.size;
-      }
-      std::printf("demo-eval --autoencoder %s: %zu held-out scenes encoded and decoded (FP32)\n", load.checkpoint.c_str(), scores.size());
-      std::printf("  colour %.1f%%  shape %.1f%%  position %.1f%%  background %.1f%%  size %.1f%%\n", 100 * c / n,
-                  100 * sh / n, 100 * p / n, 100 * b / n, 100 * sz / n);
+      Tally tally;
+      for (const auto& sc : scores) tally.add(sc);
+      tally.report(o->common.json, {{"model", load.checkpoint}, {"autoencoder", true}},
+                   "demo-eval --autoencoder " + load.checkpoint + ": " + std::to_string(scores.size()) +
+                       " held-out scenes encoded and decoded (FP32)");
       return;
     }
     Engine engine(load);
-    int colour = 0, shape = 0, position = 0, background = 0, size = 0, all = 0;
+    Tally tally;
     std::vector<RgbImage> grid;
     std::vector<std::string> labels;
     std::atomic<bool> never{false};
@@ -183,33 +202,19 @@ void register_demo_eval(CLI::App& app) {
       r.compute = ComputeType::FP32;
       const auto result = engine.generate(r, nullptr, never);
       const auto& img = result.images.at(0).image;
-      const auto s = demo::score(scenes[i], img);
-      colour += s.colour;
-      shape += s.shape;
-      position += s.position;
-      background += s.background;
-      size += s.size;
-      all += s.all();
+      tally.add(demo::score(scenes[i], img));
       if (grid.size() < 16) {
         grid.push_back(img);
         labels.push_back(r.prompt);
       }
       if ((i + 1) % 20 == 0) log().info("demo-eval: {}/{}", i + 1, scenes.size());
     }
-    const double n = static_cast<double>(scenes.size());
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!o->grid.empty()) write_grid(o->grid, grid, labels);
-    if (o->common.json) {
-      nlohmann::json j{{"model", load.checkpoint}, {"weights", o->weights}, {"captions", scenes.size()},
-                       {"colour", colour / n}, {"shape", shape / n}, {"position", position / n},
-                       {"background", background / n}, {"size", size / n}, {"all", all / n}, {"seconds", secs}};
-      std::printf("%s\n", j.dump(2).c_str());
-    } else {
-      std::printf("demo-eval %s (%s): %zu held-out captions, %d steps %s, CFG %.1f, %.0f s\n", load.checkpoint.c_str(),
-                  o->weights.c_str(), scenes.size(), o->steps, o->sampler.c_str(), o->cfg, secs);
-      std::printf("  colour %.1f%%  shape %.1f%%  position %.1f%%  background %.1f%%  size %.1f%%  all four %.1f%%\n",
-                  100 * colour / n, 100 * shape / n, 100 * position / n, 100 * background / n, 100 * size / n, 100 * all / n);
-    }
+    char head[512];
+    std::snprintf(head, sizeof head, "demo-eval %s (%s): %zu held-out captions, %d steps %s, CFG %.1f, %.0f s",
+                  load.checkpoint.c_str(), o->weights.c_str(), scenes.size(), o->steps, o->sampler.c_str(), o->cfg, secs);
+    tally.report(o->common.json, {{"model", load.checkpoint}, {"weights", o->weights}, {"seconds", secs}}, head);
   });
 }
 
