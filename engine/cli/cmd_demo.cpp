@@ -31,7 +31,7 @@ void register_train_demo(CLI::App& app) {
   sub->add_option("--seed", o->t.seed, "training seed")->capture_default_str();
   sub->add_option("--vae-steps", o->t.vae_steps, "autoencoder steps")->capture_default_str();
   sub->add_option("--unet-steps", o->t.unet_steps, "text encoder + UNet steps")->capture_default_str();
-  sub->add_option("--unet-cooldown", o->t.unet_cooldown, "last text/UNet steps with the learning rate decaying to 0")->capture_default_str();
+  sub->add_option("--unet-cooldown", o->t.unet_cooldown, "last text/UNet steps with the learning rate decaying to 0 (-1: the last third)")->capture_default_str();
   sub->add_option("--decoder-steps", o->t.decoder_steps, "decoder-only steps (encoder frozen)")->capture_default_str();
   sub->add_option("--vae-batch", o->t.vae_batch, "images per autoencoder step")->capture_default_str();
   sub->add_option("--unet-batch", o->t.unet_batch, "images per text encoder + UNet step")->capture_default_str();

@@ -291,7 +291,8 @@ std::string train_demo(const TrainOptions& o, const std::function<void(const Tra
   for (const int batch : {o.vae_batch, o.unet_batch, o.decoder_batch}) {
     if (batch < 1 || batch > 1024) throw InputError("batch sizes must be 1..1024");
   }
-  if (o.unet_cooldown < 0 || o.unet_cooldown > o.unet_steps) throw InputError("--unet-cooldown must be 0..--unet-steps");
+  const int cooldown = o.unet_cooldown < 0 ? o.unet_steps / 3 : o.unet_cooldown;
+  if (o.unet_cooldown < -1 || cooldown > o.unet_steps) throw InputError("--unet-cooldown must be 0..--unet-steps (or -1: the last third)");
   if (o.vae_steps < 0 || o.unet_steps < 0 || o.decoder_steps < 0) throw InputError("step counts must not be negative");
   make_dirs(o.dir);
   const std::string tok_dir = o.dir + "/tokenizer";
@@ -412,10 +413,9 @@ std::string train_demo(const TrainOptions& o, const std::function<void(const Tra
       auto noise = at::randn(z0.sizes(), gen);
       auto acp = alphas_cumprod.index_select(0, t).view({-1, 1, 1, 1});
       auto xt = acp.sqrt() * z0 + (1 - acp).sqrt() * noise;
-      // constant, then a linear cool-down over the last unet_cooldown steps (a function of the
+      // constant, then a linear cool-down over the last `cooldown` steps (a function of the
       // step alone, so a resumed run follows the same schedule)
-      const int cooldown_start = o.unet_steps - o.unet_cooldown;
-      const double lr = step < cooldown_start ? o.unet_lr : o.unet_lr * (o.unet_steps - step) / std::max(1, o.unet_cooldown);
+      const double lr = step < o.unet_steps - cooldown ? o.unet_lr : o.unet_lr * (o.unet_steps - step) / std::max(1, cooldown);
       for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
       TrainingScope training;
       const auto compute = o.unet_bf16 ? at::kBFloat16 : at::kFloat;

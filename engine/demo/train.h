@@ -21,10 +21,10 @@ ModelConfig demo_config(int vocab_size);
 struct TrainOptions {
   std::string dir;     // working folder: tokenizer/, state, loss.csv, loss.png, the result
   uint64_t seed = 1;
-  int vae_steps = 2000;
-  int unet_steps = 6000;
-  int unet_cooldown = 1000;  // the last N text/UNet steps decay the learning rate linearly towards 0
-  int decoder_steps = 2000;  // phase 3: the decoder alone, the encoder (the UNet's latent space) frozen
+  int vae_steps = 2000;  // step defaults near the shipped model's recipe (README has it exactly)
+  int unet_steps = 8500;
+  int unet_cooldown = -1;  // the last N text/UNet steps decay the learning rate linearly towards 0 (-1: a third)
+  int decoder_steps = 4000;  // phase 3: the decoder alone, the encoder (the UNet's latent space) frozen
   int vae_batch = 8;
   int unet_batch = 32;
   int decoder_batch = 16;
