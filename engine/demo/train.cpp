@@ -352,9 +352,10 @@ std::string train_demo(const TrainOptions& o, const std::function<void(const Tra
     if ((step + 1) % o.checkpoint_every == 0) save(phase, step + 1, opt);
   };
 
-  // BF16 compute on FP32 master weights (the engine keeps norms in FP32), for the autoencoder's
-  // training and for encoding the later phases' latents.
+  // BF16 compute on FP32 master weights (the engine keeps norms in FP32): for the autoencoder's
+  // training and for encoding the later phases' latents; for the text encoder and UNet.
   const auto vae_compute = o.vae_bf16 ? at::kBFloat16 : at::kFloat;
+  const auto unet_compute = o.unet_bf16 ? at::kBFloat16 : at::kFloat;
 
   // Phase 1: the autoencoder.
   if (state.phase == "vae") {
@@ -418,9 +419,8 @@ std::string train_demo(const TrainOptions& o, const std::function<void(const Tra
       const double lr = step < o.unet_steps - cooldown ? o.unet_lr : o.unet_lr * (o.unet_steps - step) / std::max(1, cooldown);
       for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
       TrainingScope training;
-      const auto compute = o.unet_bf16 ? at::kBFloat16 : at::kFloat;
-      auto ctx = m.te->forward(tokens, tc.hidden_state_index, tc.final_layer_norm, compute).hidden;
-      auto eps = m.unet->forward(xt, t.to(at::kFloat), ctx, {}, compute, nullptr);
+      auto ctx = m.te->forward(tokens, tc.hidden_state_index, tc.final_layer_norm, unet_compute).hidden;
+      auto eps = m.unet->forward(xt, t.to(at::kFloat), ctx, {}, unet_compute, nullptr);
       train_step((eps - noise).pow(2).mean(), opt, "unet", step, o.unet_steps);
     }
     begin_phase("decoder");

@@ -31,7 +31,7 @@ struct TrainOptions {
   double vae_lr = 1e-3;
   double unet_lr = 4e-4;
   double decoder_lr = 5e-4;
-  bool vae_bf16 = false;   // autoencoder and decoder phases' forward and backward in BF16
+  bool vae_bf16 = false;   // autoencoder and decoder phases, and encoding the later phases' latents, in BF16
   bool unet_bf16 = false;  // text/UNet forward and backward in BF16 (FP32 master weights, norms in FP32)
   int checkpoint_every = 250;  // steps between resumable checkpoints
 };

@@ -66,7 +66,6 @@ RgbImage latent_preview(const at::Tensor& latent) {
   return img;
 }
 
-
 // A1111's "Original" emphasis: scale each token's hidden state by its weight, then restore the
 // chunk's mean.
 at::Tensor apply_emphasis(at::Tensor z, const std::array<float, 77>& m) {
