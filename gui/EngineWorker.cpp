@@ -119,6 +119,7 @@ void EngineWorker::compare(const GenerationRequest& request, const StorageSpec& 
       c.ssim = ssim(a, b);
       c.maxAbsDiff = max_abs_diff(a, b);
       c.heatmap = diff_heatmap(a, b);
+      c.sourceNote = QString::fromStdString(m_engine->info().source_note);
       Q_EMIT compareFinished(c);
     }
   }

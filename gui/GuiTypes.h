@@ -25,6 +25,7 @@ struct CompareResult {
   double psnr = 0, ssim = 0;
   int maxAbsDiff = 0;
   RgbImage heatmap;
+  QString sourceNote;  // ModelInfo::source_note: the checkpoint is already FP8
 };
 
 // The label of a storage choice as the charts' legends and the compare table show it.

@@ -16,38 +16,66 @@
 #include "memory/tracking_allocator.h"
 #include "core/version.h"
 
+namespace {
+
+// The command line; --help and --version print without a display (packaging checks, terminals
+// over ssh), so they are handled with a QCoreApplication before any window system is needed.
+struct CommandLine {
+  QCommandLineParser parser;
+  QCommandLineOption selfTest{QStringLiteral("self-test"),
+                              QStringLiteral("show the main window without loading a model, then quit after a second")};
+  QCommandLineOption quitAfter{QStringLiteral("quit-after"), QStringLiteral("quit after SECONDS (for screenshots and checks)"),
+                               QStringLiteral("SECONDS")};
+  QCommandLineOption run{QStringLiteral("run"), QStringLiteral("once the model is ready, start a generation or a compare"),
+                         QStringLiteral("generate|compare")};
+  QCommandLineOption prompt{QStringLiteral("prompt"), QStringLiteral("the prompt to put in the prompt panel"), QStringLiteral("TEXT")};
+  QCommandLineOption shot{QStringLiteral("screenshot"), QStringLiteral("save the window as PNG when the --run finishes"), QStringLiteral("FILE")};
+  QCommandLineOption midShot{QStringLiteral("screenshot-mid"), QStringLiteral("save the window as PNG halfway through sampling"),
+                             QStringLiteral("FILE")};
+  QCommandLineOption size{QStringLiteral("size"), QStringLiteral("window size, e.g. 1280x800"), QStringLiteral("WxH")};
+
+  CommandLine() {
+    parser.setApplicationDescription(QStringLiteral("FP8 Studio: Stable Diffusion with FP8 weight storage, measured"));
+    parser.addHelpOption();
+    parser.addVersionOption();
+    for (const auto& o : {selfTest, quitAfter, run, prompt, shot, midShot, size}) parser.addOption(o);
+  }
+};
+
+void setApplicationNames() {
+  QCoreApplication::setOrganizationName(QStringLiteral("fp8studio"));
+  QCoreApplication::setApplicationName(QStringLiteral("fp8studio"));
+  QCoreApplication::setApplicationVersion(QString::fromLatin1(fp8s::kVersion));
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  // --version works without a display (packaging checks, terminals over ssh)
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--version") == 0 || std::strcmp(argv[i], "-v") == 0) {
+    const char* a = argv[i];
+    if (std::strcmp(a, "--version") == 0 || std::strcmp(a, "-v") == 0) {
       std::printf("FP8 Studio %s\n", fp8s::kVersion);
+      return 0;
+    }
+    if (std::strcmp(a, "--help") == 0 || std::strcmp(a, "-h") == 0 || std::strcmp(a, "-?") == 0 ||
+        std::strcmp(a, "--help-all") == 0) {
+      QCoreApplication core(argc, argv);
+      setApplicationNames();
+      CommandLine cl;
+      cl.parser.process(core);  // prints the help and exits
       return 0;
     }
   }
   QApplication app(argc, argv);
-  QApplication::setOrganizationName(QStringLiteral("fp8studio"));
-  QApplication::setApplicationName(QStringLiteral("fp8studio"));
+  setApplicationNames();
   QApplication::setApplicationDisplayName(QStringLiteral("FP8 Studio"));
-  QApplication::setApplicationVersion(QString::fromLatin1(fp8s::kVersion));
   QApplication::setDesktopFileName(QString::fromLatin1(fp8s::kAppId));
   QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/fp8studio.svg")));
 
-  QCommandLineParser parser;
-  parser.setApplicationDescription(QStringLiteral("FP8 Studio: Stable Diffusion with FP8 weight storage, measured"));
-  parser.addHelpOption();
-  parser.addVersionOption();
-  QCommandLineOption selfTest(QStringLiteral("self-test"),
-                              QStringLiteral("show the main window without loading a model, then quit after a second"));
-  QCommandLineOption quitAfter(QStringLiteral("quit-after"), QStringLiteral("quit after SECONDS (for screenshots and checks)"),
-                               QStringLiteral("SECONDS"));
-  QCommandLineOption run(QStringLiteral("run"), QStringLiteral("once the model is ready, start a generation or a compare"),
-                         QStringLiteral("generate|compare"));
-  QCommandLineOption prompt(QStringLiteral("prompt"), QStringLiteral("the prompt to put in the prompt panel"), QStringLiteral("TEXT"));
-  QCommandLineOption shot(QStringLiteral("screenshot"), QStringLiteral("save the window as PNG when the --run finishes"), QStringLiteral("FILE"));
-  QCommandLineOption midShot(QStringLiteral("screenshot-mid"), QStringLiteral("save the window as PNG halfway through sampling"),
-                             QStringLiteral("FILE"));
-  QCommandLineOption size(QStringLiteral("size"), QStringLiteral("window size, e.g. 1280x800"), QStringLiteral("WxH"));
-  for (const auto& o : {selfTest, quitAfter, run, prompt, shot, midShot, size}) parser.addOption(o);
+  CommandLine cl;
+  auto& parser = cl.parser;
+  const auto &selfTest = cl.selfTest, &quitAfter = cl.quitAfter, &run = cl.run, &prompt = cl.prompt,
+             &shot = cl.shot, &midShot = cl.midShot, &size = cl.size;
   parser.process(app);
 
   fp8s::init_threads();

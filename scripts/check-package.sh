@@ -63,7 +63,9 @@ files=$(dpkg -L fp8studio)
   [[ $(command -v fp8studio-cli) == /usr/bin/fp8studio-cli ]] || fail "fp8studio-cli is not the installed one"
   # (outputs are captured first: `grep -q` in a pipe could end the writer with SIGPIPE)
   out=$(fp8studio-cli --version); grep -q "$version" <<<"$out" || fail "fp8studio-cli --version"
-  out=$(fp8studio --version); grep -q "$version" <<<"$out" || fail "fp8studio --version"
+  # --version and --help need no display (no Qt platform plugin)
+  out=$(env -u DISPLAY -u WAYLAND_DISPLAY QT_QPA_PLATFORM=xcb fp8studio --version); grep -q "$version" <<<"$out" || fail "fp8studio --version"
+  out=$(env -u DISPLAY -u WAYLAND_DISPLAY QT_QPA_PLATFORM=xcb fp8studio --help); grep -q -- "--run" <<<"$out" || fail "fp8studio --help"
   fp8studio-cli make-synthetic --arch tiny-sd1 --out tiny.safetensors 2>/dev/null
   out=$(fp8studio-cli inspect --model tiny.safetensors); grep -q "SD 1" <<<"$out" || fail "inspect"
   if [[ -f $vocab ]]; then  # the packaged vocabulary is found with no configuration

@@ -27,6 +27,7 @@
 #include "panels/GalleryPanel.h"
 #include "panels/LoraPanel.h"
 #include "panels/ModelPanel.h"
+#include "fp8/convert.h"
 #include "panels/PrecisionPanel.h"
 #include "panels/PromptPanel.h"
 #include "text/clip_tokenizer.h"
@@ -457,6 +458,38 @@ class TestGui : public QObject {
     child<QPlainTextEdit>(w.get(), "promptEdit")->setPlainText("something else");
     Q_EMIT w->galleryPanel()->restoreRequested(w->galleryPanel()->at(0).request, 0);
     QCOMPARE(w->currentRequest().prompt, std::string("a blue square"));
+  }
+
+  // A checkpoint that is already FP8 (issue 22): the Model panel and the compare tab say that its
+  // values are FP8's in every storage type, and FP16 storage really takes two bytes a weight.
+  void fp8CheckpointIsNamedAsSuch() {
+    if (!m_haveVocab) QSKIP("needs the CLIP vocabulary");
+    const QString fp8 = m_dir.filePath("models/tiny-e4m3.safetensors");
+    ConvertOptions c;
+    c.in = m_model.toStdString();
+    c.out = fp8.toStdString();
+    c.scale = Fp8Scale::Channel;
+    convert_checkpoint(c);
+    auto s = freshSettings("fp8source.ini");
+    auto w = window(*s);
+    QSignalSpy ready(w.get(), &MainWindow::modelReady);
+    w->loadModel(fp8);
+    QVERIFY(arrived(ready, 60000));
+    QTRY_VERIFY(!w->isBusy());
+    QTRY_VERIFY(child<QLabel>(w.get(), "modelInfo")->text().contains("already FP8"));
+    child<QSpinBox>(w.get(), "widthSpin")->setValue(64);
+    child<QSpinBox>(w.get(), "heightSpin")->setValue(64);
+    child<QSpinBox>(w.get(), "stepsSpin")->setValue(2);
+    QSignalSpy done(w->worker(), &EngineWorker::compareFinished);
+    QTest::mouseClick(child<QWidget>(w.get(), "compareButton"), Qt::LeftButton);
+    QVERIFY(arrived(done, 120000));
+    const auto r = done.at(0).at(0).value<CompareResult>();
+    QVERIFY(r.sourceNote.contains("fp8-e4m3"));
+    QVERIFY(r.candidate.result.unet_bytes < 0.55 * r.reference.result.unet_bytes);
+    QTRY_VERIFY(child<QLabel>(w.get(), "compareNote")->isVisible());
+    // a 16-bit checkpoint has no such note
+    loadTiny(*w);
+    QTRY_VERIFY(!child<QLabel>(w.get(), "modelInfo")->text().contains("already FP8"));
   }
 
   void droppedPngRestoresParameters() {

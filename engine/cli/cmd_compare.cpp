@@ -10,6 +10,7 @@
 #include "compare/compare.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "demo/demo_model.h"
 
 namespace fp8s::cli {
 
@@ -25,7 +26,7 @@ void register_compare(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("compare", "the same image in several storage modes: memory, time, PSNR/SSIM, heat map");
   add_common_options(*sub, o->common, true);
-  sub->add_option("--model", o->model, "checkpoint (.safetensors)")->required();
+  sub->add_option("--model", o->model, "checkpoint (.safetensors; default: the built-in demo model)");
   sub->add_option("--modes", o->modes, "storage modes, e.g. fp16,fp8-e4m3,fp8-e4m3/channel")->capture_default_str();
   sub->add_option("--vocab", o->vocab, "CLIP vocabulary (.txt.gz, vocab.json, or a folder)");
   sub->add_option("--outdir", o->outdir, "a new compare-NNNNN folder is made in it")->capture_default_str();
@@ -38,7 +39,7 @@ void register_compare(CLI::App& app) {
   sub->callback([o] {
     finish_request(o->r, o->flags);
     CompareOptions c;
-    c.load.checkpoint = o->model;
+    c.load.checkpoint = o->model.empty() ? demo::find_demo_model() : o->model;
     c.load.vocab = o->vocab;
     c.load.lora_dir = o->lora_dir;
     c.request = o->r;
@@ -70,18 +71,21 @@ std::function<void(bool json)> register_bench_generate(CLI::App& bench) {
   o->r.width = o->r.height = 256;
   o->r.steps = 4;
   o->r.seed = 1;
-  bench.add_option("--model", o->model, "checkpoint for --section generate");
+  bench.add_option("--model", o->model, "checkpoint for --section generate (default: the built-in demo model)");
   bench.add_option("--modes", o->modes, "storage modes for --section generate")->capture_default_str();
   bench.add_option("--repeat", o->repeats, "measured rounds (after one warm-up round)")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   bench.add_option("--vocab", o->vocab, "CLIP vocabulary");
   add_request_options(bench, o->r, o->flags);
-  return [o](bool json) {
-    if (o->model.empty()) throw InputError("bench --section generate needs --model");
+  return [o, &bench](bool json) {
+    if (o->model.empty()) {  // the demo model at its own size unless one is asked for
+      if (bench.count("--width") == 0) o->r.width = 0;
+      if (bench.count("--height") == 0) o->r.height = 0;
+    }
     finish_request(o->r, o->flags);
     BenchOptions b;
-    b.load.checkpoint = o->model;
+    b.load.checkpoint = o->model.empty() ? demo::find_demo_model() : o->model;
     b.load.vocab = o->vocab;
     b.request = o->r;
     b.modes = parse_modes(o->modes, o->r.storage.scale);

@@ -11,6 +11,7 @@
 #include "cli/progress.h"
 #include "core/error.h"
 #include "demo/demo_model.h"
+#include "models/inspect.h"
 #include "core/logging.h"
 #include "pipeline/engine.h"
 
@@ -67,9 +68,9 @@ void register_generate(CLI::App& app) {
   sub->add_option("--lora-dir", o->lora_dir, "folder where <lora:NAME:W> prompt tags are looked up");
   sub->callback([o] {
     o->r.loras = parse_lora_flags(o->loras);
-    finish_request(o->r, o->flags);
     LoadOptions load;
     load.checkpoint = o->model.empty() ? demo::find_demo_model() : o->model;
+    finish_request(o->r, o->flags, default_storage(inspect_checkpoint(SafetensorsFile(load.checkpoint))));
     load.storage = o->r.storage;
     load.vocab = o->vocab;
     load.lora_dir = o->lora_dir;

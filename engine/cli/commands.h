@@ -26,11 +26,14 @@ void add_common_options(CLI::App& sub, CommonOptions& common, bool reports);
 
 // The request flags shared by generate, compare and bench, and their conversion.
 struct RequestFlags {
-  std::string sampler = "dpmpp_2m", schedule = "karras", weights = "bf16", scale = "none",
+  std::string sampler = "dpmpp_2m", schedule = "karras", weights = "auto", scale = "none",
               compute = "bf16", lora_mode = "auto";
 };
 void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flags);
-void finish_request(GenerationRequest& r, const RequestFlags& flags);
+// `auto_storage`: what `--weights auto` (the default) means for the chosen checkpoint, i.e.
+// default_storage() of its inspect report; FP16 where no checkpoint is involved.
+void finish_request(GenerationRequest& r, const RequestFlags& flags,
+                    const StorageSpec& auto_storage = {WeightType::FP16, Fp8Scale::None, false});
 
 void register_make_synthetic(CLI::App& app);
 void register_make_synthetic_lora(CLI::App& app);

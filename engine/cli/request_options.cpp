@@ -76,8 +76,10 @@ void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flag
   sub.add_option("--schedule", schedule, "normal or karras")
       ->check([](const std::string& s) { return parse_schedule(s) ? "" : "unknown schedule '" + s + "'"; })
       ->capture_default_str();
-  sub.add_option("--weights", weights, "storage: fp32, fp16, bf16, fp8-e4m3, fp8-e5m2")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "fp8-e4m3", "fp8-e5m2"}))
+  sub.add_option("--weights", weights,
+                 "storage: auto (the checkpoint's own: fp16, bf16 or its FP8 format; FP32 files as fp16), "
+                 "fp32, fp16, bf16, fp8-e4m3, fp8-e5m2")
+      ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16", "fp8-e4m3", "fp8-e5m2"}))
       ->capture_default_str();
   sub.add_option("--fp8-scale", scale, "FP8 scaling: none, tensor or channel")
       ->check(CLI::IsMember({"none", "tensor", "channel"}))
@@ -106,13 +108,19 @@ void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flag
       ->capture_default_str();
 }
 
-void finish_request(GenerationRequest& r, const RequestFlags& flags) {
+void finish_request(GenerationRequest& r, const RequestFlags& flags, const StorageSpec& auto_storage) {
   const auto& [sampler, schedule, weights, scale, compute, lora_mode] = flags;
   r.lora_mode = *parse_lora_mode(lora_mode);
   r.sampler = *parse_sampler(sampler);
   r.schedule = *parse_schedule(schedule);
-  r.storage.weights = *parse_weight_type(weights);
-  r.storage.scale = *parse_fp8_scale(scale);
+  if (weights == "auto") {
+    const bool fp8_vae = r.storage.fp8_vae;
+    r.storage = auto_storage;
+    r.storage.fp8_vae = fp8_vae || auto_storage.fp8_vae;
+  } else {
+    r.storage.weights = *parse_weight_type(weights);
+    r.storage.scale = *parse_fp8_scale(scale);
+  }
   r.compute = *parse_compute_type(compute);
 }
 

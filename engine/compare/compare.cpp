@@ -121,6 +121,7 @@ CompareReport run_compare(const CompareOptions& o, const std::function<void(cons
   load.storage = o.modes.front().storage;
   Engine engine(load);
   engine.validate(request);
+  report.source_note = engine.info().source_note;  // logged once by the model
   report.folder = make_run_folder(o.outdir);
   std::atomic<bool> never{false};
   if (!request.loras.empty()) {
@@ -220,11 +221,13 @@ CompareReport run_compare(const CompareOptions& o, const std::function<void(cons
                    {"size", std::to_string(first.width) + "x" + std::to_string(first.height)},
                    {"sampler", sampler_name(request.sampler)},
                    {"compute", compute_type_name(request.compute)},
+                   {"source_note", report.source_note},
                    {"modes", nlohmann::json::array()}};
   std::ostringstream md;
   md << "# FP8 Studio compare\n\n" << "Model `" << o.load.checkpoint << "`, " << first.width << "x" << first.height
      << ", " << request.steps << " steps " << sampler_display_name(request.sampler) << ", CFG " << request.cfg
      << ", seed " << request.seed << ", compute " << compute_type_name(request.compute) << ".\n\n"
+     << (report.source_note.empty() ? "" : "**Note:** " + report.source_note + ".\n\n")
      << "| mode | UNet MB | text MB | VAE MB | weights MB | peak tracked MB | peak RSS MB | step ms (mean) | step ms (median) | total ms | PSNR dB | SSIM | max abs diff | UNet rel. L2 vs fp32 |\n"
      << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& m : report.modes) {

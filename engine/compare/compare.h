@@ -52,6 +52,7 @@ struct CompareReport {
   std::string folder;
   std::vector<ModeResult> modes;
   std::vector<RetentionRow> retention;  // when the request has LoRAs
+  std::string source_note;              // the checkpoint is already FP8 (ModelInfo::source_note)
 };
 
 // Writes <folder>/<mode>.png, side_by_side.png, diff_heatmap.png (and diff_heatmap_<mode>.png for

@@ -24,6 +24,7 @@ std::optional<WeightType> parse_weight_type(const std::string& name) {
 }
 
 bool is_fp8(WeightType type) { return type == WeightType::FP8_E4M3 || type == WeightType::FP8_E5M2; }
+Fp8Format fp8_format(WeightType type) { return type == WeightType::FP8_E5M2 ? Fp8Format::E5M2 : Fp8Format::E4M3FN; }
 
 const char* lora_mode_name(LoraMode mode) {
   switch (mode) {

@@ -14,6 +14,7 @@ enum class WeightType { FP32, FP16, BF16, FP8_E4M3, FP8_E5M2 };
 const char* weight_type_name(WeightType type);  // the --weights spelling
 std::optional<WeightType> parse_weight_type(const std::string& name);
 bool is_fp8(WeightType type);
+Fp8Format fp8_format(WeightType type);  // E5M2 for FP8_E5M2, E4M3FN otherwise
 
 struct StorageSpec {
   WeightType weights = WeightType::FP32;

@@ -63,7 +63,7 @@ InspectReport inspect_checkpoint(const SafetensorsFile& file) {
   if (auto it = file.metadata().find("fp8s.demo"); it != file.metadata().end()) r.demo = it->second;
   std::map<std::string, ComponentStats> by_label;
   std::map<std::string, uint64_t> weight_dtypes;  // dtype census of quantisable weights
-  bool has_scales = false;
+  bool has_scales = false, channel_scales = false;
   for (const auto& t : file.tensors()) {
     auto& c = by_label[component_label(t.name)];
     c.name = component_label(t.name);
@@ -74,6 +74,7 @@ InspectReport inspect_checkpoint(const SafetensorsFile& file) {
     c.dtype_tensors[dtype_name(t.dtype)] += 1;
     if (role == TensorRole::Fp8Scale || t.name == "scaled_fp8") {
       has_scales = has_scales || role == TensorRole::Fp8Scale;
+      channel_scales = channel_scales || (role == TensorRole::Fp8Scale && t.numel() > 1);
       c.bytes_fp32 += 0;  // scales exist only in FP8 storage
       c.bytes_fp8 += t.nbytes();
       continue;
@@ -116,6 +117,7 @@ InspectReport inspect_checkpoint(const SafetensorsFile& file) {
     else if (d == "F8_E4M3") r.storage = "fp8-e4m3";
     else if (d == "F8_E5M2") r.storage = "fp8-e5m2";
     else r.storage = d;
+    if (const auto w = parse_weight_type(r.storage)) r.own_storage = StorageSpec{*w, Fp8Scale::None, false};
     if (starts_with(r.storage, "fp8")) {
       std::string scale = has_scales ? "tensor/channel" : "none";
       if (!r.quantization_metadata.empty()) {
@@ -125,6 +127,8 @@ InspectReport inspect_checkpoint(const SafetensorsFile& file) {
         }
       }
       r.storage += " (scale " + scale + ")";
+      // as the loader sees it: from the scale tensors, not the metadata
+      r.own_storage->scale = !has_scales ? Fp8Scale::None : channel_scales ? Fp8Scale::Channel : Fp8Scale::Tensor;
     }
   } else if (weight_dtypes.empty()) {
     r.storage = "no quantisable weights";
@@ -133,6 +137,13 @@ InspectReport inspect_checkpoint(const SafetensorsFile& file) {
     for (const auto& [d, count] : weight_dtypes) r.storage += " " + d + "x" + std::to_string(count);
   }
   return r;
+}
+
+StorageSpec default_storage(const InspectReport& report) {
+  if (!report.own_storage || report.own_storage->weights == WeightType::FP32) {
+    return StorageSpec{WeightType::FP16, Fp8Scale::None, false};
+  }
+  return *report.own_storage;
 }
 
 std::string format_inspect_report(const InspectReport& r) {

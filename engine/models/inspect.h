@@ -4,9 +4,11 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/types.h"
 #include "io/safetensors.h"
 #include "models/architecture.h"
 
@@ -31,6 +33,10 @@ struct InspectReport {
   uint64_t file_size = 0;
   Detection detection;
   std::string storage;  // "fp16", "fp32", "bf16", "fp8-e4m3 (scale tensor)", "mixed: ..."
+  // The storage type the quantisable weights are in (unset when mixed or none); for FP8 the
+  // scaling that its scale tensors show.
+  std::optional<StorageSpec> own_storage;
+  bool is_fp8_source() const { return own_storage && is_fp8(own_storage->weights); }
   std::string quantization_metadata;  // fp8s.quantization, if present
   std::string demo;                   // fp8s.demo: the built-in demo model's description
   std::vector<ComponentStats> components;
@@ -41,6 +47,10 @@ struct InspectReport {
 InspectReport inspect_checkpoint(const SafetensorsFile& file);
 std::string format_inspect_report(const InspectReport& report);
 nlohmann::json inspect_report_json(const InspectReport& report);
+
+// What `--weights auto` loads: the checkpoint's own storage type, FP32 checkpoints as FP16 (as
+// A1111 loads them), FP16 when the file's weights are mixed.
+StorageSpec default_storage(const InspectReport& report);
 
 // The component label of a tensor name (unet, clip_l, open_clip_g, ..., vae, other).
 std::string component_label(const std::string& name);

@@ -245,20 +245,52 @@ bool shape_equals(const std::vector<int64_t>& a, at::IntArrayRef b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
 }
 
+Fp8Format fp8_format_of(Dtype dtype) { return dtype == Dtype::F8_E4M3 ? Fp8Format::E4M3FN : Fp8Format::E5M2; }
+
+// An FP8 checkpoint weight decoded to FP32: codes times its per-tensor or per-channel scale.
+at::Tensor decode_checkpoint_fp8(const SafetensorsFile& file, const TensorRecord& rec, const at::Tensor& codes,
+                                 const at::Tensor& scale) {
+  at::Tensor w = at::empty(codes.sizes(), at::kFloat);
+  const bool per_channel = scale.defined() && scale.numel() > 1;
+  decode_fp8_to_f32(codes.data_ptr<uint8_t>(), w.data_ptr<float>(), static_cast<std::size_t>(codes.numel()),
+                    fp8_format_of(rec.dtype), scale.defined() && !per_channel ? scale.item<float>() : 1.0f);
+  if (per_channel) {
+    if (scale.numel() != w.size(0)) {
+      throw InputError(file.path() + ": tensor '" + rec.name + "' has " + std::to_string(scale.numel()) +
+                       " channel scales for " + std::to_string(w.size(0)) + " output channels");
+    }
+    std::vector<int64_t> shape(static_cast<std::size_t>(w.dim()), 1);
+    shape[0] = -1;
+    w.mul_(scale.view(shape));
+  }
+  return w;
+}
+
 // Quantises or copies a checkpoint weight into a layer's storage.
 void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const TensorRecord& rec,
                     const std::string& key, const StorageSpec& storage) {
   const bool src_fp8 = rec.dtype == Dtype::F8_E4M3 || rec.dtype == Dtype::F8_E5M2;
+  at::Tensor w;  // FP32, when the weight goes through a conversion
   if (src_fp8) {
-    // An FP8 checkpoint: keep its codes and scale as they are, without upcasting.
-    layer.weight.set_data(read_tensor(file, rec));
-    layer.fp8 = true;
-    layer.format = rec.dtype == Dtype::F8_E4M3 ? Fp8Format::E4M3FN : Fp8Format::E5M2;
-    if (const auto* s = file.find(scale_key_for(key))) layer.register_scale(read_tensor(file, *s).reshape({-1}));
-    return;
+    at::Tensor codes = read_tensor(file, rec);
+    at::Tensor scale;
+    if (const auto* s = file.find(scale_key_for(key))) scale = read_tensor(file, *s).reshape({-1});
+    const Fp8Format src_format = fp8_format_of(rec.dtype);
+    const Fp8Scale src_scale = !scale.defined() ? Fp8Scale::None : scale.numel() > 1 ? Fp8Scale::Channel : Fp8Scale::Tensor;
+    if (is_fp8(storage.weights) && fp8_format(storage.weights) == src_format && storage.scale == src_scale) {
+      // FP8 storage of the checkpoint's own format and scaling: its codes and scale as they are.
+      layer.weight.set_data(codes);
+      layer.fp8 = true;
+      layer.format = src_format;
+      if (scale.defined()) layer.register_scale(scale);
+      return;
+    }
+    // Any other storage holds the FP8 values decoded (16/32-bit: an upcast, 2 or 4 bytes a
+    // weight; another FP8 format or scaling: quantised again from them).
+    w = decode_checkpoint_fp8(file, rec, codes, scale);
   }
   const at::ScalarType target = float_storage_dtype(storage.weights);
-  if (!is_fp8(storage.weights) && ((rec.dtype == Dtype::F16 && target == at::kHalf) ||
+  if (!src_fp8 && !is_fp8(storage.weights) && ((rec.dtype == Dtype::F16 && target == at::kHalf) ||
                                    (rec.dtype == Dtype::BF16 && target == at::kBFloat16))) {
     at::Tensor v = at::empty(layer.weight.sizes(), at::TensorOptions().dtype(target));
     file.read(rec, v.data_ptr());
@@ -266,13 +298,13 @@ void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const Te
     layer.fp8 = false;
     return;
   }
-  at::Tensor w = read_tensor(file, rec);
+  if (!w.defined()) w = read_tensor(file, rec);
   if (!is_fp8(storage.weights)) {
     layer.weight.set_data(w.to(float_storage_dtype(storage.weights)));
     layer.fp8 = false;
     return;
   }
-  const Fp8Format format = storage.weights == WeightType::FP8_E4M3 ? Fp8Format::E4M3FN : Fp8Format::E5M2;
+  const Fp8Format format = fp8_format(storage.weights);
   at::Tensor codes = at::empty(w.sizes(), at::kByte);
   const auto scales = quantize_weight(w.data_ptr<float>(), w.size(0), w.numel(), format,
                                       storage.scale, codes.data_ptr<uint8_t>());
@@ -351,7 +383,8 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
                       quantise_component && is_quantisable(key, rec->shape, /*fp8_vae=*/true));
     handled.insert(name);
     used.insert(key);
-    if (layer->scale_weight.defined()) {
+    if (layer->scale_weight.defined() || file.find(scale_key_for(key))) {
+      // the file's scale was read with its weight, also when the weight was decoded (upcast)
       handled.insert(scale_key_for(name));
       used.insert(scale_key_for(key));
     }

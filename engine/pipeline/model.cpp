@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "lora/lora.h"
+#include "models/inspect.h"
 #include "models/unet.h"
 #include "models/text_encoder.h"
 #include "models/vae.h"
@@ -34,6 +35,7 @@ Model::Model(const std::string& checkpoint, const StorageSpec& storage)
                      ", which is not supported yet (supported: SD 1.x and SDXL base checkpoints)");
   }
   config_ = config_for(*file_);
+  source_ = inspect_checkpoint(*file_).own_storage;
   load_all();
   file_->release_mapping();
 }
@@ -59,6 +61,19 @@ void Model::load_all() {
   log().info("{}: {} loaded, weights {} ({:.1f} MB: UNet {:.1f}, text {:.1f}, VAE {:.1f})",
              file_->path(), detection_.description(), weight_type_name(storage_.weights),
              bytes_.total() / 1e6, bytes_.unet / 1e6, bytes_.text / 1e6, bytes_.vae / 1e6);
+  const bool own_fp8 = source_ && is_fp8(storage_.weights) && fp8_format(storage_.weights) == fp8_format(source_->weights);
+  if (!source_warned_ && !own_fp8 && !source_note().empty()) {
+    log().warn("{}", source_note());  // once per model: compare switches storage for every mode
+    source_warned_ = true;
+  }
+}
+
+std::string Model::source_note() const {
+  if (!source_ || !is_fp8(source_->weights)) return "";
+  const std::string own = weight_type_name(source_->weights);
+  return file_->path() + " is stored in " + own + ": 16- and 32-bit storage hold its " + own +
+         " values upcast (2 or 4 bytes a weight, the same values), so comparing storage types here shows "
+         "their memory but not the fidelity FP8 costs; the real FP8 trade needs a 16-bit source checkpoint";
 }
 
 void Model::index_layers() {

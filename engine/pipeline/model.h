@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,11 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const Detection& detection() const { return detection_; }
   const StorageSpec& storage() const { return storage_; }
+  // The storage type of the checkpoint's own quantisable weights (unset when mixed).
+  const std::optional<StorageSpec>& source_storage() const { return source_; }
+  // Non-empty when the checkpoint is already FP8: a sentence saying that other storage types hold
+  // its FP8 values (what the log, the Model panel and compare show). Logged once per model.
+  std::string source_note() const;
   const SafetensorsFile& file() const { return *file_; }
   ComponentBytes weight_bytes() const { return bytes_; }
   // Re-materialises every weight from the file in another storage type (no-op if unchanged).
@@ -108,6 +114,8 @@ class Model {
   std::unique_ptr<SafetensorsFile> file_;
   ModelConfig config_;
   Detection detection_;
+  std::optional<StorageSpec> source_;
+  bool source_warned_ = false;
   StorageSpec storage_;
   std::vector<std::shared_ptr<TextEncoderImpl>> text_;
   std::shared_ptr<UNetImpl> unet_;

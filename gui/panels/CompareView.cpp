@@ -50,6 +50,12 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
   m_table->verticalHeader()->hide();
   m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
   layout->addWidget(m_table, 2);
+  m_note = new QLabel(this);
+  m_note->setObjectName(QStringLiteral("compareNote"));
+  m_note->setWordWrap(true);
+  m_note->setStyleSheet(QStringLiteral("color: #b9770e"));
+  m_note->hide();
+  layout->addWidget(m_note);
   auto* exportButton = new QPushButton(tr("Export PNG + Markdown…"), this);
   exportButton->setObjectName(QStringLiteral("exportButton"));
   layout->addWidget(exportButton, 0, Qt::AlignRight);
@@ -63,6 +69,8 @@ void CompareView::setResult(const CompareResult& c) {
   m_captions[0]->setText(c.reference.label);
   m_captions[1]->setText(c.candidate.label);
   m_captions[2]->setText(tr("|difference| (max %1)").arg(c.maxAbsDiff));
+  m_note->setText(c.sourceNote);
+  m_note->setVisible(!c.sourceNote.isEmpty());
   const auto& a = c.reference.result;
   const auto& b = c.candidate.result;
   struct Row {

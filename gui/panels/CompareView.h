@@ -36,6 +36,7 @@ class CompareView : public QWidget {
 
   QLabel* m_images[3];
   QLabel* m_captions[3];
+  QLabel* m_note = nullptr;  // the checkpoint is already FP8
   QTableWidget* m_table;
   CompareResult m_result;
   bool m_has = false;

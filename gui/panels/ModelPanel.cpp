@@ -122,6 +122,12 @@ void ModelPanel::inspectCurrent() {
                     .arg(formatBytes(static_cast<double>(c.bytes_fp8)));
       }
       html += QStringLiteral("</table>");
+      html += tr("In the file: %1").arg(QString::fromStdString(m_report->storage).toHtmlEscaped());
+      if (m_report->is_fp8_source()) {
+        html += tr("<br><span style='color:#b9770e'>This checkpoint is already FP8: 16- and 32-bit storage hold its "
+                   "FP8 values upcast, so a compare shows the memory difference but the same images. The real "
+                   "FP8 trade needs a 16-bit checkpoint.</span>");
+      }
       m_info->setText(html);
     } catch (const std::exception& e) {
       m_info->setText(QStringLiteral("<span style='color:#c0392b'>%1</span>").arg(QString::fromStdString(e.what()).toHtmlEscaped()));
