@@ -7,6 +7,7 @@
 
 #include "fp8/codec.h"
 #include "fp8/convert.h"
+#include "models/inspect.h"
 #include "io/safetensors.h"
 #include "models/architecture.h"
 #include "support.h"
@@ -128,6 +129,42 @@ class TestCheckpointTools : public QObject {
     auto again = test::run_cli({"convert", "--model", m_dir.path() + "/fp8-none.safetensors",
                                 "--weights", "fp8-e5m2", "--out", m_dir.path() + "/twice.safetensors"});
     test::expect_one_line_error(again, 2, "already stored in FP8");
+  }
+
+  // convert --weights fp16: an FP32 checkpoint halved (how the demo model's FP16 master is made):
+  // every float tensor F16 and equal to its FP32 value rounded by the codec, the rest untouched;
+  // inspect and --weights auto then see fp16.
+  void convertHalvesAnFp32Checkpoint() {
+    const QString fp32 = m_dir.path() + "/tiny-fp32.safetensors", half = m_dir.path() + "/tiny-half.safetensors";
+    auto made = test::run_cli({"make-synthetic", "--arch", "tiny-sd1", "--dtype", "fp32", "--seed", "5", "--out", fp32});
+    QVERIFY2(made.exit_code == 0, qPrintable(made.err));
+    auto r = test::run_cli({"convert", "--model", fp32, "--weights", "fp16", "--out", half});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    SafetensorsFile src(fp32.toStdString()), dst(half.toStdString());
+    QCOMPARE(dst.tensors().size(), src.tensors().size());
+    int cast = 0;
+    for (const auto& t : src.tensors()) {
+      const auto& d = dst.at(t.name);
+      QCOMPARE(d.shape, t.shape);
+      if (t.dtype != Dtype::F32) {
+        QCOMPARE(d.dtype, t.dtype);
+        continue;
+      }
+      QCOMPARE(d.dtype, Dtype::F16);
+      const auto orig = read_f32(src, t.name);
+      std::vector<uint16_t> bits(orig.size());
+      dst.read(d, bits.data());
+      for (std::size_t k = 0; k < orig.size(); ++k) {
+        if (bits[k] != f32_to_f16(orig[k])) QFAIL(t.name.c_str());
+      }
+      ++cast;
+    }
+    QVERIFY(cast > 100);
+    QVERIFY(dst.metadata().count("fp8s.quantization") == 0);
+    const auto report = inspect_checkpoint(dst);
+    QCOMPARE(QString::fromStdString(report.storage), QString("fp16"));
+    QCOMPARE(default_storage(report).weights, WeightType::FP16);
+    QCOMPARE(default_storage(inspect_checkpoint(src)).weights, WeightType::FP16);  // FP32 files load as FP16
   }
 
   void probeFp8RoundTrip() {

@@ -117,12 +117,12 @@ void register_convert(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand(
-      "convert", "store a checkpoint's Linear/Conv2d weights in FP8 (UNet and text encoders)");
+      "convert", "store a checkpoint's Linear/Conv2d weights in FP8 (UNet and text encoders), or all of it in FP16/BF16");
   add_common_options(*sub, o->common, true);
   sub->add_option("--model", o->model, "source checkpoint (.safetensors, 16/32-bit)")->required();
-  sub->add_option("--weights", o->weights, "fp8-e4m3 or fp8-e5m2")
+  sub->add_option("--weights", o->weights, "fp8-e4m3 or fp8-e5m2; fp16 or bf16: every float tensor")
       ->required()
-      ->check(CLI::IsMember({"fp8-e4m3", "fp8-e5m2"}));
+      ->check(CLI::IsMember({"fp8-e4m3", "fp8-e5m2", "fp16", "bf16"}));
   sub->add_option("--fp8-scale", o->scale, "none, tensor or channel")
       ->check(CLI::IsMember({"none", "tensor", "channel"}))
       ->capture_default_str();
@@ -137,6 +137,8 @@ void register_convert(CLI::App& app) {
     c.scale = *parse_fp8_scale(o->scale);
     c.fp8_vae = o->fp8_vae;
     c.overwrite = o->overwrite;
+    if (o->weights == "fp16") c.float16 = Dtype::F16;
+    if (o->weights == "bf16") c.float16 = Dtype::BF16;
     std::unique_ptr<ProgressPrinter> bar;
     const auto summary = convert_checkpoint(c, [&](std::size_t done, std::size_t total) {
       if (!bar) bar = std::make_unique<ProgressPrinter>("convert", total, "tensors");

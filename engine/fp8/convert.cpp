@@ -31,7 +31,16 @@ ConvertSummary convert_checkpoint(const ConvertOptions& options,
   std::vector<TensorSpec> specs;
   std::vector<bool> quantise;
   std::string source_dtype;
+  if (options.float16 && *options.float16 != Dtype::F16 && *options.float16 != Dtype::BF16) {
+    throw InputError("convert: the 16-bit target must be F16 or BF16");
+  }
   for (const auto& t : in.tensors()) {
+    if (options.float16) {
+      const bool cast = is_float_dtype(t.dtype) && t.dtype != *options.float16;
+      quantise.push_back(cast);
+      specs.push_back({t.name, cast ? *options.float16 : t.dtype, t.shape});
+      continue;
+    }
     const bool q = is_float_dtype(t.dtype) && !t.shape.empty() && t.shape[0] > 0 &&
                    is_quantisable(t.name, t.shape, options.fp8_vae);
     quantise.push_back(q);
@@ -46,7 +55,7 @@ ConvertSummary convert_checkpoint(const ConvertOptions& options,
     }
   }
   auto metadata = in.metadata();
-  metadata["fp8s.quantization"] = nlohmann::json{{"format", fp8_format_name(options.format)},
+  if (!options.float16) metadata["fp8s.quantization"] = nlohmann::json{{"format", fp8_format_name(options.format)},
                                                  {"scale", fp8_scale_name(options.scale)},
                                                  {"source_dtype", source_dtype},
                                                  {"fp8_vae", options.fp8_vae}}
@@ -67,6 +76,19 @@ ConvertSummary convert_checkpoint(const ConvertOptions& options,
       const std::size_t n = static_cast<std::size_t>(t.numel());
       wide.resize(n);
       widen_to_f32(raw.data(), t.dtype, n, wide.data(), options.in + ": tensor '" + t.name + "'");
+      if (options.float16) {
+        std::vector<uint16_t> half(n);
+        if (*options.float16 == Dtype::F16) {
+          f32_to_f16(wide.data(), half.data(), n);
+        } else {
+          f32_to_bf16(wide.data(), half.data(), n);
+        }
+        writer.append(half.data(), n * 2);
+        summary.quantised_tensors += 1;
+        summary.quantised_params += n;
+        if (progress) progress(i + 1, in.tensors().size());
+        continue;
+      }
       codes.resize(n);
       const auto scales =
           quantize_weight(wide.data(), t.shape[0], static_cast<int64_t>(n), options.format,

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ struct ConvertOptions {
   Fp8Scale scale = Fp8Scale::None;
   bool fp8_vae = false;
   bool overwrite = false;
+  // F16 or BF16: every float tensor cast to it instead (an FP32 checkpoint halved, as the FP16
+  // files users download are); format, scale and fp8_vae are then unused.
+  std::optional<Dtype> float16;
 };
 
 struct ConvertSummary {
@@ -30,7 +34,8 @@ struct ConvertSummary {
 
 // Reads one tensor at a time, quantises the UNet/text-encoder Linear and Conv2d weights (and the
 // VAE's with fp8_vae), copies everything else unchanged, writes `<module>.scale_weight` F32 tensors
-// for the scaled modes and the `fp8s.quantization` metadata entry. Atomic: a failure leaves no file.
+// for the scaled modes and the `fp8s.quantization` metadata entry (with `float16`: casts every float
+// tensor instead, rounding to nearest even). Atomic: a failure leaves no file.
 ConvertSummary convert_checkpoint(const ConvertOptions& options,
                                   const std::function<void(std::size_t, std::size_t)>& progress = {});
 
