@@ -76,7 +76,7 @@ bool EngineWorker::runOne(const GenerationRequest& request, int run, const QStri
       for (std::size_t i = 0; i < out.result.images.size(); ++i) {
         const auto& img = out.result.images[i];
         const auto path = write_numbered_png(outputDir.toStdString(), img.seed, img.image, img.parameters);
-        if (i == 0) out.savedPath = QString::fromStdString(path);
+        out.savedPaths << QString::fromStdString(path);
       }
     }
     Q_EMIT finished(out);

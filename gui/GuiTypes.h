@@ -4,6 +4,7 @@
 
 #include <QMetaType>
 #include <QString>
+#include <QStringList>
 
 #include "pipeline/request.h"
 
@@ -15,7 +16,10 @@ struct RunResult {
   QString label;  // "FP16", "FP8 E4M3", ...
   GenerationRequest request;
   GenerationResult result;
-  QString savedPath;  // where the first image was written ("" when not saved)
+  QStringList savedPaths;  // where each image was written (empty when not saved)
+  QString savedPath(std::size_t image = 0) const {
+    return image < static_cast<std::size_t>(savedPaths.size()) ? savedPaths[static_cast<int>(image)] : QString();
+  }
 };
 
 // Both runs of a "Compare FP8 vs FP16" action and the metrics between their first images.

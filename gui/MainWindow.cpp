@@ -234,9 +234,9 @@ void MainWindow::buildUi() {
   connect(m_gallery, &GalleryPanel::restoreRequested, this, [this](const GenerationRequest& r, int index) {
     m_prompt->setFromRequest(r);
     m_precision->setSettings(PrecisionSettings{r.storage, r.compute});
-    const auto& run = m_gallery->at(index);
-    m_image->setImage(toQImage(run.result.images.front().image), run.savedPath);
-    statusBar()->showMessage(tr("Restored the settings of run #%1").arg(run.run), 4000);
+    const auto& entry = m_gallery->at(index);
+    m_image->setImage(toQImage(entry.image.image), entry.savedPath);
+    statusBar()->showMessage(tr("Restored the settings of run #%1").arg(entry.run), 4000);
   });
 }
 
@@ -283,13 +283,13 @@ void MainWindow::connectWorker() {
   connect(m_worker, &EngineWorker::finished, this, [this](const RunResult& r) {
     m_charts->setWeightBytes(r.run, r.result.weight_bytes);
     if (!r.result.images.empty()) {
-      m_image->setImage(toQImage(r.result.images.front().image), r.savedPath);
+      m_image->setImage(toQImage(r.result.images.front().image), r.savedPath());
       m_prompt->setLastSeed(static_cast<int64_t>(r.result.images.front().seed));
     }
     m_gallery->addResult(r);
     const double median = r.result.timing.step_ms.empty() ? 0 : fp8s::median(r.result.timing.step_ms);
     m_progress->setFormat(tr("#%1 %2 done · %3 ms/step · %4 s").arg(r.run).arg(r.label).arg(median, 0, 'f', 0).arg(r.result.timing.total_ms / 1000.0, 0, 'f', 1));
-    if (!r.savedPath.isEmpty()) statusBar()->showMessage(tr("Saved %1").arg(QDir::toNativeSeparators(r.savedPath)), 6000);
+    if (!r.savedPaths.isEmpty()) statusBar()->showMessage(tr("Saved %1").arg(QDir::toNativeSeparators(r.savedPath())), 6000);
   });
   connect(m_worker, &EngineWorker::compareFinished, this, [this](const CompareResult& c) {
     m_compare->setResult(c);

@@ -270,7 +270,7 @@ class TestGui : public QObject {
       const auto result = finished.at(0).at(0).value<RunResult>();
       QCOMPARE(result.result.images.size(), std::size_t(1));
       QCOMPARE(result.result.images[0].image.width, 64);
-      QVERIFY(QFileInfo::exists(result.savedPath));
+      QVERIFY(QFileInfo::exists(result.savedPath()));
       QVERIFY(!w->imageView()->image().isNull());
       QCOMPARE(w->galleryPanel()->count(), 1);
       QTRY_COMPARE(w->chartsPanel()->stepPoints(result.run), 4);  // one point per step
@@ -311,6 +311,38 @@ class TestGui : public QObject {
       QVERIFY(t.elapsed() < 1000);
       QVERIFY(arrived(finished, 60000));
     }
+  }
+
+  // The gallery keeps one entry per image: choosing the k-th image of a batch shows that image,
+  // its file and its seed (issue 18: it used to show the batch's first image).
+  void galleryRestoresEachImageOfABatch() {
+    if (!m_haveVocab) QSKIP("needs the CLIP vocabulary");
+    auto s = freshSettings("gallery.ini");
+    auto w = window(*s);
+    loadTiny(*w);
+    child<QPlainTextEdit>(w.get(), "promptEdit")->setPlainText("a green triangle");
+    child<QSpinBox>(w.get(), "stepsSpin")->setValue(2);
+    child<QSpinBox>(w.get(), "widthSpin")->setValue(64);
+    child<QSpinBox>(w.get(), "heightSpin")->setValue(64);
+    child<QSpinBox>(w.get(), "batchCountSpin")->setValue(3);
+    child<QLineEdit>(w.get(), "seedEdit")->setText("100");
+    QSignalSpy finished(w->worker(), &EngineWorker::finished);
+    w->generate();
+    QVERIFY(arrived(finished, 60000));
+    QTRY_VERIFY(!w->isBusy());
+    const auto run = finished.at(0).at(0).value<RunResult>();
+    QCOMPARE(run.result.images.size(), std::size_t(3));
+    QCOMPARE(run.savedPaths.size(), 3);
+    QCOMPARE(w->galleryPanel()->count(), 3);
+    for (int k = 2; k >= 0; --k) {
+      const auto& e = w->galleryPanel()->at(k);
+      QCOMPARE(e.image.seed, run.result.images[std::size_t(k)].seed);
+      Q_EMIT w->galleryPanel()->restoreRequested(e.request, k);
+      QCOMPARE(w->imageView()->image(), toQImage(run.result.images[std::size_t(k)].image));
+      QCOMPARE(w->imageView()->path(), run.savedPaths[k]);
+      QCOMPARE(child<QLineEdit>(w.get(), "seedEdit")->text(), QString::number(100 + k));
+    }
+    QVERIFY(toQImage(run.result.images[1].image) != toQImage(run.result.images[0].image));
   }
 
   // Faults (issue 11): an exception thrown inside the engine mid-generation, and a model switch

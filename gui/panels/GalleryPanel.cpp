@@ -20,27 +20,25 @@ GalleryPanel::GalleryPanel(QWidget* parent) : QWidget(parent) {
   layout->addWidget(m_list);
   connect(m_list, &QListWidget::itemActivated, this, [this](QListWidgetItem* item) {
     const int i = item->data(Qt::UserRole).toInt();
-    GenerationRequest r = m_results[static_cast<std::size_t>(i)].request;
-    r.seed = static_cast<int64_t>(m_results[static_cast<std::size_t>(i)].result.images[static_cast<std::size_t>(m_imageIndex[static_cast<std::size_t>(i)])].seed);
-    Q_EMIT restoreRequested(r, i);
+    Q_EMIT restoreRequested(m_entries.at(static_cast<std::size_t>(i)).request, i);
   });
   connect(m_list, &QListWidget::itemClicked, m_list, &QListWidget::itemActivated);
 }
 
 void GalleryPanel::addResult(const RunResult& result) {
-  for (int k = 0; k < static_cast<int>(result.result.images.size()); ++k) {
-    const auto& img = result.result.images[static_cast<std::size_t>(k)];
-    const int index = static_cast<int>(m_results.size());
-    m_results.push_back(result);
-    m_imageIndex.push_back(k);
-    auto* item = new QListWidgetItem(QIcon(QPixmap::fromImage(toQImage(img.image).scaled(128, 128, Qt::KeepAspectRatio, Qt::SmoothTransformation))),
-                                     QStringLiteral("#%1 %2\nseed %3").arg(result.run).arg(result.label).arg(img.seed));
-    item->setToolTip(QString::fromStdString(img.parameters));
+  for (std::size_t k = 0; k < result.result.images.size(); ++k) {
+    GalleryEntry e{result.run, result.label, result.request, result.result.images[k], result.savedPath(k)};
+    e.request.seed = static_cast<int64_t>(e.image.seed);
+    const int index = static_cast<int>(m_entries.size());
+    auto* item = new QListWidgetItem(QIcon(QPixmap::fromImage(toQImage(e.image.image).scaled(128, 128, Qt::KeepAspectRatio, Qt::SmoothTransformation))),
+                                     QStringLiteral("#%1 %2\nseed %3").arg(e.run).arg(e.label).arg(e.image.seed));
+    item->setToolTip(QString::fromStdString(e.image.parameters));
     item->setData(Qt::UserRole, index);
+    m_entries.push_back(std::move(e));
     m_list->insertItem(0, item);
   }
 }
 
-int GalleryPanel::count() const { return static_cast<int>(m_results.size()); }
+int GalleryPanel::count() const { return static_cast<int>(m_entries.size()); }
 
 }  // namespace fp8s::gui

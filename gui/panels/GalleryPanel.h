@@ -11,6 +11,15 @@ class QListWidget;
 
 namespace fp8s::gui {
 
+// One image of a finished run, as the gallery keeps it.
+struct GalleryEntry {
+  int run = 0;
+  QString label;
+  GenerationRequest request;  // the run's, with this image's seed
+  GeneratedImage image;
+  QString savedPath;
+};
+
 class GalleryPanel : public QWidget {
   Q_OBJECT
 
@@ -18,16 +27,15 @@ class GalleryPanel : public QWidget {
   explicit GalleryPanel(QWidget* parent = nullptr);
   void addResult(const RunResult& result);
   int count() const;
-  const RunResult& at(int i) const { return m_results.at(static_cast<std::size_t>(i)); }
+  const GalleryEntry& at(int i) const { return m_entries.at(static_cast<std::size_t>(i)); }
 
  Q_SIGNALS:
-  // A gallery entry was chosen: its request (with the image's actual seed) and its image.
+  // A gallery entry was chosen: its request (with the image's actual seed) and its index (at()).
   void restoreRequested(const fp8s::GenerationRequest& request, int index);
 
  private:
   QListWidget* m_list;
-  std::vector<RunResult> m_results;  // one per image
-  std::vector<int> m_imageIndex;
+  std::vector<GalleryEntry> m_entries;  // one per image
 };
 
 }  // namespace fp8s::gui
