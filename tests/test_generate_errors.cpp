@@ -11,9 +11,10 @@ class TestGenerateErrors : public QObject {
   QString m_model, m_vocab;
 
   test::CliResult generate(QStringList extra, const QString& model = QString(),
-                           const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment()) {
+                           const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment(),
+                           const QString& outdir = QString()) {
     QStringList args{"generate", "--model", model.isEmpty() ? m_model : model, "--outdir",
-                     m_dir.path() + "/out", "--prompt", "a red fox", "--steps", "2", "--width", "64",
+                     outdir.isEmpty() ? m_dir.path() + "/out" : outdir, "--prompt", "a red fox", "--steps", "2", "--width", "64",
                      "--height", "64", "--weights", "fp32", "--compute", "fp32"};
     if (!m_vocab.isEmpty()) args << "--vocab" << m_vocab;
     return test::run_cli(args + extra, {}, 600000, env);
@@ -104,9 +105,25 @@ class TestGenerateErrors : public QObject {
     QVERIFY(r.err.contains(m_dir.path() + "/xdg/fp8studio/clip"));
   }
 
+  // Failures leave nothing behind: each failing run writes into a folder of its own, which must
+  // stay empty; the same count on a successful run finds its image, so the check can fail.
   void noFilesOnFailure() {
-    const auto files = QDir(m_dir.path() + "/out").entryList(QDir::Files);
-    for (const auto& f : files) QVERIFY2(!f.contains("partial"), qPrintable(f));
+    int n = 0;
+    auto files_after = [&](const QStringList& extra, const QString& model = QString()) {
+      const QString out = m_dir.path() + "/fail-" + QString::number(++n);
+      QDir().mkpath(out);
+      generate(extra, model, QProcessEnvironment::systemEnvironment(), out);
+      return QDir(out).entryList(QDir::Files | QDir::Hidden | QDir::NoDotAndDotDot);
+    };
+    for (const auto& extra : {QStringList{"--width", "65"}, QStringList{"--steps", "0"},
+                              QStringList{"--sampler", "plms"}, QStringList{"--lora", m_model + ":abc"}}) {
+      const auto left = files_after(extra);
+      QVERIFY2(left.isEmpty(), qPrintable(extra.join(' ') + ": " + left.join(", ")));
+    }
+    const QString broken = m_dir.path() + "/broken.safetensors";  // from missingKeys: fails at load
+    if (QFileInfo::exists(broken)) QVERIFY(files_after({}, broken).isEmpty());
+    if (m_vocab.isEmpty()) QSKIP("the positive control needs the CLIP vocabulary");
+    QCOMPARE(files_after({"--seed", "4"}), QStringList{"00001-4.png"});
   }
 };
 
