@@ -83,6 +83,12 @@ class TestGui : public QObject {
     QVERIFY(arrived(ready, 60000));
     QTRY_VERIFY(!w.isBusy());  // the worker's busy=false follows modelReady; Generate waits for it
   }
+  // A small run: 64x64 and `steps` sampling steps.
+  static void smallRun(MainWindow& w, int steps) {
+    child<QSpinBox>(&w, "widthSpin")->setValue(64);
+    child<QSpinBox>(&w, "heightSpin")->setValue(64);
+    child<QSpinBox>(&w, "stepsSpin")->setValue(steps);
+  }
 
  private Q_SLOTS:
   void initTestCase() {
@@ -256,9 +262,7 @@ class TestGui : public QObject {
     loadTiny(*w);
     auto* worker = w->worker();
     child<QPlainTextEdit>(w.get(), "promptEdit")->setPlainText("a red circle");
-    child<QSpinBox>(w.get(), "stepsSpin")->setValue(4);
-    child<QSpinBox>(w.get(), "widthSpin")->setValue(64);
-    child<QSpinBox>(w.get(), "heightSpin")->setValue(64);
+    smallRun(*w, 4);
     auto* sampler = child<QComboBox>(w.get(), "samplerCombo");
     sampler->setCurrentIndex(sampler->findData(int(Sampler::Euler)));
     {
@@ -325,9 +329,7 @@ class TestGui : public QObject {
     auto w = window(*s);
     loadTiny(*w);
     child<QPlainTextEdit>(w.get(), "promptEdit")->setPlainText("a green triangle");
-    child<QSpinBox>(w.get(), "stepsSpin")->setValue(2);
-    child<QSpinBox>(w.get(), "widthSpin")->setValue(64);
-    child<QSpinBox>(w.get(), "heightSpin")->setValue(64);
+    smallRun(*w, 2);
     child<QSpinBox>(w.get(), "batchCountSpin")->setValue(3);
     child<QLineEdit>(w.get(), "seedEdit")->setText("100");
     QSignalSpy finished(w->worker(), &EngineWorker::finished);
@@ -358,9 +360,7 @@ class TestGui : public QObject {
     loadTiny(*w);
     auto* worker = w->worker();
     child<QPlainTextEdit>(w.get(), "promptEdit")->setPlainText("a red circle");
-    child<QSpinBox>(w.get(), "stepsSpin")->setValue(40);
-    child<QSpinBox>(w.get(), "widthSpin")->setValue(64);
-    child<QSpinBox>(w.get(), "heightSpin")->setValue(64);
+    smallRun(*w, 40);
     auto* sampler = child<QComboBox>(w.get(), "samplerCombo");
     sampler->setCurrentIndex(sampler->findData(int(Sampler::Euler)));
     {  // thrown on the engine thread from inside the sampling loop (the worker's step hook)
@@ -435,9 +435,7 @@ class TestGui : public QObject {
     QVERIFY(w->lastError().contains("no model"));
     QTRY_VERIFY(!w->isBusy());
     loadTiny(*w);
-    child<QSpinBox>(w.get(), "widthSpin")->setValue(64);
-    child<QSpinBox>(w.get(), "heightSpin")->setValue(64);
-    child<QSpinBox>(w.get(), "stepsSpin")->setValue(2);
+    smallRun(*w, 2);
     child<QPlainTextEdit>(w.get(), "promptEdit")->setPlainText("a cat <lora:../escape:1>");
     QSignalSpy failed3(w->worker(), &EngineWorker::failed);
     w->generate();
@@ -456,9 +454,7 @@ class TestGui : public QObject {
     auto s = freshSettings("compare.ini");
     auto w = window(*s);
     loadTiny(*w);
-    child<QSpinBox>(w.get(), "widthSpin")->setValue(64);
-    child<QSpinBox>(w.get(), "heightSpin")->setValue(64);
-    child<QSpinBox>(w.get(), "stepsSpin")->setValue(3);
+    smallRun(*w, 3);
     child<QLineEdit>(w.get(), "seedEdit")->setText("42");
     child<QPlainTextEdit>(w.get(), "promptEdit")->setPlainText("a blue square");
     QSignalSpy started(w->worker(), &EngineWorker::runStarted);
@@ -513,9 +509,7 @@ class TestGui : public QObject {
     QVERIFY(arrived(ready, 60000));
     QTRY_VERIFY(!w->isBusy());
     QTRY_VERIFY(child<QLabel>(w.get(), "modelInfo")->text().contains("already FP8"));
-    child<QSpinBox>(w.get(), "widthSpin")->setValue(64);
-    child<QSpinBox>(w.get(), "heightSpin")->setValue(64);
-    child<QSpinBox>(w.get(), "stepsSpin")->setValue(2);
+    smallRun(*w, 2);
     QSignalSpy done(w->worker(), &EngineWorker::compareFinished);
     QTest::mouseClick(child<QWidget>(w.get(), "compareButton"), Qt::LeftButton);
     QVERIFY(arrived(done, 120000));

@@ -84,17 +84,14 @@ ConvertSummary convert_checkpoint(const ConvertOptions& options,
           f32_to_bf16(wide.data(), half.data(), n);
         }
         writer.append(half.data(), n * 2);
-        summary.quantised_tensors += 1;
-        summary.quantised_params += n;
-        if (progress) progress(i + 1, in.tensors().size());
-        continue;
+      } else {
+        codes.resize(n);
+        const auto scales =
+            quantize_weight(wide.data(), t.shape[0], static_cast<int64_t>(n), options.format,
+                            options.scale, codes.data());
+        writer.append(codes.data(), n);
+        if (!scales.empty()) writer.append(scales.data(), scales.size() * 4);
       }
-      codes.resize(n);
-      const auto scales =
-          quantize_weight(wide.data(), t.shape[0], static_cast<int64_t>(n), options.format,
-                          options.scale, codes.data());
-      writer.append(codes.data(), n);
-      if (!scales.empty()) writer.append(scales.data(), scales.size() * 4);
       summary.quantised_tensors += 1;
       summary.quantised_params += n;
     }

@@ -49,6 +49,27 @@ at::Tensor scratch(at::ScalarType dtype, at::IntArrayRef sizes) {
   return buf.narrow(0, 0, n).view(sizes);
 }
 
+// FP8 codes decoded into `out` (FP32, BF16 or FP16, the codes' shape): decode(code) times the
+// per-tensor scale, or times the per-channel scale along the first dimension (undefined: none).
+void decode_fp8_into(const at::Tensor& codes, Fp8Format format, const at::Tensor& scale, at::Tensor& out) {
+  const auto n = static_cast<std::size_t>(codes.numel());
+  const auto* src = codes.data_ptr<uint8_t>();
+  const bool per_channel = scale.defined() && scale.numel() > 1;
+  const float tensor_scale = scale.defined() && !per_channel ? scale.item<float>() : 1.0f;
+  if (out.scalar_type() == at::kBFloat16) {
+    decode_fp8_to_bf16(src, reinterpret_cast<uint16_t*>(out.data_ptr()), n, format, tensor_scale);
+  } else if (out.scalar_type() == at::kHalf) {
+    decode_fp8_to_f16(src, reinterpret_cast<uint16_t*>(out.data_ptr()), n, format, tensor_scale);
+  } else {
+    decode_fp8_to_f32(src, out.data_ptr<float>(), n, format, tensor_scale);
+  }
+  if (per_channel) {
+    std::vector<int64_t> shape(static_cast<std::size_t>(out.dim()), 1);
+    shape[0] = -1;
+    out.mul_(scale.to(out.scalar_type()).view(shape));
+  }
+}
+
 }  // namespace
 
 DecodeStats decode_stats() { return {g_decode_ns.load(), g_decode_weights.load()}; }
@@ -68,29 +89,13 @@ at::Tensor QuantisedLayer::decoded_weight(at::ScalarType dtype) const {
   // FP8 codes -> compute dtype, then the per-tensor or per-channel scale.
   const auto start = std::chrono::steady_clock::now();
   at::Tensor codes = weight.is_contiguous() ? weight : weight.contiguous();
-  const auto n = static_cast<std::size_t>(codes.numel());
-  const auto* src = codes.data_ptr<uint8_t>();
-  const bool per_channel = scale_weight.defined() && scale_weight.numel() > 1;
-  const float tensor_scale =
-      scale_weight.defined() && !per_channel ? scale_weight.item<float>() : 1.0f;
   const at::ScalarType target = dtype == at::kBFloat16 || dtype == at::kHalf ? dtype : at::kFloat;
   at::Tensor out = scratch(target, codes.sizes());
-  if (target == at::kBFloat16) {
-    decode_fp8_to_bf16(src, reinterpret_cast<uint16_t*>(out.data_ptr()), n, format, tensor_scale);
-  } else if (target == at::kHalf) {
-    decode_fp8_to_f16(src, reinterpret_cast<uint16_t*>(out.data_ptr()), n, format, tensor_scale);
-  } else {
-    decode_fp8_to_f32(src, out.data_ptr<float>(), n, format, tensor_scale);
-  }
+  decode_fp8_into(codes, format, scale_weight, out);
   if (target != dtype) out = out.to(dtype);
-  if (per_channel) {
-    std::vector<int64_t> shape(static_cast<std::size_t>(out.dim()), 1);
-    shape[0] = -1;
-    out = out.mul_(scale_weight.to(out.scalar_type()).view(shape));
-  }
   g_decode_ns.fetch_add(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                             std::chrono::steady_clock::now() - start).count()));
-  g_decode_weights.fetch_add(n);
+  g_decode_weights.fetch_add(static_cast<uint64_t>(codes.numel()));
   return out;
 }
 
@@ -247,22 +252,16 @@ bool shape_equals(const std::vector<int64_t>& a, at::IntArrayRef b) {
 
 Fp8Format fp8_format_of(Dtype dtype) { return dtype == Dtype::F8_E4M3 ? Fp8Format::E4M3FN : Fp8Format::E5M2; }
 
-// An FP8 checkpoint weight decoded to FP32: codes times its per-tensor or per-channel scale.
+// An FP8 checkpoint weight decoded to FP32 (codes times its scale), after checking that a
+// per-channel scale has one value per output channel.
 at::Tensor decode_checkpoint_fp8(const SafetensorsFile& file, const TensorRecord& rec, const at::Tensor& codes,
                                  const at::Tensor& scale) {
-  at::Tensor w = at::empty(codes.sizes(), at::kFloat);
-  const bool per_channel = scale.defined() && scale.numel() > 1;
-  decode_fp8_to_f32(codes.data_ptr<uint8_t>(), w.data_ptr<float>(), static_cast<std::size_t>(codes.numel()),
-                    fp8_format_of(rec.dtype), scale.defined() && !per_channel ? scale.item<float>() : 1.0f);
-  if (per_channel) {
-    if (scale.numel() != w.size(0)) {
-      throw InputError(file.path() + ": tensor '" + rec.name + "' has " + std::to_string(scale.numel()) +
-                       " channel scales for " + std::to_string(w.size(0)) + " output channels");
-    }
-    std::vector<int64_t> shape(static_cast<std::size_t>(w.dim()), 1);
-    shape[0] = -1;
-    w.mul_(scale.view(shape));
+  if (scale.defined() && scale.numel() > 1 && scale.numel() != codes.size(0)) {
+    throw InputError(file.path() + ": tensor '" + rec.name + "' has " + std::to_string(scale.numel()) +
+                     " channel scales for " + std::to_string(codes.size(0)) + " output channels");
   }
+  at::Tensor w = at::empty(codes.sizes(), at::kFloat);
+  decode_fp8_into(codes, fp8_format_of(rec.dtype), scale, w);
   return w;
 }
 

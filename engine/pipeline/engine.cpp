@@ -164,7 +164,6 @@ ModelInfo Engine::info() const {
   i.path = impl_->options.checkpoint;
   i.architecture = impl_->model->detection().description();
   i.storage = weight_type_name(impl_->model->storage().weights);
-  if (const auto& own = impl_->model->source_storage()) i.source_storage = weight_type_name(own->weights);
   i.source_note = impl_->model->source_note();
   const auto b = impl_->model->weight_bytes();
   i.unet_bytes = b.unet;

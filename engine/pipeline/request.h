@@ -109,7 +109,6 @@ struct ModelInfo {
   std::string path;
   std::string architecture;
   std::string storage;
-  std::string source_storage;  // the checkpoint's own ("fp16", "fp8-e4m3", ...; empty when mixed)
   std::string source_note;     // set when the checkpoint is already FP8: its values are FP8's in every storage
   uint64_t unet_bytes = 0, text_bytes = 0, vae_bytes = 0;
   int native_size = 512;
