@@ -51,6 +51,7 @@ void EngineWorker::loadModel(const ModelRequest& request) {
     options.vocab = request.vocab.toStdString();
     options.lora_dir = request.loraDir.toStdString();
     options.storage = request.storage;
+    options.device = request.device.toStdString();
     m_engine.reset();  // never two models in memory
     m_hasModel.store(false);
     m_engine = std::make_unique<Engine>(options);

@@ -23,6 +23,7 @@ struct ModelRequest {
   QString vocab;    // empty: the engine's search (DESIGN.md section 4)
   QString loraDir;
   StorageSpec storage;  // load straight into the chosen storage (no second conversion)
+  QString device = QStringLiteral("auto");  // auto, cpu, cuda:N
   // Writes a tiny-sd1 checkpoint with random weights at `checkpoint` first when it does not exist
   // (the first-run model until the trained demo model ships).
   bool makeDemoIfMissing = false;

@@ -117,7 +117,8 @@ MainWindow::MainWindow(QSettings* settings, bool autoLoad, QWidget* parent)
       if (!demoPath.isEmpty()) {
         loadModel(demoPath);
       } else {
-        ModelRequest demo{demoModelPath(), QString(), m_folders.loras, m_precision->settings().storage, true};
+        ModelRequest demo{demoModelPath(), QString(), m_folders.loras, m_precision->settings().storage,
+                          m_precision->device(), true};
         m_loadedPath = demo.checkpoint;
         QMetaObject::invokeMethod(m_worker, [w = m_worker, demo] { w->loadModel(demo); }, Qt::QueuedConnection);
       }
@@ -231,6 +232,7 @@ void MainWindow::buildUi() {
   connect(m_model, &ModelPanel::modelChosen, this, &MainWindow::loadModel);
   connect(m_model, &ModelPanel::reportChanged, this, [this] { m_precision->setReport(m_model->report()); });
   connect(m_precision, &PrecisionPanel::compareRequested, this, &MainWindow::compare);
+  connect(m_precision, &PrecisionPanel::deviceChanged, this, [this] { loadModel(m_loadedPath); });
   connect(m_gallery, &GalleryPanel::restoreRequested, this, [this](const GenerationRequest& r, int index) {
     m_prompt->setFromRequest(r);
     m_precision->setSettings(PrecisionSettings{r.storage, r.compute});
@@ -246,6 +248,9 @@ void MainWindow::connectWorker() {
     m_model->setCheckpoint(QString::fromStdString(info.path));
     m_model->setStatus(tr("Loaded: %1, stored as %2").arg(QString::fromStdString(info.architecture), QString::fromStdString(info.storage)));
     m_loadedPath = QString::fromStdString(info.path);
+    m_deviceText = QString::fromStdString(info.device);
+    m_gpu = info.gpu;
+    updateStatus();
     loadTokenizer(m_loadedPath);
     m_errorBanner->hide();
     log().info("model loaded: {}", info.path);
@@ -279,7 +284,10 @@ void MainWindow::connectWorker() {
                               .arg(remaining * mean / 1000.0, 0, 'f', 1));
     if (e.preview.width > 0) m_image->setPreview(toQImage(e.preview), m_targetWidth, m_targetHeight);
   });
-  connect(m_worker, &EngineWorker::memory, this, [this](int run, const MemorySample& s) { m_charts->addMemory(run, s); });
+  connect(m_worker, &EngineWorker::memory, this, [this](int run, const MemorySample& s) {
+    m_charts->addMemory(run, s);
+    m_vramBytes = s.cuda_allocated_bytes;
+  });
   connect(m_worker, &EngineWorker::finished, this, [this](const RunResult& r) {
     m_charts->setWeightBytes(r.run, r.result.weight_bytes);
     if (!r.result.images.empty()) {
@@ -321,7 +329,8 @@ void MainWindow::loadModel(const QString& path) {
   if (path.isEmpty()) return;
   if (m_busy) m_worker->cancel();  // a model switch stops the running generation first
   m_loadedPath = path;
-  ModelRequest request{path, QString(), m_folders.loras, m_precision->settings().storage, path == demoModelPath()};
+  ModelRequest request{path, QString(), m_folders.loras, m_precision->settings().storage, m_precision->device(),
+                       path == demoModelPath()};
   QMetaObject::invokeMethod(m_worker, [w = m_worker, request] { w->loadModel(request); }, Qt::QueuedConnection);
 }
 
@@ -393,7 +402,12 @@ void MainWindow::showError(const QString& message) {
 
 void MainWindow::updateStatus() {
   const auto mem = read_process_memory();
-  m_statusMemory->setText(tr("CPU · %1 threads · RSS %2").arg(QThread::idealThreadCount()).arg(formatBytes(static_cast<double>(mem.rss_bytes))));
+  const QString rss = formatBytes(static_cast<double>(mem.rss_bytes));
+  if (m_gpu) {
+    m_statusMemory->setText(tr("%1 · VRAM %2 · RSS %3").arg(m_deviceText, formatBytes(static_cast<double>(m_vramBytes)), rss));
+  } else {
+    m_statusMemory->setText(tr("CPU · %1 threads · RSS %2").arg(QThread::idealThreadCount()).arg(rss));
+  }
 }
 
 void MainWindow::loadTokenizer(const QString& checkpoint) {

@@ -126,6 +126,9 @@ class MainWindow : public QMainWindow {
   int m_stepCount = 0;
   bool m_busy = false;
   QString m_lastError;
+  QString m_deviceText;       // the loaded model's device (ModelInfo::device)
+  bool m_gpu = false;
+  uint64_t m_vramBytes = 0;    // the latest memory sample's VRAM
   QString m_loadedPath;
   QString m_pendingModel;
 };

@@ -17,7 +17,7 @@ namespace fp8s::cli {
 void register_compare(CLI::App& app) {
   struct Opts {
     CommonOptions common;
-    std::string model, vocab, lora_dir, outdir = "outputs", modes = "fp16,fp8-e4m3";
+    std::string model, vocab, lora_dir, outdir = "outputs", modes = "fp16,fp8-e4m3", device = "auto";
     GenerationRequest r;
     RequestFlags flags;
     bool no_unet_error = false, retention_only = false;
@@ -36,9 +36,11 @@ void register_compare(CLI::App& app) {
   sub->add_option("--lora-dir", o->lora_dir, "folder where <lora:NAME:W> prompt tags are looked up");
   sub->add_flag("--retention-only", o->retention_only, "only the LoRA retention table (no images)");
   add_request_options(*sub, o->r, o->flags);
+  add_device_option(*sub, o->device);
   sub->callback([o] {
     finish_request(o->r, o->flags);
     CompareOptions c;
+    c.load.device = o->device;
     c.load.checkpoint = o->model.empty() ? demo::find_demo_model() : o->model;
     c.load.vocab = o->vocab;
     c.load.lora_dir = o->lora_dir;
@@ -62,7 +64,7 @@ void register_compare(CLI::App& app) {
 
 std::function<void(bool json)> register_bench_generate(CLI::App& bench) {
   struct Opts {
-    std::string model, vocab, modes = "bf16,fp8-e4m3";
+    std::string model, vocab, modes = "bf16,fp8-e4m3", device = "auto";
     GenerationRequest r;
     RequestFlags flags;
     int repeats = 3;
@@ -78,6 +80,7 @@ std::function<void(bool json)> register_bench_generate(CLI::App& bench) {
       ->capture_default_str();
   bench.add_option("--vocab", o->vocab, "CLIP vocabulary");
   add_request_options(bench, o->r, o->flags);
+  add_device_option(bench, o->device);
   return [o, &bench](bool json) {
     if (o->model.empty()) {  // the demo model at its own size unless one is asked for
       if (bench.count("--width") == 0) o->r.width = 0;
@@ -87,6 +90,7 @@ std::function<void(bool json)> register_bench_generate(CLI::App& bench) {
     BenchOptions b;
     b.load.checkpoint = o->model.empty() ? demo::find_demo_model() : o->model;
     b.load.vocab = o->vocab;
+    b.load.device = o->device;
     b.request = o->r;
     b.modes = parse_modes(o->modes, o->r.storage.scale);
     b.repeats = o->repeats;
@@ -98,7 +102,8 @@ std::function<void(bool json)> register_bench_generate(CLI::App& bench) {
                      {"min_ms", m.min_ms}, {"max_ms", m.max_ms}, {"ratio_to_first", m.ratio_to_first},
                      {"run_median_ms", m.run_median_ms}, {"decode_gb_per_s", m.decode_gb_per_s},
                      {"decode_share", m.decode_share}, {"weight_bytes", m.weight_bytes},
-                     {"tracked_peak_bytes", m.tracked_peak_bytes}});
+                     {"tracked_peak_bytes", m.tracked_peak_bytes}, {"vram_peak_bytes", m.vram_peak_bytes},
+                     {"device", b.device}});
       }
       std::cout << nlohmann::json{{"generate", j}}.dump(2) << "\n";
     } else {

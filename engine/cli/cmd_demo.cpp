@@ -129,7 +129,7 @@ struct Tally {
 void register_demo_eval(CLI::App& app) {
   struct Opts {
     CommonOptions common;
-    std::string model, grid, weights = "fp16", scale = "channel", sampler = "euler";
+    std::string model, grid, weights = "fp16", scale = "channel", sampler = "euler", device = "auto";
     int captions = 200, steps = 20;
     float cfg = 5.0f;
     bool autoencoder = false;
@@ -144,6 +144,7 @@ void register_demo_eval(CLI::App& app) {
   sub->add_option("--steps", o->steps, "sampling steps")->capture_default_str();
   sub->add_option("--cfg", o->cfg, "guidance scale")->capture_default_str();
   sub->add_option("--sampler", o->sampler, "sampler")->capture_default_str();
+  add_device_option(*sub, o->device);
   sub->add_option("--grid", o->grid, "also write a PNG grid of the first 16 captions and their images");
   sub->add_flag("--autoencoder", o->autoencoder,
                 "score the VAE's reconstructions of the rendered scenes instead (the ceiling of any generation)");
@@ -158,6 +159,7 @@ void register_demo_eval(CLI::App& app) {
     LoadOptions load;
     load.checkpoint = o->model.empty() ? demo::find_demo_model() : o->model;
     load.storage = {*w, is_fp8(*w) ? *scale : Fp8Scale::None, false};
+    load.device = o->device;
     // held-out scenes in a fixed shuffled order
     std::vector<demo::Scene> scenes;
     for (const auto& s : demo::all_single_scenes()) {

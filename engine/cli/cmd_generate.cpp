@@ -51,7 +51,7 @@ class CliObserver : public Observer {
 void register_generate(CLI::App& app) {
   struct Opts {
     CommonOptions common;
-    std::string model, vocab, outdir = "outputs", lora_dir;
+    std::string model, vocab, outdir = "outputs", lora_dir, device = "auto";
     std::vector<std::string> loras;
     GenerationRequest r;
     RequestFlags flags;
@@ -63,6 +63,7 @@ void register_generate(CLI::App& app) {
   sub->add_option("--vocab", o->vocab, "CLIP vocabulary (.txt.gz, vocab.json, or a folder)");
   sub->add_option("--outdir", o->outdir, "output folder (files are never overwritten)")->capture_default_str();
   add_request_options(*sub, o->r, o->flags);
+  add_device_option(*sub, o->device);
   sub->add_option("--lora", o->loras, "FILE[:MULT]: apply a LoRA (repeatable)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("--lora-dir", o->lora_dir, "folder where <lora:NAME:W> prompt tags are looked up");
@@ -74,6 +75,7 @@ void register_generate(CLI::App& app) {
     load.storage = o->r.storage;
     load.vocab = o->vocab;
     load.lora_dir = o->lora_dir;
+    load.device = o->device;
     // before the model loads: an output folder that cannot take files is an error now, not after sampling
     check_writable_folder(o->outdir);
     std::signal(SIGINT, on_interrupt);
@@ -96,9 +98,18 @@ void register_generate(CLI::App& app) {
                         {"denoise_ms", t.denoise_ms}, {"decode_ms", t.decode_ms}, {"total_ms", t.total_ms}};
     report["weight_bytes"] = result.weight_bytes;
     report["rss_peak_bytes"] = result.rss_peak_bytes;
+    report["device"] = engine.info().device;
+    if (engine.info().gpu) {
+      report["vram_peak_bytes"] = result.vram_peak_bytes;
+      report["vram_reserved_peak_bytes"] = result.vram_reserved_peak_bytes;
+    }
     if (o->common.json) std::cout << report.dump(2) << "\n";
     log().info("{} image(s) in {:.1f} s (load {:.1f} s), peak RSS {:.0f} MB", result.images.size(),
                t.total_ms / 1000, t.load_ms / 1000, result.rss_peak_bytes / 1e6);
+    if (engine.info().gpu) {
+      log().info("peak VRAM {:.0f} MB allocated, {:.0f} MB reserved on {}", result.vram_peak_bytes / 1e6,
+                 result.vram_reserved_peak_bytes / 1e6, engine.info().device);
+    }
   });
 }
 

@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/backend.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "fp8/codec.h"
@@ -60,7 +61,7 @@ namespace {
 struct ModelProbeOptions {
   std::string model, case_file, prefix, out;
   std::vector<std::string> inputs;  // role=NAME overrides
-  std::string weights = "fp32", scale = "none", compute = "fp32";
+  std::string weights = "fp32", scale = "none", compute = "fp32", device = "auto";
   int clip_skip = 1;
   std::string sampler = "euler", schedule = "normal";
   int steps = 20;
@@ -92,7 +93,7 @@ void probe_model(const std::string& role, const ModelProbeOptions& o) {
   storage.weights = *parse_weight_type(o.weights);
   storage.scale = *parse_fp8_scale(o.scale);
   const auto compute = *parse_compute_type(o.compute);
-  Model model(o.model, storage);
+  Model model(o.model, storage, backend::resolve_device(o.device));
   model.set_loras(parse_lora_flags(o.loras), *parse_lora_mode(o.lora_mode));
   std::map<std::string, std::string> names;
   auto roles = kInputs.at(role);
@@ -191,6 +192,7 @@ void register_probe(CLI::App& app) {
   sub->add_option("--compute", o->m.compute, "fp32 or bf16 (fp16 on CUDA)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
       ->capture_default_str();
+  add_device_option(*sub, o->m.device);
   sub->add_option("--clip-skip", o->m.clip_skip, "1 = last layer, 2 = penultimate")->capture_default_str();
   sub->add_option("--sampler", o->m.sampler, "euler, euler_ancestral, heun, dpmpp_2m, ddim, lcm")
       ->check([](const std::string& s) { return parse_sampler(s) ? "" : "unknown sampler " + s; })

@@ -51,7 +51,7 @@ double slope(const std::vector<double>& xs, const std::vector<double>& ys) {
 void register_soak(CLI::App& app) {
   struct Opts {
     CommonOptions common;
-    std::string model, vocab, lora, csv;
+    std::string model, vocab, lora, csv, device = "auto";
     int runs = 200, steps = 6, warmup = 20, size = 64;
   };
   auto o = std::make_shared<Opts>();
@@ -65,11 +65,13 @@ void register_soak(CLI::App& app) {
   sub->add_option("--steps", o->steps, "steps per generation")->check(CLI::Range(2, 1000))->capture_default_str();
   sub->add_option("--size", o->size, "image width and height")->capture_default_str();
   sub->add_option("--csv", o->csv, "write one row per run to this file");
+  add_device_option(*sub, o->device);
   sub->callback([o] {
     if (o->warmup >= o->runs) throw InputError("--warmup must be smaller than --runs");
     LoadOptions load;
     load.checkpoint = o->model;
     load.vocab = o->vocab;
+    load.device = o->device;
     Engine engine(load);
     std::vector<Row> rows;
     for (int i = 0; i < o->runs; ++i) {

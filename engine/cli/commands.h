@@ -30,6 +30,8 @@ struct RequestFlags {
               compute = "bf16", lora_mode = "auto";
 };
 void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flags);
+// --device auto|cpu|cuda[:N] (checked when the engine starts, before the model is read).
+void add_device_option(CLI::App& sub, std::string& device);
 // `auto_storage`: what `--weights auto` (the default) means for the chosen checkpoint, i.e.
 // default_storage() of its inspect report; FP16 where no checkpoint is involved.
 void finish_request(GenerationRequest& r, const RequestFlags& flags,
@@ -47,6 +49,7 @@ void register_compare(CLI::App& app);
 void register_train_demo(CLI::App& app);
 void register_demo_eval(CLI::App& app);
 void register_soak(CLI::App& app);
+void register_device_test(CLI::App& app);
 // Adds bench's `generate` section options to `bench`; returns what runs the section.
 std::function<void(bool json)> register_bench_generate(CLI::App& bench);
 

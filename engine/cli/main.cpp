@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   fp8s::cli::register_train_demo(app);
   fp8s::cli::register_demo_eval(app);
   fp8s::cli::register_soak(app);
+  fp8s::cli::register_device_test(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -103,8 +103,16 @@ void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flag
     else if (v == "zero") r.uncond = UncondMode::Zero;
     else throw CLI::ValidationError("--uncond", "expected auto, prompt or zero, got '" + v + "'");
   }, "SDXL unconditional branch: auto, prompt or zero");
-  sub.add_option("--compute", compute, "compute type: fp32 or bf16 (fp16 on CUDA)")
+  sub.add_option("--compute", compute, "compute type: fp32 or bf16 (fp16 on CUDA; bf16 is fp16 on cards before compute capability 8.0)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+      ->capture_default_str();
+  sub.add_flag("--fp8-compute", r.fp8_compute,
+               "with --weights fp8-e4m3 on a CUDA GPU of compute capability 8.9+: Linear layers multiply in FP8 "
+               "(_scaled_mm; ComfyUI's fp8_e4m3fn_fast); changes the image");
+}
+
+void add_device_option(CLI::App& sub, std::string& device) {
+  sub.add_option("--device", device, "where the model runs: auto (the first CUDA GPU, else the CPU), cpu, cuda, cuda:N")
       ->capture_default_str();
 }
 

@@ -53,15 +53,6 @@ std::string file_label(const ModeSpec& m) {
   return s;
 }
 
-double rel_l2(const std::vector<float>& a, const std::vector<float>& ref) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - ref[i]) * (double(a[i]) - ref[i]);
-    den += double(ref[i]) * ref[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
-
 std::string mb(uint64_t bytes) {
   char b[32];
   std::snprintf(b, sizeof b, "%.1f", bytes / 1e6);
@@ -77,6 +68,15 @@ std::string fmt(double v, int digits = 2) {
 
 }  // namespace
 
+double rel_l2(const std::vector<float>& a, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    num += (double(a[i]) - ref[i]) * (double(a[i]) - ref[i]);
+    den += double(ref[i]) * ref[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -87,6 +87,7 @@ std::string ModeSpec::label() const {
   std::string s = weight_type_name(storage.weights);
   if (is_fp8(storage.weights) && storage.scale != Fp8Scale::None) s += std::string("/") + fp8_scale_name(storage.scale);
   if (storage.fp8_vae) s += "+vae";
+  if (fp8_compute) s += "+fp8-compute";
   return s;
 }
 
@@ -96,6 +97,12 @@ std::vector<ModeSpec> parse_modes(const std::string& list, Fp8Scale default_scal
   for (std::string item; std::getline(in, item, ',');) {
     if (item.empty()) continue;
     ModeSpec m;
+    // "fp8-e4m3+fp8-compute": FP8 storage with the Linear layers through _scaled_mm (CUDA 8.9+)
+    const std::string suffix = "+fp8-compute";
+    if (item.size() > suffix.size() && item.compare(item.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      m.fp8_compute = true;
+      item.resize(item.size() - suffix.size());
+    }
     const auto slash = item.find('/');
     const std::string weights = item.substr(0, slash);
     const auto w = parse_weight_type(weights);
@@ -122,6 +129,8 @@ CompareReport run_compare(const CompareOptions& o, const std::function<void(cons
   Engine engine(load);
   engine.validate(request);
   report.source_note = engine.info().source_note;  // logged once by the model
+  report.device = engine.info().device;
+  report.gpu = engine.info().gpu;
   report.folder = make_run_folder(o.outdir);
   std::atomic<bool> never{false};
   if (!request.loras.empty()) {
@@ -159,6 +168,7 @@ CompareReport run_compare(const CompareOptions& o, const std::function<void(cons
     if (o.retention_only) break;
     if (progress) progress("generating with " + mode.label());
     request.storage = mode.storage;
+    request.fp8_compute = mode.fp8_compute;
     ModeResult m;
     m.mode = mode;
     m.result = engine.generate(request, nullptr, never);
@@ -195,6 +205,13 @@ CompareReport run_compare(const CompareOptions& o, const std::function<void(cons
     m.psnr = psnr(img, first);
     m.ssim = ssim(img, first);
     m.max_abs_diff = max_abs_diff(img, first);
+    const auto& r0 = report.modes.front().result;
+    const double saved = double(r0.weight_bytes) - double(m.result.weight_bytes);
+    if (std::abs(saved) > 0) {
+      const double drop = report.gpu ? double(r0.vram_peak_bytes) - double(m.result.vram_peak_bytes)
+                                     : double(r0.tracked_peak_bytes) - double(m.result.tracked_peak_bytes);
+      m.drop_per_weight_byte = drop / saved;
+    }
     images.push_back(img);
     labels.push_back(m.mode.label());
     if (k >= 1) {
@@ -222,14 +239,18 @@ CompareReport run_compare(const CompareOptions& o, const std::function<void(cons
                    {"sampler", sampler_name(request.sampler)},
                    {"compute", compute_type_name(request.compute)},
                    {"source_note", report.source_note},
+                   {"device", report.device},
                    {"modes", nlohmann::json::array()}};
   std::ostringstream md;
   md << "# FP8 Studio compare\n\n" << "Model `" << o.load.checkpoint << "`, " << first.width << "x" << first.height
      << ", " << request.steps << " steps " << sampler_display_name(request.sampler) << ", CFG " << request.cfg
      << ", seed " << request.seed << ", compute " << compute_type_name(request.compute) << ".\n\n"
      << (report.source_note.empty() ? "" : "**Note:** " + report.source_note + ".\n\n")
-     << "| mode | UNet MB | text MB | VAE MB | weights MB | peak tracked MB | peak RSS MB | step ms (mean) | step ms (median) | total ms | PSNR dB | SSIM | max abs diff | UNet rel. L2 vs fp32 |\n"
-     << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+     << "Device: " << report.device << ".\n\n"
+     << "| mode | UNet MB | text MB | VAE MB | weights MB | peak tracked MB | peak RSS MB |"
+     << (report.gpu ? " peak VRAM MB | peak VRAM reserved MB |" : "")
+     << " peak drop / weight byte saved | step ms (mean) | step ms (median) | total ms | PSNR dB | SSIM | max abs diff | UNet rel. L2 vs fp32 |\n"
+     << "|---|---|---|---|---|---|---|" << (report.gpu ? "---|---|" : "") << "---|---|---|---|---|---|---|---|\n";
   for (const auto& m : report.modes) {
     const auto& r = m.result;
     j["modes"].push_back({{"mode", m.mode.label()},
@@ -237,6 +258,9 @@ CompareReport run_compare(const CompareOptions& o, const std::function<void(cons
                           {"weight_bytes", {{"unet", r.unet_bytes}, {"text", r.text_bytes}, {"vae", r.vae_bytes}, {"total", r.weight_bytes}}},
                           {"peak_tracked_bytes", r.tracked_peak_bytes},
                           {"peak_rss_bytes", r.rss_peak_bytes},
+                          {"peak_vram_bytes", r.vram_peak_bytes},
+                          {"peak_vram_reserved_bytes", r.vram_reserved_peak_bytes},
+                          {"peak_drop_per_weight_byte_saved", m.drop_per_weight_byte < -0.5 && m.result.weight_bytes == report.modes.front().result.weight_bytes ? nlohmann::json(nullptr) : nlohmann::json(m.drop_per_weight_byte)},
                           {"step_ms", r.timing.step_ms},
                           {"step_ms_mean", m.step_ms_mean},
                           {"step_ms_median", m.step_ms_median},
@@ -247,12 +271,16 @@ CompareReport run_compare(const CompareOptions& o, const std::function<void(cons
                           {"unet_rel_l2_vs_fp32", m.unet_rel_l2}});
     md << "| " << m.mode.label() << " | " << mb(r.unet_bytes) << " | " << mb(r.text_bytes) << " | " << mb(r.vae_bytes)
        << " | " << mb(r.weight_bytes) << " | " << mb(r.tracked_peak_bytes) << " | " << mb(r.rss_peak_bytes) << " | "
-       << fmt(m.step_ms_mean, 0) << " | " << fmt(m.step_ms_median, 0) << " | " << fmt(r.timing.total_ms, 0) << " | "
+       << (report.gpu ? mb(r.vram_peak_bytes) + " | " + mb(r.vram_reserved_peak_bytes) + " | " : std::string())
+       << (r.weight_bytes == report.modes.front().result.weight_bytes ? std::string("-") : fmt(100 * m.drop_per_weight_byte, 1) + "%")
+       << " | " << fmt(m.step_ms_mean, 0) << " | " << fmt(m.step_ms_median, 0) << " | " << fmt(r.timing.total_ms, 0) << " | "
        << fmt(m.psnr) << " | " << fmt(m.ssim, 4) << " | " << m.max_abs_diff << " | "
        << (m.unet_rel_l2 < 0 ? std::string("-") : fmt(m.unet_rel_l2, 5)) << " |\n";
   }
   md << "\nPSNR, SSIM (luminance, 11x11 Gaussian window) and max abs diff are against the first mode. "
-        "Peak RSS is the process's high-water mark (it only falls when the kernel lets it be reset).\n\n"
+        "Peak RSS is the process's high-water mark (it only falls when the kernel lets it be reset). "
+     << "Peak drop per weight byte saved: how much of the smaller weights shows in the peak "
+     << (report.gpu ? "VRAM (CUDA allocator, allocated bytes)" : "tracked tensor memory") << ", against the first mode.\n\n"
      << "![side by side](side_by_side.png)\n\n![difference](diff_heatmap.png)\n";
   j["retention"] = retention;
   md << rmd.str();
@@ -261,10 +289,12 @@ CompareReport run_compare(const CompareOptions& o, const std::function<void(cons
   return report;
 }
 
-std::vector<BenchMode> run_bench(const BenchOptions& o, const std::function<void(const std::string&)>& progress) {
+std::vector<BenchMode> run_bench(BenchOptions& o, const std::function<void(const std::string&)>& progress) {
   LoadOptions load = o.load;
   load.storage = o.modes.front().storage;
   Engine engine(load);
+  o.device = engine.info().device;
+  o.gpu = engine.info().gpu;
   GenerationRequest request = o.request;
   if (request.seed < 0) request.seed = 1;
   engine.validate(request);
@@ -276,6 +306,7 @@ std::vector<BenchMode> run_bench(const BenchOptions& o, const std::function<void
     for (std::size_t k = 0; k < o.modes.size(); ++k) {
       if (progress) progress((round < 0 ? std::string("warm-up ") : "round " + std::to_string(round + 1) + " ") + o.modes[k].label());
       request.storage = o.modes[k].storage;
+      request.fp8_compute = o.modes[k].fp8_compute;
       reset_decode_stats();
       const auto r = engine.generate(request, nullptr, never);
       const auto stats = decode_stats();
@@ -286,6 +317,7 @@ std::vector<BenchMode> run_bench(const BenchOptions& o, const std::function<void
       m.run_median_ms.push_back(median(r.timing.step_ms));
       m.weight_bytes = r.weight_bytes;
       m.tracked_peak_bytes = std::max(m.tracked_peak_bytes, r.tracked_peak_bytes);
+      m.vram_peak_bytes = std::max(m.vram_peak_bytes, r.vram_peak_bytes);
       decode_ns[k] += stats.nanoseconds;
       decode_weights[k] += stats.weights;
       step_total[k] += std::accumulate(r.timing.step_ms.begin(), r.timing.step_ms.end(), 0.0);
@@ -308,19 +340,20 @@ std::vector<BenchMode> run_bench(const BenchOptions& o, const std::function<void
 std::string bench_markdown(const BenchOptions& o, const std::vector<BenchMode>& modes) {
   std::ostringstream md;
   md << "| mode | median step ms | min-max | ratio to " << modes.front().mode.label()
-     << " | per-run medians | FP8 decode GB/s | decode share of step | weights MB | peak tracked MB |\n"
-     << "|---|---|---|---|---|---|---|---|---|\n";
+     << " | per-run medians | FP8 decode GB/s | decode share of step | weights MB | peak tracked MB |"
+     << (o.gpu ? " peak VRAM MB |" : "") << "\n"
+     << "|---|---|---|---|---|---|---|---|---|" << (o.gpu ? "---|" : "") << "\n";
   for (const auto& m : modes) {
     std::string runs;
     for (double v : m.run_median_ms) runs += (runs.empty() ? "" : ", ") + fmt(v, 0);
     md << "| " << m.mode.label() << " | " << fmt(m.median_ms, 0) << " | " << fmt(m.min_ms, 0) << "-" << fmt(m.max_ms, 0)
        << " | " << fmt(m.ratio_to_first, 3) << " | " << runs << " | " << (m.decode_share > 0 ? fmt(m.decode_gb_per_s) : "-")
        << " | " << (m.decode_share > 0 ? fmt(100 * m.decode_share, 1) + "%" : "-") << " | " << mb(m.weight_bytes)
-       << " | " << mb(m.tracked_peak_bytes) << " |\n";
+       << " | " << mb(m.tracked_peak_bytes) << " |" << (o.gpu ? " " + mb(m.vram_peak_bytes) + " |" : "") << "\n";
   }
   md << "\n" << o.repeats << " measured rounds alternating the modes after one warm-up run each; "
      << o.request.width << "x" << o.request.height << ", " << o.request.steps << " steps, compute "
-     << compute_type_name(o.request.compute) << ".\n";
+     << compute_type_name(o.request.compute) << ", on " << o.device << ".\n";
   return md.str();
 }
 

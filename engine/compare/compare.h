@@ -12,12 +12,16 @@
 namespace fp8s {
 
 double median(std::vector<double> values);  // 0 for none
+// ‖a − ref‖ / ‖ref‖ (the UNet output error figures)
+double rel_l2(const std::vector<float>& a, const std::vector<float>& ref);
 
 struct ModeSpec {
   StorageSpec storage;
+  bool fp8_compute = false;   // GenerationRequest::fp8_compute
   std::string label() const;  // "fp16", "fp8-e4m3", "fp8-e4m3/tensor"
 };
-// Parses "fp16,fp8-e4m3,fp8-e4m3/channel" (a /SCALE suffix overrides the default scale).
+// Parses "fp16,fp8-e4m3,fp8-e4m3/channel" (a /SCALE suffix overrides the default scale; a
+// "+fp8-compute" suffix asks for FP8 compute).
 std::vector<ModeSpec> parse_modes(const std::string& list, Fp8Scale default_scale);
 
 struct CompareOptions {
@@ -46,6 +50,9 @@ struct ModeResult {
   double psnr = 0, ssim = 1;  // versus the first mode
   int max_abs_diff = 0;
   double unet_rel_l2 = -1;    // versus FP32 storage (-1: not measured)
+  // Peak memory saved per weight byte saved, versus the first mode (peak VRAM on a GPU, peak
+  // tracked tensor bytes on the CPU); -1 where the weights are the same size.
+  double drop_per_weight_byte = -1;
 };
 
 struct CompareReport {
@@ -53,6 +60,8 @@ struct CompareReport {
   std::vector<ModeResult> modes;
   std::vector<RetentionRow> retention;  // when the request has LoRAs
   std::string source_note;              // the checkpoint is already FP8 (ModelInfo::source_note)
+  std::string device;                   // ModelInfo::device
+  bool gpu = false;                     // peaks are VRAM (CUDA allocator) as well as host memory
 };
 
 // Writes <folder>/<mode>.png, side_by_side.png, diff_heatmap.png (and diff_heatmap_<mode>.png for
@@ -65,6 +74,8 @@ struct BenchOptions {
   GenerationRequest request;
   std::vector<ModeSpec> modes;
   int repeats = 3;
+  std::string device;  // filled by run_bench: ModelInfo::device
+  bool gpu = false;
 };
 
 struct BenchMode {
@@ -76,10 +87,11 @@ struct BenchMode {
   double decode_gb_per_s = 0;           // FP8 decode throughput (codes in)
   double decode_share = 0;              // decode time / step time
   uint64_t weight_bytes = 0, tracked_peak_bytes = 0;
+  uint64_t vram_peak_bytes = 0;         // on a GPU: the CUDA allocator's peak over the runs
 };
 
 // Runs every mode once as warm-up (excluded), then `repeats` rounds alternating A B A B.
-std::vector<BenchMode> run_bench(const BenchOptions& options,
+std::vector<BenchMode> run_bench(BenchOptions& options,
                                  const std::function<void(const std::string&)>& progress = {});
 std::string bench_markdown(const BenchOptions& options, const std::vector<BenchMode>& modes);
 

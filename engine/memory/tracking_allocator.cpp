@@ -2,6 +2,7 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <atomic>
@@ -35,9 +36,17 @@ void tracked_delete(void* data) {
   g_base->raw_deleter()(base);
 }
 
+// c10::Allocator's interface changed in LibTorch 2.x: allocate() is no longer const, and
+// copy_data() must be defined.
+#if TORCH_VERSION_MAJOR >= 2
+#define FP8S_ALLOCATE_CONST
+#else
+#define FP8S_ALLOCATE_CONST const
+#endif
+
 class TrackingAllocator final : public c10::Allocator {
  public:
-  c10::DataPtr allocate(std::size_t n) const override {
+  c10::DataPtr allocate(std::size_t n) FP8S_ALLOCATE_CONST override {
     auto* base = static_cast<uint8_t*>(g_base->raw_allocate(n + kHeader));
     *reinterpret_cast<std::size_t*>(base) = n;
     note_alloc(static_cast<int64_t>(n));
@@ -45,6 +54,11 @@ class TrackingAllocator final : public c10::Allocator {
     return {data, data, &tracked_delete, c10::Device(c10::DeviceType::CPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &tracked_delete; }
+#if TORCH_VERSION_MAJOR >= 2
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+#endif
 };
 
 TrackingAllocator g_allocator;

@@ -6,6 +6,7 @@
 #include <map>
 #include <cstring>
 
+#include "backend/backend.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "fp8/convert.h"
@@ -15,7 +16,15 @@ namespace fp8s {
 
 namespace {
 thread_local bool t_training = false;
+thread_local at::Device t_build_device(at::kCPU);
 }  // namespace
+
+BuildOn::BuildOn(const at::Device& device) : previous_(t_build_device) { t_build_device = device; }
+BuildOn::~BuildOn() { t_build_device = previous_; }
+at::Device build_device() { return t_build_device; }
+at::Tensor placeholder(at::IntArrayRef sizes) {
+  return at::empty({1}, at::TensorOptions().device(t_build_device)).expand(sizes);
+}
 
 bool training_active() { return t_training; }
 TrainingScope::TrainingScope() : previous_(t_training) { t_training = true; }
@@ -79,6 +88,7 @@ void reset_decode_stats() {
 }
 
 at::Tensor QuantisedLayer::decoded_weight(at::ScalarType dtype) const {
+  if (!weight.is_cpu()) return decoded_on_device(dtype);
   if (!fp8) {
     if (weight.scalar_type() == dtype) return weight;
     // training (train-demo in BF16): a fresh, differentiable cast; the reused scratch buffer would
@@ -99,6 +109,24 @@ at::Tensor QuantisedLayer::decoded_weight(at::ScalarType dtype) const {
   return out;
 }
 
+at::Tensor QuantisedLayer::decoded_on_device(at::ScalarType dtype) const {
+  // A GPU (or the meta device): native float8 codes cast by the device (the caching allocator
+  // reuses the memory from layer to layer), times the scale in FP32 as the CPU decode does.
+  if (weight.scalar_type() == dtype) return weight;
+  at::Tensor out = weight.to(dtype);
+  if (fp8 && scale_weight.defined()) {
+    if (scale_weight.numel() > 1) {
+      std::vector<int64_t> shape(static_cast<std::size_t>(out.dim()), 1);
+      shape[0] = -1;
+      out.mul_(scale_weight.view(shape));
+    } else {
+      out.mul_(scale_weight.reshape({}));
+    }
+  }
+  if (fp8) g_decode_weights.fetch_add(static_cast<uint64_t>(weight.numel()));
+  return out;
+}
+
 at::Tensor QuantisedLayer::bias_as(at::ScalarType dtype) const {
   if (!bias.defined()) return {};
   return bias.scalar_type() == dtype ? bias : bias.to(dtype);
@@ -107,15 +135,20 @@ at::Tensor QuantisedLayer::bias_as(at::ScalarType dtype) const {
 QLinearImpl::QLinearImpl(int64_t in, int64_t out, bool has_bias) {
   // Placeholders of the right shape that own no memory: the loader replaces them tensor by tensor,
   // so building a model never allocates a full-precision copy of it.
-  weight = register_parameter("weight", at::empty({1}).expand({out, in}), false);
-  if (has_bias) bias = register_parameter("bias", at::empty({1}).expand({out}), false);
+  weight = register_parameter("weight", placeholder({out, in}), false);
+  if (has_bias) bias = register_parameter("bias", placeholder({out}), false);
 }
 
 at::Tensor QLinearImpl::forward(const at::Tensor& x) const {
-  auto y = at::linear(x, decoded_weight(x.scalar_type()), bias_as(x.scalar_type()));
+  // FP8 compute: an E4M3 weight with a per-tensor (or no) scale, on the GPU, sizes as cuBLASLt wants
+  const bool mm8 = fp8_compute && fp8 && weight.is_cuda() && format == Fp8Format::E4M3FN &&
+                   (!scale_weight.defined() || scale_weight.numel() == 1) && weight.size(0) % 16 == 0 &&
+                   weight.size(1) % 16 == 0;
+  auto y = mm8 ? backend::fp8_linear(x, weight, scale_weight, bias)
+               : at::linear(x, decoded_weight(x.scalar_type()), bias_as(x.scalar_type()));
   for (const auto& l : online_loras) {
     const auto t = x.scalar_type();
-    y = y + at::linear(at::linear(x, l.down.flatten(1).to(t)), l.up.flatten(1).to(t)) * l.scale;
+    y = y + at::linear(at::linear(x, l.down.flatten(1).to(x.device(), t)), l.up.flatten(1).to(x.device(), t)) * l.scale;
   }
   return y;
 }
@@ -133,8 +166,8 @@ void QLinearImpl::register_scale(const at::Tensor& scale) { register_scale_buffe
 
 QConv2dImpl::QConv2dImpl(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding)
     : stride_(stride), padding_(padding < 0 ? kernel / 2 : padding) {
-  weight = register_parameter("weight", at::empty({1}).expand({out, in, kernel, kernel}), false);
-  bias = register_parameter("bias", at::empty({1}).expand({out}), false);
+  weight = register_parameter("weight", placeholder({out, in, kernel, kernel}), false);
+  bias = register_parameter("bias", placeholder({out}), false);
 }
 
 at::Tensor QConv2dImpl::forward(const at::Tensor& x) const {
@@ -145,9 +178,9 @@ at::Tensor QConv2dImpl::forward(const at::Tensor& x) const {
     // down has the layer's kernel (LoCon) or is 1x1 on a 1x1 layer
     const int64_t k = l.down.dim() == 4 ? l.down.size(2) : 1;
     auto down = l.down.dim() == 4 ? l.down : l.down.unsqueeze(-1).unsqueeze(-1);
-    auto h = at::conv2d(x, down.to(t), {}, {stride_, stride_}, {k == 1 ? 0 : padding_, k == 1 ? 0 : padding_});
+    auto h = at::conv2d(x, down.to(x.device(), t), {}, {stride_, stride_}, {k == 1 ? 0 : padding_, k == 1 ? 0 : padding_});
     auto up = l.up.dim() == 4 ? l.up : l.up.unsqueeze(-1).unsqueeze(-1);
-    y = y + at::conv2d(h, up.to(t)) * l.scale;
+    y = y + at::conv2d(h, up.to(x.device(), t)) * l.scale;
   }
   return y;
 }
@@ -156,8 +189,8 @@ void QConv2dImpl::register_scale(const at::Tensor& scale) { register_scale_buffe
 
 GroupNormImpl::GroupNormImpl(int64_t groups, int64_t channels, double eps)
     : groups_(groups), eps_(eps) {
-  weight_ = register_parameter("weight", at::ones({channels}), false);
-  bias_ = register_parameter("bias", at::zeros({channels}), false);
+  weight_ = register_parameter("weight", at::ones({channels}, build_device()), false);
+  bias_ = register_parameter("bias", at::zeros({channels}, build_device()), false);
 }
 
 at::Tensor GroupNormImpl::forward(const at::Tensor& x) const {
@@ -166,14 +199,25 @@ at::Tensor GroupNormImpl::forward(const at::Tensor& x) const {
 }
 
 LayerNormImpl::LayerNormImpl(int64_t channels, double eps) : eps_(eps) {
-  weight_ = register_parameter("weight", at::ones({channels}), false);
-  bias_ = register_parameter("bias", at::zeros({channels}), false);
+  weight_ = register_parameter("weight", at::ones({channels}, build_device()), false);
+  bias_ = register_parameter("bias", at::zeros({channels}, build_device()), false);
 }
 
 at::Tensor LayerNormImpl::forward(const at::Tensor& x) const {
   return at::layer_norm(x.to(at::kFloat), {weight_.size(0)}, weight_.to(at::kFloat),
                         bias_.to(at::kFloat), eps_)
       .to(x.scalar_type());
+}
+
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                     const at::Tensor& mask, int64_t budget_bytes) {
+  // FP8S_ATTENTION=sliced keeps the 1.13 path on a 2.x build (to measure one against the other).
+  static const bool sliced_only = [] {
+    const char* e = std::getenv("FP8S_ATTENTION");
+    return e != nullptr && std::string(e) == "sliced";
+  }();
+  if (backend::has_fused_attention() && !sliced_only) return backend::fused_attention(q, k, v, scale, mask);
+  return sliced_attention(q, k, v, scale, mask, budget_bytes);
 }
 
 std::shared_ptr<torch::nn::Module> container(torch::nn::Module& parent, const std::string& name) {
@@ -265,9 +309,21 @@ at::Tensor decode_checkpoint_fp8(const SafetensorsFile& file, const TensorRecord
   return w;
 }
 
-// Quantises or copies a checkpoint weight into a layer's storage.
+// Puts a layer's stored weight in place on `device`: float weights as they are, FP8 codes as the
+// device keeps them (uint8 for the CPU's table decode, native float8 elsewhere), with its scale.
+void place_layer(QuantisedLayer& layer, const at::Tensor& stored, bool fp8, Fp8Format format,
+                 const at::Tensor& scale, const at::Device& device) {
+  layer.fp8 = fp8;
+  if (fp8) layer.format = format;
+  at::Tensor w = stored;
+  if (fp8 && !device.is_cpu() && backend::has_native_fp8()) w = backend::codes_as_native_fp8(stored, format);
+  layer.weight.set_data(w.to(device));
+  if (scale.defined()) layer.register_scale(scale.to(device));
+}
+
+// Quantises or copies a checkpoint weight into a layer's storage on `device`.
 void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const TensorRecord& rec,
-                    const std::string& key, const StorageSpec& storage) {
+                    const std::string& key, const StorageSpec& storage, const at::Device& device) {
   const bool src_fp8 = rec.dtype == Dtype::F8_E4M3 || rec.dtype == Dtype::F8_E5M2;
   at::Tensor w;  // FP32, when the weight goes through a conversion
   if (src_fp8) {
@@ -278,10 +334,7 @@ void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const Te
     const Fp8Scale src_scale = !scale.defined() ? Fp8Scale::None : scale.numel() > 1 ? Fp8Scale::Channel : Fp8Scale::Tensor;
     if (is_fp8(storage.weights) && fp8_format(storage.weights) == src_format && storage.scale == src_scale) {
       // FP8 storage of the checkpoint's own format and scaling: its codes and scale as they are.
-      layer.weight.set_data(codes);
-      layer.fp8 = true;
-      layer.format = src_format;
-      if (scale.defined()) layer.register_scale(scale);
+      place_layer(layer, codes, true, src_format, scale, device);
       return;
     }
     // Any other storage holds the FP8 values decoded (16/32-bit: an upcast, 2 or 4 bytes a
@@ -293,44 +346,40 @@ void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const Te
                                    (rec.dtype == Dtype::BF16 && target == at::kBFloat16))) {
     at::Tensor v = at::empty(layer.weight.sizes(), at::TensorOptions().dtype(target));
     file.read(rec, v.data_ptr());
-    layer.weight.set_data(v);
-    layer.fp8 = false;
+    place_layer(layer, v, false, layer.format, {}, device);
     return;
   }
   if (!w.defined()) w = read_tensor(file, rec);
   if (!is_fp8(storage.weights)) {
-    layer.weight.set_data(w.to(float_storage_dtype(storage.weights)));
-    layer.fp8 = false;
+    place_layer(layer, w.to(float_storage_dtype(storage.weights)), false, layer.format, {}, device);
     return;
   }
   const Fp8Format format = fp8_format(storage.weights);
   at::Tensor codes = at::empty(w.sizes(), at::kByte);
   const auto scales = quantize_weight(w.data_ptr<float>(), w.size(0), w.numel(), format,
                                       storage.scale, codes.data_ptr<uint8_t>());
-  layer.weight.set_data(codes);
-  layer.fp8 = true;
-  layer.format = format;
+  at::Tensor scale;
   if (!scales.empty()) {
-    layer.register_scale(at::from_blob(const_cast<float*>(scales.data()),
-                                       {static_cast<int64_t>(scales.size())}, at::kFloat)
-                             .clone());
+    scale = at::from_blob(const_cast<float*>(scales.data()), {static_cast<int64_t>(scales.size())}, at::kFloat).clone();
   }
+  place_layer(layer, codes, true, format, scale, device);
 }
 
 }  // namespace
 
 void load_layer_weight(QuantisedLayer& layer, const SafetensorsFile& file, const std::string& key,
-                       const StorageSpec& storage, bool quantise) {
+                       const StorageSpec& storage, bool quantise, std::optional<at::Device> device) {
   StorageSpec spec = storage;
   if (!quantise && is_fp8(spec.weights)) spec.weights = WeightType::FP16;
-  load_quantised(layer, file, file.at(key), key, spec);
+  load_quantised(layer, file, file.at(key), key, spec, device.value_or(layer.weight.device()));
 }
 
 void store_layer_weight(QuantisedLayer& layer, const at::Tensor& w_in, const StorageSpec& storage,
                         std::optional<uint64_t> stochastic_seed) {
-  at::Tensor w = w_in.to(at::kFloat).contiguous();
+  const at::Device device = layer.weight.device();
+  at::Tensor w = w_in.to(at::kCPU, at::kFloat).contiguous();  // the codec quantises on the CPU
   if (!layer.fp8) {
-    layer.weight.set_data(w.to(layer.weight.scalar_type()));
+    layer.weight.set_data(w.to(device, layer.weight.scalar_type()));
     return;
   }
   at::Tensor codes = at::empty(w.sizes(), at::kByte);
@@ -342,16 +391,15 @@ void store_layer_weight(QuantisedLayer& layer, const at::Tensor& w_in, const Sto
                                                    scale, codes.data_ptr<uint8_t>(), *stochastic_seed)
                       : quantize_weight(w.data_ptr<float>(), w.size(0), w.numel(), layer.format, scale,
                                         codes.data_ptr<uint8_t>());
-  layer.weight.set_data(codes);
-  if (!scales.empty()) {
-    layer.register_scale(at::tensor(std::vector<float>(scales.begin(), scales.end()), at::kFloat));
-  }
+  place_layer(layer, codes, true, layer.format,
+              scales.empty() ? at::Tensor() : at::tensor(std::vector<float>(scales.begin(), scales.end()), at::kFloat),
+              device);
 }
 
 LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile& file,
                                const std::string& prefix, const StorageSpec& storage,
                                bool quantise_component, const std::vector<std::string>& ignorable,
-                               const std::map<std::string, QuantisedLayer*>& fused) {
+                               const std::map<std::string, QuantisedLayer*>& fused, const at::Device& device) {
   LoadReport report;
   std::vector<std::string> missing;
   std::set<std::string> used;
@@ -379,7 +427,7 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
     }
     // Embedding MLPs (time_embed, label_emb) stay 16-bit like every embedding (DESIGN.md section 2).
     load_layer_weight(*layer, file, key, storage,
-                      quantise_component && is_quantisable(key, rec->shape, /*fp8_vae=*/true));
+                      quantise_component && is_quantisable(key, rec->shape, /*fp8_vae=*/true), device);
     handled.insert(name);
     used.insert(key);
     if (layer->scale_weight.defined() || file.find(scale_key_for(key))) {
@@ -410,10 +458,10 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
     if (direct) {
       at::Tensor v = at::empty(t.sizes(), at::TensorOptions().dtype(float_dtype));
       file.read(*rec, v.data_ptr());
-      t.set_data(v);
+      t.set_data(v.to(device));
     } else {
       at::Tensor v = read_tensor(file, *rec);
-      t.set_data(v.is_floating_point() ? v.to(float_dtype) : v);
+      t.set_data((v.is_floating_point() ? v.to(float_dtype) : v).to(device));
     }
     used.insert(key);
   };

@@ -42,6 +42,23 @@ class InferenceGuard {
   bool previous_;
 };
 
+// Modules built while a BuildOn is alive put their placeholders (the loader replaces them tensor
+// by tensor) on that device: a parameter's storage can move between CPU and CUDA but not to or from
+// the meta device, where the placement test runs.
+class BuildOn {
+ public:
+  explicit BuildOn(const at::Device& device);
+  ~BuildOn();
+  BuildOn(const BuildOn&) = delete;
+  BuildOn& operator=(const BuildOn&) = delete;
+
+ private:
+  at::Device previous_;
+};
+at::Device build_device();
+// A tensor of `sizes` that owns one element (an expanded scalar) on the build device.
+at::Tensor placeholder(at::IntArrayRef sizes);
+
 // The dtype of every non-quantised float tensor for a storage type (FP8 keeps the rest in FP16).
 at::ScalarType float_storage_dtype(WeightType type);
 
@@ -55,10 +72,13 @@ class QuantisedLayer {
   at::Tensor scale_weight;  // registered buffer "scale_weight" when FP8-scaled
   bool fp8 = false;
   Fp8Format format = Fp8Format::E4M3FN;
+  bool fp8_compute = false;  // Linear only: multiply in FP8 where the device can (GenerationRequest::fp8_compute)
 
   // The weight in `dtype`: a cast for float storage, the FP8 decode (times scale) otherwise.
   at::Tensor decoded_weight(at::ScalarType dtype) const;
   at::Tensor bias_as(at::ScalarType dtype) const;
+  // decoded_weight on a device other than the CPU (native float8 there).
+  at::Tensor decoded_on_device(at::ScalarType dtype) const;
   // Registers the FP8 scale buffer once (called by the loader).
   virtual void register_scale(const at::Tensor& scale) = 0;
 
@@ -114,6 +134,11 @@ class LayerNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(LayerNorm);
 
+// softmax(q kᵀ · scale + mask) v: the fused kernel where the build has it (LibTorch 2.x), else
+// sliced_attention. FP8S_ATTENTION=sliced forces the sliced path.
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                     const at::Tensor& mask = {}, int64_t budget_bytes = 256ll << 20);
+
 // Registers an empty module under `name` in `parent` and returns it: the numbered and named
 // levels of checkpoint paths (`input_blocks.1`, `ff.net`, ...) that hold no parameters themselves.
 std::shared_ptr<torch::nn::Module> container(torch::nn::Module& parent, const std::string& name);
@@ -132,7 +157,8 @@ struct LoadReport {
 };
 
 // Copies every parameter and buffer of `module` from `file` (key = prefix + name), one tensor at
-// a time, converting to the storage type: QLinear/QConv2d weights of a quantised component become
+// a time onto `device` (never a whole CPU copy first), converting to the storage type:
+// QLinear/QConv2d weights of a quantised component become
 // FP8 codes (+ scale), everything else the storage float type. Throws InputError naming the first
 // missing keys or a shape mismatch. `ignorable` keys are not reported as unused.
 // `fused` names layers whose weight is a parameter of another module (key relative to prefix).
@@ -140,7 +166,8 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
                                const std::string& prefix, const StorageSpec& storage,
                                bool quantise_component,
                                const std::vector<std::string>& ignorable = {},
-                               const std::map<std::string, QuantisedLayer*>& fused = {});
+                               const std::map<std::string, QuantisedLayer*>& fused = {},
+                               const at::Device& device = at::Device(at::kCPU));
 
 // Time spent decoding FP8 weights (for `bench`: GB/s and share of the step time).
 struct DecodeStats {
@@ -151,9 +178,10 @@ DecodeStats decode_stats();
 void reset_decode_stats();
 
 // (Re)loads one quantised layer's weight from `key` in the storage type (FP8 codes + scale when
-// `quantise` and the storage is FP8; the file's codes when the file is already FP8).
+// `quantise` and the storage is FP8; the file's codes when the file is already FP8), onto `device`
+// (unset: where the layer's weight is now).
 void load_layer_weight(QuantisedLayer& layer, const SafetensorsFile& file, const std::string& key,
-                       const StorageSpec& storage, bool quantise);
+                       const StorageSpec& storage, bool quantise, std::optional<at::Device> device = std::nullopt);
 // Replaces a layer's weight with `w` (FP32), stored like the layer stores it now: FP8 layers are
 // quantised again with a freshly computed scale (round to nearest even).
 // With `stochastic_seed` set, FP8 rounding is stochastic from that seed (merge-stochastic).

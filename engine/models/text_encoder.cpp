@@ -5,7 +5,7 @@
 namespace fp8s {
 
 EmbeddingImpl::EmbeddingImpl(int64_t count, int64_t dim) {
-  weight = register_parameter("weight", at::empty({1}).expand({count, dim}), false);
+  weight = register_parameter("weight", placeholder({count, dim}), false);
 }
 
 TextEncoderImpl::TextEncoderImpl(const TextEncoderConfig& c) : config_(c) {
@@ -37,7 +37,7 @@ TextEncoderImpl::TextEncoderImpl(const TextEncoderConfig& c) : config_(c) {
   }
   token_embedding_ = register_module("token_embedding", Embedding(c.vocab_size, w));
   position_embedding_ = register_parameter("positional_embedding",
-                                           at::empty({1}).expand({c.context_length, w}), false);
+                                           placeholder({c.context_length, w}), false);
   auto tr = container(*this, "transformer");
   auto blocks = container(*tr, "resblocks");
   for (int i = 0; i < c.layers; ++i) {
@@ -59,7 +59,7 @@ TextEncoderImpl::TextEncoderImpl(const TextEncoderConfig& c) : config_(c) {
   final_ln_ = register_module("ln_final", LayerNorm(w));
   if (c.projection_dim > 0) {
     text_projection_ = register_parameter("text_projection",
-                                          at::empty({1}).expand({w, c.projection_dim}), false);
+                                          placeholder({w, c.projection_dim}), false);
   }
 }
 
@@ -89,7 +89,7 @@ at::Tensor TextEncoderImpl::block(const Layer& l, const at::Tensor& x, const at:
     q = l.q->forward(h), k = l.k->forward(h), v = l.v->forward(h);
   }
   auto split = [&](const at::Tensor& t) { return t.view({b, n, heads, d}).transpose(1, 2); };
-  auto a = sliced_attention(split(q), split(k), split(v), 1.0 / std::sqrt(double(d)), mask);
+  auto a = attention(split(q), split(k), split(v), 1.0 / std::sqrt(double(d)), mask);
   auto out = x + l.out->forward(a.transpose(1, 2).reshape({b, n, w}));
   auto m = l.fc1->forward(l.ln2->forward(out));
   m = config_.quick_gelu ? m * at::sigmoid(m * 1.702) : at::gelu(m);
@@ -102,7 +102,7 @@ TextEncoderOutput TextEncoderImpl::forward(const at::Tensor& tokens, int layer, 
   const int64_t n = tokens.size(1);
   auto x = token_embedding_->forward(tokens).to(compute) +
            position_embedding_.slice(0, 0, n).to(compute).unsqueeze(0);
-  auto mask = at::full({n, n}, -std::numeric_limits<float>::infinity()).triu(1);
+  auto mask = at::full({n, n}, -std::numeric_limits<float>::infinity(), x.options().dtype(at::kFloat)).triu(1);
   at::Tensor selected = layer == 0 ? x : at::Tensor();
   at::Tensor last;
   for (int i = 0; i < static_cast<int>(layers_.size()); ++i) {
@@ -117,7 +117,7 @@ TextEncoderOutput TextEncoderImpl::forward(const at::Tensor& tokens, int layer, 
   if (text_projection_.defined()) {
     auto normed = final_ln_->forward(last).to(at::kFloat);
     auto eos = tokens.argmax(-1);
-    auto rows = normed.index({at::arange(tokens.size(0)), eos});
+    auto rows = normed.index({at::arange(tokens.size(0), eos.options()), eos});
     out.pooled = at::matmul(rows, text_projection_.to(at::kFloat));
   }
   return out;

@@ -18,7 +18,7 @@ void check_cancel(const std::atomic<bool>* cancel) {
 
 at::Tensor timestep_embedding(const at::Tensor& t, int64_t dim) {
   const int64_t half = dim / 2;
-  auto freqs = at::exp(-std::log(10000.0) * at::arange(0, half, at::kFloat) / static_cast<double>(half));
+  auto freqs = at::exp(-std::log(10000.0) * at::arange(0, half, t.options().dtype(at::kFloat)) / static_cast<double>(half));
   auto args = t.to(at::kFloat).unsqueeze(1) * freqs.unsqueeze(0);
   auto emb = at::cat({at::cos(args), at::sin(args)}, -1);
   if (dim % 2) emb = at::cat({emb, at::zeros_like(emb.slice(1, 0, 1))}, -1);
@@ -86,7 +86,7 @@ at::Tensor SpatialTransformerImpl::attention(const at::Tensor& x, const at::Tens
                                              const QLinear& o) const {
   const int64_t b = x.size(0), n = x.size(1), c = x.size(2), d = c / heads_;
   auto split = [&](const at::Tensor& t) { return t.view({b, t.size(1), heads_, d}).transpose(1, 2); };
-  auto a = sliced_attention(split(q->forward(x)), split(k->forward(ctx)), split(v->forward(ctx)),
+  auto a = fp8s::attention(split(q->forward(x)), split(k->forward(ctx)), split(v->forward(ctx)),
                             1.0 / std::sqrt(double(d)));
   return o->forward(a.transpose(1, 2).reshape({b, n, c}));
 }

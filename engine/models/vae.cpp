@@ -30,7 +30,7 @@ at::Tensor VaeAttentionImpl::forward(const at::Tensor& x) const {
   const int64_t b = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
   auto n = norm_->forward(x);
   auto tokens = [&](const at::Tensor& t) { return t.reshape({b, 1, c, h * w}).transpose(2, 3); };
-  auto a = sliced_attention(tokens(q_->forward(n)), tokens(k_->forward(n)), tokens(v_->forward(n)),
+  auto a = attention(tokens(q_->forward(n)), tokens(k_->forward(n)), tokens(v_->forward(n)),
                             1.0 / std::sqrt(double(c)));
   return x + proj_->forward(a.transpose(2, 3).reshape({b, c, h, w}));
 }

@@ -13,6 +13,7 @@
 #include <random>
 #include <sstream>
 
+#include "backend/backend.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/sha256.h"
@@ -76,7 +77,25 @@ at::Tensor apply_emphasis(at::Tensor z, const std::array<float, 77>& m) {
   return z * (original_mean / z.mean());
 }
 
-void emit_memory(Observer* observer, const std::string& phase, int step, Clock::time_point start) {
+// The request's VRAM peaks across phases (each phase resets the allocator's peak).
+struct VramPeaks {
+  uint64_t allocated = 0, reserved = 0;
+  void add(const backend::DeviceMemory& m) {
+    allocated = std::max(allocated, m.allocated_peak);
+    reserved = std::max(reserved, m.reserved_peak);
+  }
+};
+
+// A phase begins: the device's peak counters start again (after the previous phase's are kept).
+void begin_phase(const at::Device& device, VramPeaks* peaks) {
+  if (!device.is_cuda()) return;
+  backend::synchronize(device);
+  if (peaks) peaks->add(backend::device_memory(device));
+  backend::reset_device_peak(device);
+}
+
+void emit_memory(Observer* observer, const std::string& phase, int step, Clock::time_point start,
+                 const at::Device& device) {
   if (!observer) return;
   const auto mem = read_process_memory();
   MemorySample s;
@@ -88,6 +107,11 @@ void emit_memory(Observer* observer, const std::string& phase, int step, Clock::
   const auto tracked = tracked_bytes();
   s.tracked_live_bytes = tracked.live;
   s.tracked_peak_bytes = tracked.peak;
+  const auto vram = backend::device_memory(device);
+  s.cuda_allocated_bytes = vram.allocated;
+  s.cuda_reserved_bytes = vram.reserved;
+  s.cuda_allocated_peak_bytes = vram.allocated_peak;
+  s.cuda_reserved_peak_bytes = vram.reserved_peak;
   observer->onMemory(s);
 }
 
@@ -143,16 +167,28 @@ struct Engine::Impl {
   }
 };
 
+std::vector<DeviceChoice> available_devices() {
+  std::vector<DeviceChoice> out{{"cpu", backend::describe_device(at::Device(at::kCPU))}};
+  for (int i = 0; i < backend::cuda_device_count(); ++i) {
+    const at::Device d(at::kCUDA, static_cast<c10::DeviceIndex>(i));
+    out.push_back({"cuda:" + std::to_string(i), backend::describe_device(d)});
+  }
+  return out;
+}
+
 Engine::Engine(const LoadOptions& options, Observer* observer) : impl_(std::make_unique<Impl>()) {
   const auto start = Clock::now();
   impl_->options = options;
   if (impl_->options.checkpoint.empty()) impl_->options.checkpoint = demo::find_demo_model();  // no model chosen
+  const at::Device device = backend::resolve_device(options.device);  // a bad --device fails before any read
   if (observer) observer->onPhase({"load", 0});
-  emit_memory(observer, "load", -1, start);
-  impl_->model = std::make_unique<Model>(impl_->options.checkpoint, options.storage);
+  begin_phase(device, nullptr);
+  emit_memory(observer, "load", -1, start, device);
+  impl_->model = std::make_unique<Model>(impl_->options.checkpoint, options.storage, device);
+  if (device.is_cuda()) log().info("running on {}", backend::describe_device(device));
   impl_->model_hash = legacy_model_hash(impl_->options.checkpoint);
   impl_->load_ms = ms_since(start);
-  emit_memory(observer, "load", -1, start);
+  emit_memory(observer, "load", -1, start, device);
 }
 
 Engine::~Engine() = default;
@@ -170,6 +206,10 @@ ModelInfo Engine::info() const {
   i.text_bytes = b.text;
   i.vae_bytes = b.vae;
   i.native_size = impl_->native_size();
+  const auto& device = impl_->model->device();
+  i.device = backend::describe_device(device);
+  i.gpu = device.is_cuda();
+  i.device_total_bytes = backend::device_total_bytes(device);
   return i;
 }
 
@@ -188,7 +228,15 @@ std::vector<float> Engine::unet_probe(const StorageSpec& storage, ComputeType co
 
 void Engine::validate(const GenerationRequest& r) const {
   validate_request(r, impl_->native_size());
-  compute_dtype(r.compute);  // refuses FP16 compute on the CPU
+  const auto& device = impl_->model->device();
+  compute_dtype(r.compute, device);  // refuses FP16 compute on the CPU
+  if (r.fp8_compute && !backend::supports_fp8_compute(device)) {
+    throw InputError("--fp8-compute needs an NVIDIA GPU of compute capability 8.9 or newer (Ada, Hopper) and a "
+                     "CUDA build of LibTorch 2.4+; this model runs on " + backend::describe_device(device));
+  }
+  if (r.fp8_compute && r.storage.weights != WeightType::FP8_E4M3) {
+    throw InputError("--fp8-compute multiplies E4M3 weights in FP8: use it with --weights fp8-e4m3");
+  }
   const auto& c = impl_->model->config();
   ActivationShape shape;
   shape.unet_channels = c.unet.model_channels;
@@ -224,6 +272,9 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
   GenerationResult result;
   result.timing.load_ms = impl_->load_ms;
   auto& model = *impl_->model;
+  const at::Device device = model.device();
+  VramPeaks vram;
+  begin_phase(device, nullptr);
   if (r.storage.weights != model.storage().weights || r.storage.scale != model.storage().scale ||
       r.storage.fp8_vae != model.storage().fp8_vae || !model.reload_error().empty()) {
     if (observer) observer->onPhase({"load", ms_since(start)});
@@ -232,6 +283,7 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
     result.timing.load_ms = ms_since(t);
     reset_tracked_peak();  // the switch is a load, not part of this generation's footprint
     reset_rss_peak();
+    begin_phase(device, nullptr);
   }
   const auto pos = parse_extra_networks(r.prompt);
   const auto neg = parse_extra_networks(r.negative);
@@ -243,9 +295,11 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
   }
   if (!neg.loras.empty()) log().warn("LoRA tags in the negative prompt are ignored (as A1111 does)");
   model.set_loras(loras, r.lora_mode);
+  model.set_fp8_compute(r.fp8_compute);
   r.loras = loras;
   if (observer) observer->onPhase({"encode", ms_since(start)});
-  emit_memory(observer, "encode", -1, start);
+  begin_phase(device, &vram);
+  emit_memory(observer, "encode", -1, start, device);
   auto t_encode = Clock::now();
   const bool sdxl = model.is_sdxl();
   at::Tensor cond, uncond, y_cond, y_uncond;
@@ -297,10 +351,12 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
     auto noise = at::randn({r.batch_size, 4, r.height / 8, r.width / 8}, gen, at::kFloat);
     SamplingParams p{r.sampler, r.schedule, r.steps, r.cfg, seed};
     if (observer) observer->onPhase({"sample", ms_since(start)});
+    begin_phase(device, &vram);
     auto step_start = Clock::now();
     double denoise_ms = 0;
     const auto sigmas = model.schedule().get_sigmas(r.schedule, r.steps);
     StepCallback on_step = [&](int i, int total, const at::Tensor&, const at::Tensor& denoised) {
+      backend::synchronize(device);  // the step's device work is done before the clock is read
       const double step_ms = ms_since(step_start);
       result.timing.step_ms.push_back(step_ms);
       result.timing.denoise_ms.push_back(denoise_ms);
@@ -314,7 +370,7 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
         e.denoise_ms = denoise_ms;
         e.preview = latent_preview(denoised);
         observer->onStep(e);
-        emit_memory(observer, "step", i + 1, start);
+        emit_memory(observer, "step", i + 1, start, device);
       }
       if (cancel.load()) throw Cancelled();
       denoise_ms = 0;
@@ -323,6 +379,7 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
     auto latent = model.sample(noise, cond, uncond, p, r.compute, on_step, &cancel,
                                [&](double ms) { denoise_ms += ms; }, y_cond, y_uncond);
     if (observer) observer->onPhase({"decode", ms_since(start)});
+    begin_phase(device, &vram);
     const auto t_decode = Clock::now();
     auto decoded = model.vae_decode(latent, r.compute == ComputeType::FP16 ? ComputeType::FP16 : r.compute);
     if (!at::isfinite(decoded).all().item<bool>()) {
@@ -330,7 +387,7 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
       decoded = model.vae_decode(latent, ComputeType::FP32);
     }
     result.timing.decode_ms += ms_since(t_decode);
-    emit_memory(observer, "decode", -1, start);
+    emit_memory(observer, "decode", -1, start, device);
     for (auto& img : to_images(decoded)) {
       GeneratedImage g;
       g.image = std::move(img);
@@ -346,8 +403,11 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
   result.vae_bytes = model.weight_bytes().vae;
   result.rss_peak_bytes = read_process_memory().rss_peak_bytes;
   result.tracked_peak_bytes = tracked_bytes().peak;
+  begin_phase(device, &vram);
+  result.vram_peak_bytes = vram.allocated;
+  result.vram_reserved_peak_bytes = vram.reserved;
   if (observer) observer->onPhase({"done", result.timing.total_ms});
-  emit_memory(observer, "end", -1, start);
+  emit_memory(observer, "end", -1, start, device);
   return result;
 }
 

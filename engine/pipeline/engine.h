@@ -17,7 +17,16 @@ struct LoadOptions {
   StorageSpec storage;
   std::string vocab;  // explicit CLIP vocabulary (empty: search as DESIGN.md section 4 says)
   std::string lora_dir;  // where <lora:NAME:W> tags are looked up (NAME.safetensors)
+  std::string device = "auto";  // auto (the first CUDA device, else the CPU), cpu, cuda, cuda:N
 };
+
+// The devices a model can run on here: "cpu" first, then "cuda:N" for each CUDA device (only on a
+// CUDA build with a GPU), each with a description ("CPU", "CUDA 0: NVIDIA H200, 139.8 GiB, ...").
+struct DeviceChoice {
+  std::string id;
+  std::string description;
+};
+std::vector<DeviceChoice> available_devices();
 
 class Engine {
  public:

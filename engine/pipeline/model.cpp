@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "backend/backend.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "lora/lora.h"
@@ -16,18 +17,21 @@
 
 namespace fp8s {
 
-at::ScalarType compute_dtype(ComputeType type) {
+at::ScalarType compute_dtype(ComputeType type, const at::Device& device) {
   switch (type) {
     case ComputeType::FP32: return at::kFloat;
-    case ComputeType::BF16: return at::kBFloat16;
+    case ComputeType::BF16:
+      // BF16 where the card has it (compute capability 8.0+), FP16 on older NVIDIA cards
+      return device.is_cuda() && backend::compute_capability(device) < 80 ? at::kHalf : at::kBFloat16;
     case ComputeType::FP16:
+      if (device.is_cuda()) return at::kHalf;
       throw InputError("--compute fp16 needs a CUDA device; on the CPU use bf16 or fp32");
   }
   return at::kFloat;
 }
 
-Model::Model(const std::string& checkpoint, const StorageSpec& storage)
-    : file_(std::make_unique<SafetensorsFile>(checkpoint)), storage_(storage) {
+Model::Model(const std::string& checkpoint, const StorageSpec& storage, const at::Device& device)
+    : file_(std::make_unique<SafetensorsFile>(checkpoint)), storage_(storage), device_(device) {
   detection_ = detect_architecture(*file_);
   if (file_->metadata().count("ldm.config") == 0 && detection_.arch != Arch::SD1 &&
       detection_.arch != Arch::SDXL_BASE) {
@@ -44,19 +48,20 @@ Model::~Model() = default;
 
 void Model::load_all() {
   const bool fp8_text_unet = is_fp8(storage_.weights);
+  const BuildOn build(device_);
   bytes_ = {};
   text_.clear();
   for (const auto& tc : config_.text_encoders) {
     auto te = std::make_shared<TextEncoderImpl>(tc);
     auto report = load_module_weights(*te, *file_, tc.prefix, storage_, fp8_text_unet,
-                                      te->ignorable_keys(), te->fused_layers());
+                                      te->ignorable_keys(), te->fused_layers(), device_);
     bytes_.text += report.bytes;
     text_.push_back(te);
   }
   unet_ = std::make_shared<UNetImpl>(config_.unet);
-  bytes_.unet = load_module_weights(*unet_, *file_, "model.diffusion_model.", storage_, fp8_text_unet).bytes;
+  bytes_.unet = load_module_weights(*unet_, *file_, "model.diffusion_model.", storage_, fp8_text_unet, {}, {}, device_).bytes;
   vae_ = std::make_shared<VaeImpl>(config_.vae);
-  bytes_.vae = load_module_weights(*vae_, *file_, "first_stage_model.", storage_, storage_.fp8_vae).bytes;
+  bytes_.vae = load_module_weights(*vae_, *file_, "first_stage_model.", storage_, storage_.fp8_vae, {}, {}, device_).bytes;
   index_layers();
   log().info("{}: {} loaded, weights {} ({:.1f} MB: UNet {:.1f}, text {:.1f}, VAE {:.1f})",
              file_->path(), detection_.description(), weight_type_name(storage_.weights),
@@ -155,7 +160,8 @@ std::size_t Model::set_loras(const std::vector<LoraRequest>& loras, LoraMode mod
       }
       const double scale = m * module->alpha / module->rank();
       if (mode == LoraMode::Online) {
-        layer->online_loras.push_back({module->down, up, scale});
+        const auto device = layer->weight.device();
+        layer->online_loras.push_back({module->down.to(device), up.to(device), scale});
         if (std::find(lora_touched_.begin(), lora_touched_.end(), key) == lora_touched_.end()) lora_touched_.push_back(key);
       } else {
         merged[key].push_back({module->down, up, scale});
@@ -167,7 +173,7 @@ std::size_t Model::set_loras(const std::vector<LoraRequest>& loras, LoraMode mod
     auto* layer = layers_.at(key);
     at::Tensor w = layer->decoded_weight(at::kFloat).clone();
     for (const auto& f : factors) {
-      w.add_(at::matmul(f.up.flatten(1), f.down.flatten(1)).reshape(w.sizes()), f.scale);
+      w.add_(at::matmul(f.up.flatten(1).to(w.device()), f.down.flatten(1).to(w.device())).reshape(w.sizes()), f.scale);
     }
     std::optional<uint64_t> seed;
     if (mode == LoraMode::MergeStochastic) seed = std::hash<std::string>{}(key);  // fixed per tensor
@@ -175,6 +181,12 @@ std::size_t Model::set_loras(const std::vector<LoraRequest>& loras, LoraMode mod
     lora_touched_.push_back(key);
   }
   return lora_touched_.size();
+}
+
+void Model::set_fp8_compute(bool on) {
+  for (auto& [key, layer] : layers_) {
+    if (dynamic_cast<QLinearImpl*>(layer) != nullptr) layer->fp8_compute = on;
+  }
 }
 
 void Model::set_storage(const StorageSpec& storage) {
@@ -213,20 +225,20 @@ at::Tensor Model::encode_tokens(const at::Tensor& tokens, int clip_skip, Compute
                      std::to_string(c.layers));
   }
   const int layer = c.hidden_state_index - (clip_skip - 1);
-  return te->forward(tokens, layer, c.final_layer_norm, compute_dtype(compute)).hidden;
+  return te->forward(tokens.to(device_), layer, c.final_layer_norm, compute_dtype(compute, device_)).hidden.to(at::kCPU);
 }
 
 Model::SdxlText Model::encode_sdxl(const at::Tensor& tokens_l, const at::Tensor& tokens_g,
                                    ComputeType compute) const {
   if (!is_sdxl() || text_.size() < 2) throw InputError(file_->path() + ": not an SDXL checkpoint");
-  const auto dtype = compute_dtype(compute);
+  const auto dtype = compute_dtype(compute, device_);
   const auto& cl = text_[0]->config();
   const auto& cg = text_[1]->config();
   SdxlText out;
-  out.hidden_l = text_[0]->forward(tokens_l, cl.hidden_state_index, cl.final_layer_norm, dtype).hidden;
-  auto g = text_[1]->forward(tokens_g, cg.hidden_state_index, cg.final_layer_norm, dtype);
-  out.hidden_g = g.hidden;
-  out.pooled = g.pooled;
+  out.hidden_l = text_[0]->forward(tokens_l.to(device_), cl.hidden_state_index, cl.final_layer_norm, dtype).hidden.to(at::kCPU);
+  auto g = text_[1]->forward(tokens_g.to(device_), cg.hidden_state_index, cg.final_layer_norm, dtype);
+  out.hidden_g = g.hidden.to(at::kCPU);
+  out.pooled = g.pooled.to(at::kCPU);
   out.context = at::cat({out.hidden_l, out.hidden_g}, -1);
   return out;
 }
@@ -240,7 +252,10 @@ at::Tensor Model::sdxl_vector(const at::Tensor& pooled, const at::Tensor& size_c
 at::Tensor Model::unet(const at::Tensor& x, const at::Tensor& t, const at::Tensor& context,
                        const at::Tensor& y, ComputeType compute,
                        const std::atomic<bool>* cancel) const {
-  return unet_->forward(x, t, context, y, compute_dtype(compute), cancel);
+  // Inputs already on the device (sample() moves the conditioning once) are not copied again.
+  auto eps = unet_->forward(x.to(device_), t.to(device_), context.to(device_), y.defined() ? y.to(device_) : y,
+                            compute_dtype(compute, device_), cancel);
+  return eps.to(at::kCPU);
 }
 
 std::vector<RgbImage> to_images(const at::Tensor& decoded) {
@@ -260,11 +275,11 @@ std::vector<RgbImage> to_images(const at::Tensor& decoded) {
 }
 
 at::Tensor Model::vae_decode(const at::Tensor& latent, ComputeType compute) const {
-  return vae_->decode(latent, compute_dtype(compute));
+  return vae_->decode(latent.to(device_), compute_dtype(compute, device_)).to(at::kCPU);
 }
 
 at::Tensor Model::vae_encode(const at::Tensor& image, ComputeType compute) const {
-  return vae_->encode(image, compute_dtype(compute));
+  return vae_->encode(image.to(device_), compute_dtype(compute, device_)).to(at::kCPU);
 }
 
 at::Tensor Model::sample(const at::Tensor& noise, const at::Tensor& cond, const at::Tensor& uncond,
@@ -276,11 +291,11 @@ at::Tensor Model::sample(const at::Tensor& noise, const at::Tensor& cond, const 
   const int64_t b = noise.size(0);
   const bool use_cfg = p.cfg != 1.0f;
   // Text conditioning stays the same every step: build the batched [uncond; cond] once.
-  const at::Tensor ctx = use_cfg ? at::cat({uncond, cond}) : cond;
+  const at::Tensor ctx = (use_cfg ? at::cat({uncond, cond}) : cond).to(device_);
   if (is_sdxl() && (!y_cond.defined() || (use_cfg && !y_uncond.defined()))) {
     throw InputError("SDXL sampling needs the vector conditioning (y_cond and y_uncond)");
   }
-  const at::Tensor y = !is_sdxl() ? at::Tensor() : use_cfg ? at::cat({y_uncond, y_cond}) : y_cond;
+  const at::Tensor y = !is_sdxl() ? at::Tensor() : (use_cfg ? at::cat({y_uncond, y_cond}) : y_cond).to(device_);
   auto eps_of = [&](const at::Tensor& x_in, const at::Tensor& t) {
     const auto start = std::chrono::steady_clock::now();
     at::Tensor eps;

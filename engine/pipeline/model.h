@@ -22,7 +22,8 @@
 
 namespace fp8s {
 
-at::ScalarType compute_dtype(ComputeType type);
+// The dtype of a compute type on a device (FP16 only on CUDA: the CPU has no fast FP16 kernels).
+at::ScalarType compute_dtype(ComputeType type, const at::Device& device);
 
 class TextEncoderImpl;
 class UNetImpl;
@@ -47,13 +48,17 @@ std::vector<RgbImage> to_images(const at::Tensor& decoded);
 class Model {
  public:
   // Opens the checkpoint (kept open: weights can be re-materialised in another storage type) and
-  // loads every component. Throws InputError for a wrong or unsupported architecture.
-  Model(const std::string& checkpoint, const StorageSpec& storage);
+  // loads every component onto `device`, tensor by tensor. Throws InputError for a wrong or
+  // unsupported architecture.
+  Model(const std::string& checkpoint, const StorageSpec& storage, const at::Device& device = at::Device(at::kCPU));
   ~Model();
 
   const ModelConfig& config() const { return config_; }
   const Detection& detection() const { return detection_; }
   const StorageSpec& storage() const { return storage_; }
+  // Where the weights live and the forwards run. The stages below take and return CPU tensors
+  // (noise and sampling stay on the CPU, DESIGN.md section 4); only the networks run on the device.
+  const at::Device& device() const { return device_; }
   // The storage type of the checkpoint's own quantisable weights (unset when mixed).
   const std::optional<StorageSpec>& source_storage() const { return source_; }
   // Non-empty when the checkpoint is already FP8: a sentence saying that other storage types hold
@@ -104,6 +109,9 @@ class Model {
   // `mode` Auto means online when the storage is FP8, merge otherwise. Online LoRAs keep their
   // factors beside the layers and change no weight; changing multipliers never reloads the model.
   std::size_t set_loras(const std::vector<LoraRequest>& loras, LoraMode mode = LoraMode::Auto);
+  // FP8 compute for the E4M3 Linear layers (GenerationRequest::fp8_compute); the caller checks the
+  // device supports it (backend::supports_fp8_compute).
+  void set_fp8_compute(bool on);
   // Every Linear/Conv2d layer, by checkpoint weight key.
   const std::map<std::string, QuantisedLayer*>& layers() const { return layers_; }
 
@@ -117,6 +125,7 @@ class Model {
   std::optional<StorageSpec> source_;
   bool source_warned_ = false;
   StorageSpec storage_;
+  at::Device device_;
   std::vector<std::shared_ptr<TextEncoderImpl>> text_;
   std::shared_ptr<UNetImpl> unet_;
   std::shared_ptr<VaeImpl> vae_;

@@ -44,6 +44,9 @@ struct GenerationRequest {
   LoraMode lora_mode = LoraMode::Auto;
   SdxlSize size;
   UncondMode uncond = UncondMode::Auto;
+  // FP8 compute (ComfyUI's fp8_e4m3fn_fast): E4M3-stored Linear layers multiply in FP8 through
+  // _scaled_mm with a per-tensor activation scale. CUDA compute capability 8.9+ only; changes numerics.
+  bool fp8_compute = false;
 };
 
 struct PhaseEvent {
@@ -69,8 +72,11 @@ struct MemorySample {
   uint64_t tracked_peak_bytes = 0;
   uint64_t rss_bytes = 0;
   uint64_t rss_peak_bytes = 0;
+  // The CUDA caching allocator on a GPU (zero on the CPU): current, and peak since the phase began.
   uint64_t cuda_allocated_bytes = 0;
   uint64_t cuda_reserved_bytes = 0;
+  uint64_t cuda_allocated_peak_bytes = 0;
+  uint64_t cuda_reserved_peak_bytes = 0;
 };
 
 class Observer {
@@ -103,6 +109,8 @@ struct GenerationResult {
   uint64_t unet_bytes = 0, text_bytes = 0, vae_bytes = 0;
   uint64_t tracked_peak_bytes = 0;  // peak live tensor bytes during this request
   uint64_t rss_peak_bytes = 0;
+  uint64_t vram_peak_bytes = 0;           // CUDA allocator: peak allocated bytes during this request
+  uint64_t vram_reserved_peak_bytes = 0;  // and peak reserved (what nvidia-smi shows of the process)
 };
 
 struct ModelInfo {
@@ -112,6 +120,9 @@ struct ModelInfo {
   std::string source_note;     // set when the checkpoint is already FP8: its values are FP8's in every storage
   uint64_t unet_bytes = 0, text_bytes = 0, vae_bytes = 0;
   int native_size = 512;
+  std::string device = "CPU";      // "CPU" or "CUDA 0: <name>, <GiB>, compute capability X.Y"
+  bool gpu = false;                // the model runs on a CUDA device (charts say VRAM)
+  uint64_t device_total_bytes = 0;  // the GPU's memory (0 on the CPU)
 };
 
 // Checks a request's numbers (size 64..4096 in multiples of 8 — 0 means `native_size` —, steps,

@@ -93,7 +93,10 @@ void ChartsPanel::addMemory(int run, const MemorySample& s) {
   auto it = m_runs.find(run);
   if (it == m_runs.end()) return;
   it->t.push_back(s.t_ms / 1000.0);
-  it->live.push_back(static_cast<double>(s.tracked_live_bytes));
+  // on a GPU the solid line is VRAM (the CUDA allocator's bytes), on the CPU live tensor bytes
+  const bool gpu = s.cuda_reserved_bytes > 0;
+  it->gpu = it->gpu || gpu;
+  it->live.push_back(static_cast<double>(gpu ? s.cuda_allocated_bytes : s.tracked_live_bytes));
   it->rss.push_back(static_cast<double>(s.rss_bytes));
   m_dirty = true;
 }
@@ -127,14 +130,16 @@ void ChartsPanel::replotNow() {
   m_memory->clearGraphs();
   m_steps->clearGraphs();
   double maxBytes = 0, maxT = 0;
+  bool anyGpu = false;
   for (const auto& r : m_runs) {
+    anyGpu = anyGpu || r.gpu;
     for (double v : r.rss) maxBytes = std::max(maxBytes, v);
     for (double v : r.live) maxBytes = std::max(maxBytes, v);
     if (!r.t.empty()) maxT = std::max(maxT, r.t.back());
   }
   const bool gb = maxBytes >= 2e9;
   const double unit = gb ? 1e9 : 1e6;
-  m_memory->yAxis->setLabel(gb ? tr("GB") : tr("MB"));
+  m_memory->yAxis->setLabel(anyGpu ? (gb ? tr("GB (solid: VRAM)") : tr("MB (solid: VRAM)")) : gb ? tr("GB") : tr("MB"));
   auto toUnit = [unit](const std::vector<double>& v) {
     QVector<double> out;
     out.reserve(static_cast<int>(v.size()));
@@ -146,7 +151,7 @@ void ChartsPanel::replotNow() {
     const QString name = QStringLiteral("#%1 %2").arg(it.key()).arg(r.label);
     const QVector<double> t(r.t.begin(), r.t.end());
     auto* live = m_memory->addGraph();
-    live->setName(name);
+    live->setName(r.gpu ? name + tr(" VRAM") : name);
     live->setPen(QPen(r.colour, 2));
     live->setData(t, toUnit(r.live), true);
     auto* rss = m_memory->addGraph();

@@ -43,7 +43,8 @@ class ChartsPanel : public QWidget {
   struct Run {
     QString label;
     QColor colour;
-    std::vector<double> t, live, rss;  // seconds, bytes
+    std::vector<double> t, live, rss;  // seconds, bytes (live: VRAM when `gpu`)
+    bool gpu = false;
     std::vector<double> stepX, stepMs;
     double weightBytes = 0;
   };

@@ -10,6 +10,7 @@
 
 #include "ModelPanel.h"
 #include "models/inspect.h"
+#include "pipeline/engine.h"
 
 namespace fp8s::gui {
 
@@ -63,6 +64,14 @@ PrecisionPanel::PrecisionPanel(QWidget* parent) : QWidget(parent) {
   m_vae->setObjectName(QStringLiteral("vaeCombo"));
   m_vae->addItem(tr("16-bit"), false);
   m_vae->addItem(tr("FP8 (with FP8 storage)"), true);
+  m_device = new QComboBox(this);
+  m_device->setObjectName(QStringLiteral("deviceCombo"));
+  const auto devices = available_devices();
+  m_device->addItem(devices.size() > 1 ? tr("Auto (first GPU)") : tr("Auto (CPU: no CUDA GPU found)"), QStringLiteral("auto"));
+  for (const auto& d : devices) m_device->addItem(QString::fromStdString(d.description), QString::fromStdString(d.id));
+  m_device->setToolTip(tr("Where the model runs. On a GPU the charts show VRAM; changing it reloads the model."));
+  connect(m_device, &QComboBox::currentIndexChanged, this, [this] { Q_EMIT deviceChanged(device()); });
+  form->addRow(tr("Device"), m_device);
   form->addRow(tr("Weights"), m_storage);
   form->addRow(tr("FP8 scaling"), m_scale);
   form->addRow(tr("Compute"), m_compute);
@@ -119,6 +128,13 @@ void PrecisionPanel::setReport(const InspectReport* report) {
 
 QString PrecisionPanel::predictionText() const { return m_prediction->text(); }
 
+QString PrecisionPanel::device() const { return m_device->currentData().toString(); }
+
+void PrecisionPanel::setDevice(const QString& id) {
+  const QSignalBlocker block(m_device);
+  m_device->setCurrentIndex(std::max(0, m_device->findData(id)));  // a GPU that is gone: auto
+}
+
 void PrecisionPanel::update() {
   const auto p = settings();
   m_scale->setEnabled(is_fp8(p.storage.weights));
@@ -143,6 +159,7 @@ void PrecisionPanel::saveSettings(QSettings& s) const {
   s.setValue(QStringLiteral("precision/scale"), int(m_scale->currentData().toInt()));
   s.setValue(QStringLiteral("precision/compute"), QString::fromLatin1(compute_type_name(p.compute)));
   s.setValue(QStringLiteral("precision/fp8_vae"), m_vae->currentData().toBool());
+  s.setValue(QStringLiteral("precision/device"), device());
 }
 
 void PrecisionPanel::restoreSettings(const QSettings& s) {
@@ -152,6 +169,7 @@ void PrecisionPanel::restoreSettings(const QSettings& s) {
   if (auto c = parse_compute_type(s.value(QStringLiteral("precision/compute")).toString().toStdString())) p.compute = *c;
   p.storage.fp8_vae = s.value(QStringLiteral("precision/fp8_vae"), false).toBool();
   setSettings(p);
+  setDevice(s.value(QStringLiteral("precision/device"), QStringLiteral("auto")).toString());
 }
 
 }  // namespace fp8s::gui

@@ -41,6 +41,9 @@ class PrecisionPanel : public QWidget {
   StorageSpec compareStorage() const;
   void setReport(const InspectReport* report);  // for the prediction; nullptr clears it
   QString predictionText() const;
+  // Where the model runs: "auto", "cpu" or "cuda:N" (a change reloads the model).
+  QString device() const;
+  void setDevice(const QString& id);
 
   void saveSettings(QSettings& s) const;
   void restoreSettings(const QSettings& s);
@@ -48,6 +51,7 @@ class PrecisionPanel : public QWidget {
  Q_SIGNALS:
   void changed(const fp8s::gui::PrecisionSettings& settings);
   void compareRequested();
+  void deviceChanged(const QString& device);
 
  private:
   void update();
@@ -56,6 +60,7 @@ class PrecisionPanel : public QWidget {
   QComboBox* m_scale;
   QComboBox* m_compute;
   QComboBox* m_vae;
+  QComboBox* m_device;
   QLabel* m_prediction;
   const InspectReport* m_report = nullptr;
 };

@@ -1,0 +1,210 @@
+#include "backend/backend.h"
+
+#include <torch/version.h>
+
+#include <cstdio>
+
+#include "core/error.h"
+
+#if TORCH_VERSION_MAJOR >= 2
+#define FP8S_TORCH2 1
+#else
+#define FP8S_TORCH2 0
+#endif
+
+#ifdef FP8S_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+namespace fp8s::backend {
+
+std::string torch_version() {
+  return std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
+         std::to_string(TORCH_VERSION_PATCH);
+}
+
+bool built_with_cuda() {
+#ifdef FP8S_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+int cuda_device_count() {
+#ifdef FP8S_WITH_CUDA
+  try {
+    return static_cast<int>(c10::cuda::device_count());
+  } catch (const std::exception&) {
+    return 0;  // no driver
+  }
+#else
+  return 0;
+#endif
+}
+
+at::Device resolve_device(const std::string& choice) {
+  const int count = cuda_device_count();
+  if (choice == "auto") return count > 0 ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
+  if (choice == "cpu") return at::Device(at::kCPU);
+  int index = -1;
+  if (choice == "cuda") {
+    index = 0;
+  } else if (choice.rfind("cuda:", 0) == 0 && choice.size() > 5 && choice.size() < 8 &&
+             choice.find_first_not_of("0123456789", 5) == std::string::npos) {
+    index = std::stoi(choice.substr(5));
+  } else {
+    throw InputError("--device: unknown device '" + choice + "'; use auto, cpu, cuda or cuda:N");
+  }
+  if (!built_with_cuda()) {
+    throw InputError("--device " + choice + ": this build of FP8 Studio has no CUDA support (LibTorch " +
+                     torch_version() + ", CPU only); build it with scripts/build-cuda.sh or use --device cpu");
+  }
+  if (index >= count) {
+    throw InputError("--device " + choice + ": " +
+                     (count == 0 ? std::string("no CUDA device was found (no NVIDIA GPU or driver)")
+                                 : std::to_string(count) + " CUDA device(s) found (cuda:0.." +
+                                       std::to_string(count - 1) + ")") +
+                     "; use --device cpu");
+  }
+  return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+std::string describe_device(const at::Device& device) {
+#ifdef FP8S_WITH_CUDA
+  if (device.is_cuda()) {
+    const auto* p = at::cuda::getDeviceProperties(device.index());
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "CUDA %d: %.180s, %.1f GiB, compute capability %d.%d", int(device.index()),
+                  p->name, double(p->totalGlobalMem) / (1ull << 30), p->major, p->minor);
+    return buf;
+  }
+#endif
+  return device.is_cpu() ? "CPU" : device.str();
+}
+
+uint64_t device_total_bytes(const at::Device& device) {
+#ifdef FP8S_WITH_CUDA
+  if (device.is_cuda()) return at::cuda::getDeviceProperties(device.index())->totalGlobalMem;
+#endif
+  (void)device;
+  return 0;
+}
+
+int compute_capability(const at::Device& device) {
+#ifdef FP8S_WITH_CUDA
+  if (device.is_cuda()) {
+    const auto* p = at::cuda::getDeviceProperties(device.index());
+    return p->major * 10 + p->minor;
+  }
+#endif
+  (void)device;
+  return 0;
+}
+
+void synchronize(const at::Device& device) {
+#ifdef FP8S_WITH_CUDA
+  if (device.is_cuda()) c10::cuda::device_synchronize();
+#endif
+  (void)device;
+}
+
+DeviceMemory device_memory(const at::Device& device) {
+  DeviceMemory m;
+#ifdef FP8S_WITH_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    const auto& a = stats.allocated_bytes[0];  // StatType::AGGREGATE
+    const auto& r = stats.reserved_bytes[0];
+    m.allocated = static_cast<uint64_t>(a.current);
+    m.allocated_peak = static_cast<uint64_t>(a.peak);
+    m.reserved = static_cast<uint64_t>(r.current);
+    m.reserved_peak = static_cast<uint64_t>(r.peak);
+  }
+#endif
+  (void)device;
+  return m;
+}
+
+void reset_device_peak(const at::Device& device) {
+#ifdef FP8S_WITH_CUDA
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+#endif
+  (void)device;
+}
+
+bool has_native_fp8() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+  return true;
+#else
+  return false;
+#endif
+}
+
+at::ScalarType native_fp8_dtype(Fp8Format format) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+  return format == Fp8Format::E4M3FN ? at::kFloat8_e4m3fn : at::kFloat8_e5m2;
+#else
+  (void)format;
+  throw RuntimeFailure("native float8 tensors need LibTorch 2.1 or newer (this build: " + torch_version() + ")");
+#endif
+}
+
+at::Tensor codes_as_native_fp8(const at::Tensor& codes, Fp8Format format) {
+  return codes.view(native_fp8_dtype(format));
+}
+
+at::Tensor encode_native_fp8(const at::Tensor& x, Fp8Format format) {
+  const double max = fp8_max_finite(format);
+  auto clamped = x.clamp(-max, max);
+  // E5M2 has infinities, and the codec keeps them (it saturates finite overflow only)
+  if (format == Fp8Format::E5M2) clamped = at::where(x.isinf(), x, clamped);
+  return clamped.to(native_fp8_dtype(format));
+}
+
+bool has_fused_attention() { return FP8S_TORCH2 != 0; }
+
+at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                           const at::Tensor& mask) {
+#if FP8S_TORCH2
+  std::optional<at::Tensor> m;
+  if (mask.defined()) m = mask.to(q.scalar_type());
+  return at::scaled_dot_product_attention(q, k, v, m, 0.0, false, scale);
+#else
+  (void)q, (void)k, (void)v, (void)scale, (void)mask;
+  throw RuntimeFailure("fused attention needs LibTorch 2.0 or newer (this build: " + torch_version() + ")");
+#endif
+}
+
+bool supports_fp8_compute(const at::Device& device) {
+  return has_native_fp8() && device.is_cuda() && compute_capability(device) >= 89;
+}
+
+at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w_fp8, const at::Tensor& w_scale,
+                      const at::Tensor& bias) {
+#if (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)) && defined(FP8S_WITH_CUDA)
+  const double max = fp8_max_finite(Fp8Format::E4M3FN);
+  auto x2 = x.reshape({-1, x.size(-1)});
+  const int64_t rows = x2.size(0), pad = (16 - rows % 16) % 16;  // cuBLASLt FP8: dimensions of 16
+  if (pad) x2 = at::cat({x2, at::zeros({pad, x2.size(1)}, x2.options())});
+  auto a_scale = (x2.abs().amax().to(at::kFloat) / max).clamp_min(1e-12);
+  auto xq = encode_native_fp8(x2.to(at::kFloat) / a_scale, Fp8Format::E4M3FN);
+  auto ws = w_scale.defined() ? w_scale.to(at::kFloat).reshape({}) : at::ones({}, x.options().dtype(at::kFloat));
+  std::optional<at::Tensor> b;
+  if (bias.defined()) b = bias.to(x.scalar_type());
+  // _scaled_mm wants the second operand column-major: wᵀ of a row-major [N, K] weight is that.
+  auto y = at::_scaled_mm(xq, w_fp8.t(), a_scale, ws, b, {}, x.scalar_type(), /*use_fast_accum=*/true);
+  if (pad) y = y.narrow(0, 0, rows);
+  auto sizes = x.sizes().vec();
+  sizes.back() = w_fp8.size(0);
+  return y.reshape(sizes);
+#else
+  (void)x, (void)w_fp8, (void)w_scale, (void)bias;
+  throw RuntimeFailure("FP8 compute needs a CUDA build of LibTorch 2.4 or newer (this build: " +
+                       torch_version() + (built_with_cuda() ? ", CUDA" : ", CPU only") + ")");
+#endif
+}
+
+}  // namespace fp8s::backend

@@ -1,0 +1,69 @@
+// What this LibTorch build and machine can do, decided in this one place: Debian's LibTorch 1.13
+// (CPU only, no float8 dtypes, no fused attention) or the official LibTorch 2.x with CUDA. The rest
+// of the engine asks these functions instead of testing versions or #ifdef-ing on CUDA itself.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+
+#include "fp8/codec.h"
+
+namespace fp8s::backend {
+
+// "1.13.0", "2.15.0" (the LibTorch headers this build was compiled against).
+std::string torch_version();
+// Whether this build links LibTorch's CUDA backend (the official 2.x build).
+bool built_with_cuda();
+// The number of CUDA devices the driver reports (0 without a driver, a GPU or CUDA support).
+int cuda_device_count();
+
+// Parses a device choice: "auto" (the first CUDA device when there is one, else the CPU), "cpu",
+// "cuda" or "cuda:N". Throws InputError naming what was asked for and what this machine has.
+at::Device resolve_device(const std::string& choice);
+// "CPU" or "CUDA 0: NVIDIA H200, 139.8 GiB, compute capability 9.0".
+std::string describe_device(const at::Device& device);
+// Total memory of a CUDA device (0 for the CPU).
+uint64_t device_total_bytes(const at::Device& device);
+// Compute capability major*10+minor of a CUDA device (0 for the CPU).
+int compute_capability(const at::Device& device);
+// Waits for the device's queued work (no-op on the CPU): step times read the clock after it.
+void synchronize(const at::Device& device);
+
+// The CUDA caching allocator's counters for a device (all zero on the CPU).
+struct DeviceMemory {
+  uint64_t allocated = 0, allocated_peak = 0;
+  uint64_t reserved = 0, reserved_peak = 0;
+};
+DeviceMemory device_memory(const at::Device& device);
+// Starts a new peak measurement (per phase).
+void reset_device_peak(const at::Device& device);
+
+// LibTorch >= 2.1: tensors of dtype float8_e4m3fn / float8_e5m2.
+bool has_native_fp8();
+// The native dtype of a format; throws RuntimeFailure on a build without it.
+at::ScalarType native_fp8_dtype(Fp8Format format);
+// The codec's codes (uint8) seen as the native dtype (the same bits; no copy).
+at::Tensor codes_as_native_fp8(const at::Tensor& codes, Fp8Format format);
+// x (any float dtype, any device) encoded as the codec encodes it: the native cast rounds to
+// nearest even but does not saturate, so finite values are clamped to the format's largest finite
+// first (E5M2 keeps ±inf, as the codec does).
+at::Tensor encode_native_fp8(const at::Tensor& x, Fp8Format format);
+
+// LibTorch >= 2.0: at::scaled_dot_product_attention (fused flash/memory-efficient kernels).
+bool has_fused_attention();
+// softmax(q kᵀ · scale + mask) v over [B, heads, N, d]; mask additive (broadcast), may be undefined.
+// Throws RuntimeFailure on a build without it.
+at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                           const at::Tensor& mask);
+
+// FP8 compute (ComfyUI's fp8_e4m3fn_fast): needs CUDA compute capability >= 8.9 and LibTorch >= 2.1.
+bool supports_fp8_compute(const at::Device& device);
+// y = (x · a_scale) (w · w_scale)ᵀ + bias through at::_scaled_mm: x [M, K] FP16/BF16 is quantised
+// to E4M3 with a per-tensor scale (amax / 448), w [N, K] is native float8 with its per-tensor
+// scale. Output in x's dtype. Throws RuntimeFailure where unsupported.
+at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w_fp8, const at::Tensor& w_scale,
+                      const at::Tensor& bias);
+
+}  // namespace fp8s::backend

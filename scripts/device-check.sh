@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The GPU check, in one call on a machine with an NVIDIA GPU (the `device` tool's): builds
+# fp8studio-cli there against that machine's own PyTorch (its LibTorch, torch.utils.cmake_prefix_path),
+# runs `device-test` (native float8 against the codec on the GPU, the networks on the GPU against the
+# CPU, one seed's image on both, VRAM accounting), then prints one table for synthetic full-size
+# SD1.5 at 512² and 1024² and SDXL at 1024²: FP16 vs FP8 E4M3 storage vs FP8 compute — weight
+# bytes, peak VRAM, median step ms (modes alternated A B A B) and PSNR/SSIM against FP16.
+#
+#   scripts/device-check.sh                 on the GPU machine (about 6 minutes on an H200)
+#   scripts/device-check.sh --device cpu    its CPU half here, at small sizes (ctest runs the quick part)
+#   scripts/device-check.sh --bundle        here: copy the libraries a bare GPU machine lacks (spdlog,
+#                                           fmt, nlohmann-json, CLI11, libpng, utf8proc) into .device-deps/,
+#                                           an ignored folder to carry with the run
+#   --quick                                 only build + device-test, no table
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+device=auto quick=0 bundle=0
+while (($#)); do
+  case "$1" in
+    --device) device=$2; shift 2 ;;
+    --quick) quick=1; shift ;;
+    --bundle) bundle=1; shift ;;
+    *) echo "device-check: unknown argument '$1' (--device D, --quick, --bundle)" >&2; exit 2 ;;
+  esac
+done
+deps=$PWD/.device-deps
+arch=$(gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)
+
+if ((bundle)); then
+  rm -rf "$deps"
+  mkdir -p "$deps/include" "$deps/lib/$arch" "$deps/lib/pkgconfig"
+  for d in spdlog fmt nlohmann CLI png.h pngconf.h pnglibconf.h libpng16 utf8proc.h zlib.h zconf.h; do
+    cp -a "/usr/include/$d" "$deps/include/"
+  done
+  for l in libspdlog libfmt libpng16 libutf8proc libz; do
+    cp -a /usr/lib/"$arch"/$l.so* "$deps/lib/$arch/"
+  done
+  # the CMake package configs at their own depth below the prefix (they find the prefix from there)
+  mkdir -p "$deps/lib/$arch/cmake" "$deps/share/cmake"
+  cp -a "/usr/lib/$arch/cmake/spdlog" "/usr/lib/$arch/cmake/fmt" "$deps/lib/$arch/cmake/"
+  cp -a /usr/share/cmake/nlohmann_json /usr/share/cmake/CLI11 "$deps/share/cmake/"
+  sed "s|^prefix=.*|prefix=$deps|; s|^libdir=.*|libdir=\${prefix}/lib/$arch|; s|^includedir=.*|includedir=\${prefix}/include|" \
+    /usr/lib/"$arch"/pkgconfig/libutf8proc.pc > "$deps/lib/pkgconfig/libutf8proc.pc"
+  # the config files name the folder they were installed in: point them here (relocated below on use)
+  echo "$deps" > "$deps/.origin"
+  du -sh "$deps"
+  exit 0
+fi
+
+if [ -d "$deps" ]; then  # carried from the machine that ran --bundle: relocate and use it
+  old=$(cat "$deps/.origin")
+  if [ "$old" != "$deps" ]; then
+    sed -i "s|$old|$deps|g" "$deps/lib/pkgconfig/libutf8proc.pc"
+    echo "$deps" > "$deps/.origin"
+  fi
+  export PKG_CONFIG_PATH="$deps/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+  export LD_LIBRARY_PATH="$deps/lib/$arch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export FP8S_EXTRA_PREFIX="$deps"
+  export FP8S_SKIP_DEPS=1
+  # explicit package folders, for a machine whose CMake does not search lib/<arch>/
+  export FP8S_CMAKE_ARGS="-Dspdlog_DIR=$deps/lib/$arch/cmake/spdlog -Dfmt_DIR=$deps/lib/$arch/cmake/fmt ${FP8S_CMAKE_ARGS:-}"
+fi
+
+# Build the CLI alone into build-device/: this machine's PyTorch when it has one (the GPU machine),
+# else the venv of build-cuda.sh. FP8S_CLI=PATH uses an existing fp8studio-cli instead.
+cli=${FP8S_CLI:-}
+if [ -z "$cli" ]; then
+  if [ -z "${FP8S_PYTHON:-}" ] && python3 -c 'import torch' 2>/dev/null; then export FP8S_PYTHON=python3; fi
+  FP8S_BUILD_DIR=build-device FP8S_CMAKE_ARGS="-DFP8S_BUILD_GUI=OFF -DFP8S_BUILD_TESTS=OFF ${FP8S_CMAKE_ARGS:-}" \
+    ./scripts/build-cuda.sh
+  cli=$PWD/build-device/engine/fp8studio-cli
+fi
+ldd "$cli" | grep -q libtorch_cuda || echo "device-check: warning: $cli does not link libtorch_cuda" >&2
+
+"$cli" device-test --device "$device"
+((quick)) && exit 0
+
+work=${FP8S_DEVICE_WORK:-$(mktemp -d)}
+gpu=1
+[ "$device" = cpu ] && gpu=0
+if ((gpu)); then
+  cases=("sd15 512 20" "sd15 1024 10" "sdxl 1024 10")
+  modes=fp16,fp8-e4m3,fp8-e4m3+fp8-compute
+  repeat=3
+else  # the CPU half: the same table at small sizes, without FP8 compute (it needs CUDA 8.9+)
+  cases=("sd15 128 2")
+  modes=fp16,fp8-e4m3
+  repeat=2
+fi
+rows=()
+for c in "${cases[@]}"; do
+  read -r arch_name size steps <<<"$c"
+  ckpt=$work/$arch_name.safetensors
+  [ -f "$ckpt" ] || "$cli" make-synthetic --arch "$arch_name" --out "$ckpt" --log-level warn
+  common=(--model "$ckpt" --device "$device" --width "$size" --height "$size" --prompt "a lighthouse on a cliff at dusk"
+          --seed 7 --sampler euler --schedule normal --compute "$([ $gpu = 1 ] && echo fp16 || echo bf16)" --log-level warn)
+  "$cli" compare "${common[@]}" --steps "$steps" --modes "$modes" --no-unet-error --outdir "$work" --json > "$work/compare-$arch_name-$size.json"
+  "$cli" bench --section generate "${common[@]}" --steps 4 --modes "$modes" --repeat "$repeat" --json > "$work/bench-$arch_name-$size.json"
+  rows+=("$arch_name $size")
+done
+python3 - "$work" "$gpu" "${rows[@]}" <<'PY'
+import json, sys
+work, gpu, rows = sys.argv[1], sys.argv[2] == "1", sys.argv[3:]
+mem = "peak VRAM MB" if gpu else "peak tracked MB"
+print(f"| model | size | mode | weights MB | {mem} | median step ms (min-max) | ratio | PSNR dB | SSIM |")
+print("|---|---|---|---|---|---|---|---|---|")
+for row in rows:
+    arch, size = row.split()
+    c = json.load(open(f"{work}/compare-{arch}-{size}.json"))
+    b = {m["mode"]: m for m in json.load(open(f"{work}/bench-{arch}-{size}.json"))["generate"]}
+    for m in c["modes"]:
+        bm = b.get(m["mode"], {})
+        peak = m["peak_vram_bytes"] if gpu else m["peak_tracked_bytes"]
+        psnr = m["psnr_db_vs_first"]
+        print(f"| {arch} | {size}² | {m['mode']} | {m['weight_bytes']['total']/1e6:.0f} | {peak/1e6:.0f} | "
+              f"{bm.get('median_ms', 0):.0f} ({bm.get('min_ms', 0):.0f}-{bm.get('max_ms', 0):.0f}) | "
+              f"{bm.get('ratio_to_first', 0):.3f} | {psnr if isinstance(psnr, str) else f'{psnr:.2f}'} | {m['ssim_vs_first']:.4f} |")
+print(f"\n{c.get('device', '')}; bench medians of 4-step runs, modes alternated A B A B after a warm-up")
+PY

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Builds the CUDA build (scripts/build-cuda.sh: the official LibTorch 2.x from PyPI's torch wheel)
+# and runs every test but the `slow` ones on it. Without a GPU the tests run on LibTorch 2.x's CPU
+# backend; the CUDA code is compiled and linked, and device placement is checked on the meta device.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+./scripts/build-cuda.sh
+if ! ldd build-cuda/engine/fp8studio-cli | grep -q libtorch_cuda; then
+  echo "test-cuda: build-cuda/engine/fp8studio-cli does not link libtorch_cuda" >&2
+  exit 1
+fi
+labels=(-LE slow)
+[ "${1:-}" = "--all" ] && labels=()
+ctest --test-dir build-cuda --output-on-failure "${labels[@]}"

@@ -1,0 +1,275 @@
+// The backend seam (backend/backend.h) on this build's LibTorch: native float8 against the table
+// codec on every FP16 bit pattern, fused attention against the sliced path, device choice errors,
+// and device placement: a forward on the meta device catches any tensor a module creates on the
+// CPU instead of on its input's device (what would fail on a user's GPU and never here).
+#include <QtTest>
+#include <torch/library.h>
+#include <torch/version.h>
+
+#include <cmath>
+
+#include "backend/backend.h"
+#include "core/error.h"
+#include "fp8/codec.h"
+#include "models/architecture.h"
+#include "models/nn.h"
+#include "models/synthetic.h"
+#include "models/text_encoder.h"
+#include "models/unet.h"
+#include "models/vae.h"
+#include "pipeline/engine.h"
+
+using namespace fp8s;
+
+namespace {
+
+#if TORCH_VERSION_MAJOR >= 2
+// LibTorch's C++ has no meta kernel for convolution (PyTorch's lives in Python): the shape rule,
+// registered for the Meta key, so that whole UNets and VAEs run on the meta device.
+at::Tensor meta_convolution(const at::Tensor& input, const at::Tensor& weight, const c10::optional<at::Tensor>&,
+                            at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool,
+                            at::IntArrayRef, int64_t) {
+  std::vector<int64_t> out{input.size(0), weight.size(0)};
+  for (int64_t i = 0; i < input.dim() - 2; ++i) {
+    const int64_t k = weight.size(i + 2);
+    out.push_back((input.size(i + 2) + 2 * padding[i] - dilation[i] * (k - 1) - 1) / stride[i] + 1);
+  }
+  return at::empty(out, input.options());
+}
+
+// var_mean (the norms' statistics): the reduced shape, twice.
+std::tuple<at::Tensor, at::Tensor> meta_var_mean(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                                 const c10::optional<at::Scalar>&, bool keepdim) {
+  std::vector<int64_t> out;
+  std::vector<bool> reduced(static_cast<std::size_t>(self.dim()), !dim.has_value());
+  if (dim) {
+    for (auto d : *dim) reduced[static_cast<std::size_t>(d < 0 ? d + self.dim() : d)] = true;
+  }
+  for (int64_t i = 0; i < self.dim(); ++i) {
+    if (!reduced[static_cast<std::size_t>(i)]) out.push_back(self.size(i));
+    else if (keepdim) out.push_back(1);
+  }
+  return {at::empty(out, self.options()), at::empty(out, self.options())};
+}
+
+// native_batch_norm (group_norm's decomposition off CPU/CUDA): the input's shape, and per-channel stats.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> meta_batch_norm(const at::Tensor& input, const c10::optional<at::Tensor>&,
+                                                               const c10::optional<at::Tensor>&,
+                                                               const c10::optional<at::Tensor>&,
+                                                               const c10::optional<at::Tensor>&, bool, double, double) {
+  return {at::empty_like(input), at::empty({input.size(1)}, input.options()), at::empty({input.size(1)}, input.options())};
+}
+
+// where (the fused attention's masking): the broadcast shape.
+at::Tensor& meta_where_out(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  out.resize_(at::infer_size(at::infer_size(cond.sizes(), self.sizes()), other.sizes()));
+  return out;
+}
+
+// index_select (the token embedding): `dim` becomes the index's length.
+at::Tensor meta_index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  auto sizes = self.sizes().vec();
+  sizes[static_cast<std::size_t>(dim < 0 ? dim + self.dim() : dim)] = index.numel();
+  return at::empty(sizes, self.options());
+}
+
+TORCH_LIBRARY_IMPL(aten, Meta, m) {
+  m.impl("index_select", meta_index_select);
+  m.impl("where.self_out", meta_where_out);
+  m.impl("native_batch_norm", meta_batch_norm);
+  m.impl("convolution_overrideable", meta_convolution);
+  m.impl("var_mean.correction", meta_var_mean);
+}
+#endif
+
+}  // namespace
+
+class TestBackend : public QObject {
+  Q_OBJECT
+
+ private:
+  QTemporaryDir m_dir;
+
+  std::string tinyCheckpoint(const ModelConfig& config, const char* name) {
+    const std::string path = m_dir.filePath(QString::fromLatin1(name)).toStdString();
+    if (!QFileInfo::exists(QString::fromStdString(path))) {
+      SyntheticOptions o;
+      o.config = config;
+      o.seed = 3;
+      o.out = path;
+      make_synthetic(o);
+    }
+    return path;
+  }
+
+  // Every parameter and buffer of a loaded module on `device`.
+  static void requireAllOn(torch::nn::Module& m, const at::Device& device) {
+    for (const auto& p : m.named_parameters(true)) {
+      QVERIFY2(p.value().device() == device, p.key().c_str());
+    }
+    for (const auto& b : m.named_buffers(true)) {
+      if (b.value().defined()) QVERIFY2(b.value().device() == device, b.key().c_str());
+    }
+  }
+
+ private Q_SLOTS:
+  void nativeFp8EncodeMatchesTheCodecOnEveryFp16Value() {
+    if (!backend::has_native_fp8()) QSKIP("this LibTorch has no float8 dtypes (1.13): the CPU keeps uint8 codes");
+    std::vector<int16_t> bits(65536);
+    for (int i = 0; i < 65536; ++i) bits[static_cast<std::size_t>(i)] = static_cast<int16_t>(static_cast<uint16_t>(i));
+    auto halves = at::from_blob(bits.data(), {65536}, at::kShort).view(at::kHalf);
+    for (auto format : {Fp8Format::E4M3FN, Fp8Format::E5M2}) {
+      auto native = backend::encode_native_fp8(halves, format);
+      QCOMPARE(native.scalar_type(), backend::native_fp8_dtype(format));
+      auto codes = native.view(at::kByte).contiguous();
+      const auto* c = codes.data_ptr<uint8_t>();
+      int compared = 0, nans = 0;
+      for (int i = 0; i < 65536; ++i) {
+        const float x = f16_to_f32(static_cast<uint16_t>(i));
+        const uint8_t want = encode_fp8(x, format);
+        if (std::isnan(x)) {
+          QVERIFY2(fp8_is_nan(c[i], format), qPrintable(QString("NaN %1 encoded as non-NaN %2").arg(i).arg(c[i])));
+          ++nans;
+          continue;
+        }
+        if (c[i] != want) {
+          QFAIL(qPrintable(QString("%1: fp16 0x%2 = %3 -> native 0x%4, codec 0x%5")
+                               .arg(fp8_format_name(format)).arg(i, 4, 16, QChar('0')).arg(double(x))
+                               .arg(c[i], 2, 16, QChar('0')).arg(want, 2, 16, QChar('0'))));
+        }
+        ++compared;
+      }
+      QCOMPARE(compared + nans, 65536);
+      QCOMPARE(nans, 2 * 1023);  // FP16 NaNs: exponent all ones, mantissa non-zero, both signs
+      // and the native decode of every code is the codec's decode
+      std::vector<uint8_t> all(256);
+      for (int i = 0; i < 256; ++i) all[static_cast<std::size_t>(i)] = static_cast<uint8_t>(i);
+      auto decoded = backend::codes_as_native_fp8(at::from_blob(all.data(), {256}, at::kByte), format).to(at::kFloat);
+      for (int i = 0; i < 256; ++i) {
+        const float want = decode_fp8(static_cast<uint8_t>(i), format);
+        const float got = decoded[i].item<float>();
+        if (std::isnan(want)) {
+          QVERIFY(std::isnan(got));
+        } else {
+          QCOMPARE(got, want);
+        }
+      }
+    }
+  }
+
+  void fusedAttentionMatchesTheSlicedPath() {
+    if (!backend::has_fused_attention()) QSKIP("this LibTorch has no scaled_dot_product_attention (1.13)");
+    at::manual_seed(5);
+    auto q = at::randn({2, 3, 37, 16});
+    auto k = at::randn({2, 3, 29, 16});
+    auto v = at::randn({2, 3, 29, 16});
+    const double scale = 1.0 / 4.0;
+    auto mask = at::full({37, 29}, -std::numeric_limits<float>::infinity()).triu(1);
+    for (const auto& m : {at::Tensor(), mask}) {
+      auto sliced = sliced_attention(q, k, v, scale, m, /*budget_bytes=*/4096);  // several slices
+      auto fused = backend::fused_attention(q, k, v, scale, m);
+      const double err = (fused - sliced).abs().max().item<double>();
+      QVERIFY2(err < 1e-5, qPrintable(QString("max abs diff %1").arg(err)));
+    }
+    // BF16 inputs: within BF16 rounding of the FP32 result
+    auto fused16 = backend::fused_attention(q.to(at::kBFloat16), k.to(at::kBFloat16), v.to(at::kBFloat16), scale, {});
+    const double err16 = (fused16.to(at::kFloat) - sliced_attention(q, k, v, scale)).abs().max().item<double>();
+    QVERIFY2(err16 < 0.05, qPrintable(QString("bf16 max abs diff %1").arg(err16)));
+  }
+
+  void deviceChoicesAreCheckedWithClearErrors() {
+    QVERIFY(backend::resolve_device("cpu").is_cpu());
+    if (backend::cuda_device_count() == 0) {
+      QVERIFY(backend::resolve_device("auto").is_cpu());
+      for (const char* choice : {"cuda", "cuda:0", "cuda:3"}) {
+        try {
+          backend::resolve_device(choice);
+          QFAIL("a CUDA device was accepted on a machine without one");
+        } catch (const InputError& e) {
+          const QString msg = QString::fromUtf8(e.what());
+          QVERIFY2(msg.contains(choice) && msg.contains("--device cpu"), e.what());
+          QVERIFY2(msg.contains(backend::built_with_cuda() ? "no CUDA device was found" : "no CUDA support"), e.what());
+        }
+      }
+    }
+    for (const char* bad : {"gpu", "cuda:", "cuda:x", "cuda:-1", "CPU", ""}) {
+      QVERIFY_THROWS_EXCEPTION(InputError, backend::resolve_device(bad));
+    }
+    const auto devices = available_devices();
+    QVERIFY(!devices.empty());
+    QCOMPARE(QString::fromStdString(devices.front().id), QString("cpu"));
+    QCOMPARE(static_cast<int>(devices.size()), 1 + backend::cuda_device_count());
+    // the engine refuses before it reads the model
+    LoadOptions o;
+    o.checkpoint = "/nonexistent/model.safetensors";
+    o.device = "tpu";
+    try {
+      Engine e(o);
+      QFAIL("an unknown device was accepted");
+    } catch (const InputError& e) {
+      QVERIFY2(QString::fromUtf8(e.what()).contains("unknown device 'tpu'"), e.what());
+    }
+  }
+
+  // Weights loaded onto the meta device (tensor by tensor, FP8 as the device keeps it) and every
+  // network run there: a tensor created on the CPU inside a forward meets a meta tensor in an
+  // element-wise op or a cat and fails ("not on the expected device").
+  void forwardsStayOnTheirInputsDevice_data() {
+    QTest::addColumn<QString>("preset");
+    QTest::addColumn<int>("weights");
+    QTest::newRow("sd1 fp16") << "sd1" << int(WeightType::FP16);
+    QTest::newRow("sd1 fp8") << "sd1" << int(WeightType::FP8_E4M3);
+    QTest::newRow("sdxl fp16") << "sdxl" << int(WeightType::FP16);
+    QTest::newRow("sdxl fp8") << "sdxl" << int(WeightType::FP8_E5M2);
+  }
+  void forwardsStayOnTheirInputsDevice() {
+    if (TORCH_VERSION_MAJOR < 2) QSKIP("the meta-device forward needs LibTorch 2.x's meta kernels (the CUDA build runs it)");
+    QFETCH(QString, preset);
+    QFETCH(int, weights);
+    const bool sdxl = preset == "sdxl";
+    const auto config = sdxl ? preset_tiny_sdxl() : preset_tiny_sd1();
+    SafetensorsFile file(tinyCheckpoint(config, sdxl ? "tiny-sdxl.safetensors" : "tiny-sd1.safetensors"));
+    const at::Device meta(at::kMeta);
+    StorageSpec storage{static_cast<WeightType>(weights), Fp8Scale::Tensor, true};
+    if (!is_fp8(storage.weights)) storage = {WeightType::FP16, Fp8Scale::None, false};
+    const auto bf16 = at::TensorOptions().device(meta).dtype(at::kFloat);
+
+    // a stray CPU tensor throws "Expected all tensors to be on the same device": a failure naming it
+    try {
+      const BuildOn build(meta);
+      UNetImpl unet(config.unet);
+      const auto report = load_module_weights(unet, file, "model.diffusion_model.", storage, true, {}, {}, meta);
+      QCOMPARE(report.quantised > 0, is_fp8(storage.weights));
+      requireAllOn(unet, meta);
+      const int64_t ctx = config.unet.context_dim;
+      auto y = config.unet.adm_in_channels > 0 ? at::zeros({2, config.unet.adm_in_channels}, bf16) : at::Tensor();
+      auto eps = unet.forward(at::zeros({2, 4, 8, 8}, bf16), at::full({2}, 500.0, bf16), at::zeros({2, 77, ctx}, bf16), y,
+                              at::kBFloat16);
+      QVERIFY(eps.device() == meta);
+      QCOMPARE(eps.sizes().vec(), (std::vector<int64_t>{2, 4, 8, 8}));
+
+      for (const auto& tc : config.text_encoders) {
+        TextEncoderImpl te(tc);
+        load_module_weights(te, file, tc.prefix, storage, true, te.ignorable_keys(), te.fused_layers(), meta);
+        requireAllOn(te, meta);
+        auto out = te.forward(at::zeros({1, 77}, at::TensorOptions().device(meta).dtype(at::kLong)), tc.layers, true,
+                              at::kBFloat16);
+        QVERIFY(out.hidden.device() == meta);
+        if (out.pooled.defined()) QVERIFY(out.pooled.device() == meta);
+      }
+
+      VaeImpl vae(config.vae);
+      load_module_weights(vae, file, "first_stage_model.", storage, storage.fp8_vae, {}, {}, meta);
+      requireAllOn(vae, meta);
+      auto image = vae.decode(at::zeros({1, 4, 8, 8}, bf16), at::kBFloat16);
+      QVERIFY(image.device() == meta);
+      QCOMPARE(image.size(2), 64);
+      QVERIFY(vae.encode(at::zeros({1, 3, 64, 64}, bf16), at::kBFloat16).device() == meta);
+    } catch (const std::exception& e) {
+      QFAIL(e.what());
+    }
+  }
+};
+
+QTEST_GUILESS_MAIN(TestBackend)
+#include "test_backend.moc"
