@@ -68,6 +68,7 @@ std::function<void(bool json)> register_bench_generate(CLI::App& bench) {
     GenerationRequest r;
     RequestFlags flags;
     int repeats = 3;
+    bool profile = false;
   };
   auto o = std::make_shared<Opts>();
   o->r.width = o->r.height = 256;
@@ -79,6 +80,7 @@ std::function<void(bool json)> register_bench_generate(CLI::App& bench) {
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   bench.add_option("--vocab", o->vocab, "CLIP vocabulary");
+  bench.add_flag("--profile", o->profile, "also time each kind of op (conv, linear, attention, norms, casts, FP8 decode)");
   add_request_options(bench, o->r, o->flags);
   add_device_option(bench, o->device);
   return [o, &bench](bool json) {
@@ -94,6 +96,7 @@ std::function<void(bool json)> register_bench_generate(CLI::App& bench) {
     b.request = o->r;
     b.modes = parse_modes(o->modes, o->r.storage.scale);
     b.repeats = o->repeats;
+    b.profile = o->profile;
     const auto modes = run_bench(b, [](const std::string& s) { log().info("{}", s); });
     if (json) {
       nlohmann::json j = nlohmann::json::array();

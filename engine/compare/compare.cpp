@@ -308,9 +308,28 @@ std::vector<BenchMode> run_bench(BenchOptions& o, const std::function<void(const
       request.storage = o.modes[k].storage;
       request.fp8_compute = o.modes[k].fp8_compute;
       reset_decode_stats();
-      const auto r = engine.generate(request, nullptr, never);
+      // the profile covers the sampling steps only: an observer switches it on at "sample"
+      struct ProfileSteps : Observer {
+        bool on;
+        explicit ProfileSteps(bool o) : on(o) {}
+        void onPhase(const PhaseEvent& e) override {
+          if (on) set_op_profiling(e.phase == "sample");
+        }
+      } observer(o.profile && round >= 0);
+      reset_op_profile();
+      const auto r = engine.generate(request, &observer, never);
+      set_op_profiling(false);
       const auto stats = decode_stats();
       if (round < 0) continue;
+      if (o.profile) {
+        const auto p = op_profile();
+        for (int i = 0; i < kOpKinds; ++i) {
+          out[k].profile.ms[static_cast<std::size_t>(i)] += p.ms[static_cast<std::size_t>(i)];
+          out[k].profile.calls[static_cast<std::size_t>(i)] += p.calls[static_cast<std::size_t>(i)];
+        }
+        out[k].profiled_step_ms += std::accumulate(r.timing.step_ms.begin(), r.timing.step_ms.end(), 0.0);
+        out[k].profiled_steps += static_cast<int>(r.timing.step_ms.size());
+      }
       auto& m = out[k];
       m.mode = o.modes[k];
       m.step_ms.insert(m.step_ms.end(), r.timing.step_ms.begin(), r.timing.step_ms.end());
@@ -354,6 +373,28 @@ std::string bench_markdown(const BenchOptions& o, const std::vector<BenchMode>& 
   md << "\n" << o.repeats << " measured rounds alternating the modes after one warm-up run each; "
      << o.request.width << "x" << o.request.height << ", " << o.request.steps << " steps, compute "
      << compute_type_name(o.request.compute) << ", on " << o.device << ".\n";
+  if (o.profile) {
+    md << "\n## Where a step's time goes (mean per step)\n\n| op kind |";
+    for (const auto& m : modes) md << " " << m.mode.label() << " ms | share |";
+    md << "\n|---|";
+    for (std::size_t i = 0; i < modes.size(); ++i) md << "---|---|";
+    md << "\n";
+    for (int i = 0; i <= kOpKinds; ++i) {
+      md << "| " << (i < kOpKinds ? op_kind_name(static_cast<OpKind>(i)) : "other (sampler, activations, glue)") << " |";
+      for (const auto& m : modes) {
+        const double steps = std::max(1, m.profiled_steps);
+        double v = 0;
+        if (i < kOpKinds) {
+          v = m.profile.ms[static_cast<std::size_t>(i)];
+        } else {
+          v = m.profiled_step_ms;
+          for (double x : m.profile.ms) v -= x;
+        }
+        md << " " << fmt(v / steps, 0) << " | " << fmt(100 * v / std::max(1e-9, m.profiled_step_ms), 1) << "% |";
+      }
+      md << "\n";
+    }
+  }
   return md.str();
 }
 

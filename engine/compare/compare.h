@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "models/op_profile.h"
 #include "pipeline/engine.h"
 
 namespace fp8s {
@@ -74,6 +75,7 @@ struct BenchOptions {
   GenerationRequest request;
   std::vector<ModeSpec> modes;
   int repeats = 3;
+  bool profile = false;  // time per op kind in the measured runs (OpProfile)
   std::string device;  // filled by run_bench: ModelInfo::device
   bool gpu = false;
 };
@@ -88,6 +90,9 @@ struct BenchMode {
   double decode_share = 0;              // decode time / step time
   uint64_t weight_bytes = 0, tracked_peak_bytes = 0;
   uint64_t vram_peak_bytes = 0;         // on a GPU: the CUDA allocator's peak over the runs
+  OpProfile profile;                    // summed over the measured runs' steps (BenchOptions::profile)
+  double profiled_step_ms = 0;          // the steps' total time over the same runs
+  int profiled_steps = 0;
 };
 
 // Runs every mode once as warm-up (excluded), then `repeats` rounds alternating A B A B.

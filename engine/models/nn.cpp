@@ -11,6 +11,7 @@
 #include "core/logging.h"
 #include "fp8/convert.h"
 #include "models/architecture.h"
+#include "models/op_profile.h"
 
 namespace fp8s {
 
@@ -81,6 +82,37 @@ void decode_fp8_into(const at::Tensor& codes, Fp8Format format, const at::Tensor
 
 }  // namespace
 
+namespace {
+std::atomic<bool> g_profiling{false};
+std::array<std::atomic<uint64_t>, kOpKinds> g_op_ns{};
+std::array<std::atomic<uint64_t>, kOpKinds> g_op_calls{};
+}  // namespace
+
+const char* op_kind_name(OpKind kind) {
+  static const char* names[kOpKinds] = {"conv", "linear", "attention", "norms", "casts", "FP8 decode"};
+  return names[static_cast<int>(kind)];
+}
+void set_op_profiling(bool on) { g_profiling.store(on); }
+bool op_profiling() { return g_profiling.load(std::memory_order_relaxed); }
+OpProfile op_profile() {
+  OpProfile p;
+  for (int i = 0; i < kOpKinds; ++i) {
+    p.ms[static_cast<std::size_t>(i)] = g_op_ns[static_cast<std::size_t>(i)].load() / 1e6;
+    p.calls[static_cast<std::size_t>(i)] = g_op_calls[static_cast<std::size_t>(i)].load();
+  }
+  return p;
+}
+void reset_op_profile() {
+  for (int i = 0; i < kOpKinds; ++i) {
+    g_op_ns[static_cast<std::size_t>(i)].store(0);
+    g_op_calls[static_cast<std::size_t>(i)].store(0);
+  }
+}
+void add_op_time(OpKind kind, double ms) {
+  g_op_ns[static_cast<std::size_t>(kind)].fetch_add(static_cast<uint64_t>(ms * 1e6));
+  g_op_calls[static_cast<std::size_t>(kind)].fetch_add(1);
+}
+
 DecodeStats decode_stats() { return {g_decode_ns.load(), g_decode_weights.load()}; }
 void reset_decode_stats() {
   g_decode_ns.store(0);
@@ -94,9 +126,11 @@ at::Tensor QuantisedLayer::decoded_weight(at::ScalarType dtype) const {
     // training (train-demo in BF16): a fresh, differentiable cast; the reused scratch buffer would
     // be overwritten in place before the backward pass reads it
     if (weight.requires_grad() && c10::GradMode::is_enabled()) return weight.to(dtype);
+    const OpTimer timer(OpKind::Cast);
     return scratch(dtype, weight.sizes()).copy_(weight);
   }
   // FP8 codes -> compute dtype, then the per-tensor or per-channel scale.
+  const OpTimer timer(OpKind::Decode);
   const auto start = std::chrono::steady_clock::now();
   at::Tensor codes = weight.is_contiguous() ? weight : weight.contiguous();
   const at::ScalarType target = dtype == at::kBFloat16 || dtype == at::kHalf ? dtype : at::kFloat;
@@ -144,8 +178,9 @@ at::Tensor QLinearImpl::forward(const at::Tensor& x) const {
   const bool mm8 = fp8_compute && fp8 && weight.is_cuda() && format == Fp8Format::E4M3FN &&
                    (!scale_weight.defined() || scale_weight.numel() == 1) && weight.size(0) % 16 == 0 &&
                    weight.size(1) % 16 == 0;
-  auto y = mm8 ? backend::fp8_linear(x, weight, scale_weight, bias)
-               : at::linear(x, decoded_weight(x.scalar_type()), bias_as(x.scalar_type()));
+  const at::Tensor w = mm8 ? at::Tensor() : decoded_weight(x.scalar_type());
+  const OpTimer timer(OpKind::Linear);
+  auto y = mm8 ? backend::fp8_linear(x, weight, scale_weight, bias) : at::linear(x, w, bias_as(x.scalar_type()));
   for (const auto& l : online_loras) {
     const auto t = x.scalar_type();
     y = y + at::linear(at::linear(x, l.down.flatten(1).to(x.device(), t)), l.up.flatten(1).to(x.device(), t)) * l.scale;
@@ -171,8 +206,9 @@ QConv2dImpl::QConv2dImpl(int64_t in, int64_t out, int64_t kernel, int64_t stride
 }
 
 at::Tensor QConv2dImpl::forward(const at::Tensor& x) const {
-  auto y = at::conv2d(x, decoded_weight(x.scalar_type()), bias_as(x.scalar_type()), {stride_, stride_},
-                      {padding_, padding_});
+  const at::Tensor w = decoded_weight(x.scalar_type());
+  const OpTimer timer(OpKind::Conv);
+  auto y = at::conv2d(x, w, bias_as(x.scalar_type()), {stride_, stride_}, {padding_, padding_});
   for (const auto& l : online_loras) {
     const auto t = x.scalar_type();
     // down has the layer's kernel (LoCon) or is 1x1 on a 1x1 layer
@@ -194,6 +230,7 @@ GroupNormImpl::GroupNormImpl(int64_t groups, int64_t channels, double eps)
 }
 
 at::Tensor GroupNormImpl::forward(const at::Tensor& x) const {
+  const OpTimer timer(OpKind::Norm);
   return at::group_norm(x.to(at::kFloat), groups_, weight_.to(at::kFloat), bias_.to(at::kFloat), eps_)
       .to(x.scalar_type());
 }
@@ -204,6 +241,7 @@ LayerNormImpl::LayerNormImpl(int64_t channels, double eps) : eps_(eps) {
 }
 
 at::Tensor LayerNormImpl::forward(const at::Tensor& x) const {
+  const OpTimer timer(OpKind::Norm);
   return at::layer_norm(x.to(at::kFloat), {weight_.size(0)}, weight_.to(at::kFloat),
                         bias_.to(at::kFloat), eps_)
       .to(x.scalar_type());
@@ -216,6 +254,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
     const char* e = std::getenv("FP8S_ATTENTION");
     return e != nullptr && std::string(e) == "sliced";
   }();
+  const OpTimer timer(OpKind::Attention);
   if (backend::has_fused_attention() && !sliced_only) return backend::fused_attention(q, k, v, scale, mask);
   return sliced_attention(q, k, v, scale, mask, budget_bytes);
 }
