@@ -143,8 +143,9 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 // levels of checkpoint paths (`input_blocks.1`, `ff.net`, ...) that hold no parameters themselves.
 std::shared_ptr<torch::nn::Module> container(torch::nn::Module& parent, const std::string& name);
 
-// softmax(q kᵀ · scale) v over [B, heads, N, d] inputs, with the softmax in FP32 and the query axis
-// processed in slices so that no more than ~`budget_bytes` of scores exist at once.
+// softmax(q kᵀ · scale) v over [B, heads, N, d] inputs, the query axis processed in slices so that
+// no more than ~`budget_bytes` of scores exist at once. FP32 inputs: scores and softmax in FP32 (the
+// references' numerics); BF16/FP16 inputs: in the input type (softmax accumulating in FP32).
 at::Tensor sliced_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             double scale, const at::Tensor& mask = {},
                             int64_t budget_bytes = 256ll << 20);
