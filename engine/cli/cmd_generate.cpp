@@ -98,17 +98,18 @@ void register_generate(CLI::App& app) {
                         {"denoise_ms", t.denoise_ms}, {"decode_ms", t.decode_ms}, {"total_ms", t.total_ms}};
     report["weight_bytes"] = result.weight_bytes;
     report["rss_peak_bytes"] = result.rss_peak_bytes;
-    report["device"] = engine.info().device;
-    if (engine.info().gpu) {
+    const auto info = engine.info();
+    report["device"] = info.device;
+    if (info.gpu) {
       report["vram_peak_bytes"] = result.vram_peak_bytes;
       report["vram_reserved_peak_bytes"] = result.vram_reserved_peak_bytes;
     }
     if (o->common.json) std::cout << report.dump(2) << "\n";
     log().info("{} image(s) in {:.1f} s (load {:.1f} s), peak RSS {:.0f} MB", result.images.size(),
                t.total_ms / 1000, t.load_ms / 1000, result.rss_peak_bytes / 1e6);
-    if (engine.info().gpu) {
+    if (info.gpu) {
       log().info("peak VRAM {:.0f} MB allocated, {:.0f} MB reserved on {}", result.vram_peak_bytes / 1e6,
-                 result.vram_reserved_peak_bytes / 1e6, engine.info().device);
+                 result.vram_reserved_peak_bytes / 1e6, info.device);
     }
   });
 }

@@ -260,7 +260,7 @@ CompareReport run_compare(const CompareOptions& o, const std::function<void(cons
                           {"peak_rss_bytes", r.rss_peak_bytes},
                           {"peak_vram_bytes", r.vram_peak_bytes},
                           {"peak_vram_reserved_bytes", r.vram_reserved_peak_bytes},
-                          {"peak_drop_per_weight_byte_saved", m.drop_per_weight_byte < -0.5 && m.result.weight_bytes == report.modes.front().result.weight_bytes ? nlohmann::json(nullptr) : nlohmann::json(m.drop_per_weight_byte)},
+                          {"peak_drop_per_weight_byte_saved", m.drop_per_weight_byte ? nlohmann::json(*m.drop_per_weight_byte) : nlohmann::json(nullptr)},
                           {"step_ms", r.timing.step_ms},
                           {"step_ms_mean", m.step_ms_mean},
                           {"step_ms_median", m.step_ms_median},
@@ -272,7 +272,7 @@ CompareReport run_compare(const CompareOptions& o, const std::function<void(cons
     md << "| " << m.mode.label() << " | " << mb(r.unet_bytes) << " | " << mb(r.text_bytes) << " | " << mb(r.vae_bytes)
        << " | " << mb(r.weight_bytes) << " | " << mb(r.tracked_peak_bytes) << " | " << mb(r.rss_peak_bytes) << " | "
        << (report.gpu ? mb(r.vram_peak_bytes) + " | " + mb(r.vram_reserved_peak_bytes) + " | " : std::string())
-       << (r.weight_bytes == report.modes.front().result.weight_bytes ? std::string("-") : fmt(100 * m.drop_per_weight_byte, 1) + "%")
+       << (m.drop_per_weight_byte ? fmt(100 * *m.drop_per_weight_byte, 1) + "%" : std::string("-"))
        << " | " << fmt(m.step_ms_mean, 0) << " | " << fmt(m.step_ms_median, 0) << " | " << fmt(r.timing.total_ms, 0) << " | "
        << fmt(m.psnr) << " | " << fmt(m.ssim, 4) << " | " << m.max_abs_diff << " | "
        << (m.unet_rel_l2 < 0 ? std::string("-") : fmt(m.unet_rel_l2, 5)) << " |\n";
@@ -321,15 +321,7 @@ std::vector<BenchMode> run_bench(BenchOptions& o, const std::function<void(const
       set_op_profiling(false);
       const auto stats = decode_stats();
       if (round < 0) continue;
-      if (o.profile) {
-        const auto p = op_profile();
-        for (int i = 0; i < kOpKinds; ++i) {
-          out[k].profile.ms[static_cast<std::size_t>(i)] += p.ms[static_cast<std::size_t>(i)];
-          out[k].profile.calls[static_cast<std::size_t>(i)] += p.calls[static_cast<std::size_t>(i)];
-        }
-        out[k].profiled_step_ms += std::accumulate(r.timing.step_ms.begin(), r.timing.step_ms.end(), 0.0);
-        out[k].profiled_steps += static_cast<int>(r.timing.step_ms.size());
-      }
+      if (o.profile) out[k].profile += op_profile();
       auto& m = out[k];
       m.mode = o.modes[k];
       m.step_ms.insert(m.step_ms.end(), r.timing.step_ms.begin(), r.timing.step_ms.end());
@@ -382,15 +374,17 @@ std::string bench_markdown(const BenchOptions& o, const std::vector<BenchMode>& 
     for (int i = 0; i <= kOpKinds; ++i) {
       md << "| " << (i < kOpKinds ? op_kind_name(static_cast<OpKind>(i)) : "other (sampler, activations, glue)") << " |";
       for (const auto& m : modes) {
-        const double steps = std::max(1, m.profiled_steps);
+        // the profile covers exactly the measured steps
+        const double steps = std::max<double>(1, m.step_ms.size());
+        const double total = std::accumulate(m.step_ms.begin(), m.step_ms.end(), 0.0);
         double v = 0;
         if (i < kOpKinds) {
           v = m.profile.ms[static_cast<std::size_t>(i)];
         } else {
-          v = m.profiled_step_ms;
+          v = total;
           for (double x : m.profile.ms) v -= x;
         }
-        md << " " << fmt(v / steps, 0) << " | " << fmt(100 * v / std::max(1e-9, m.profiled_step_ms), 1) << "% |";
+        md << " " << fmt(v / steps, 0) << " | " << fmt(100 * v / std::max(1e-9, total), 1) << "% |";
       }
       md << "\n";
     }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,8 +53,8 @@ struct ModeResult {
   int max_abs_diff = 0;
   double unet_rel_l2 = -1;    // versus FP32 storage (-1: not measured)
   // Peak memory saved per weight byte saved, versus the first mode (peak VRAM on a GPU, peak
-  // tracked tensor bytes on the CPU); -1 where the weights are the same size.
-  double drop_per_weight_byte = -1;
+  // tracked tensor bytes on the CPU); unset where the weights are the same size.
+  std::optional<double> drop_per_weight_byte;
 };
 
 struct CompareReport {
@@ -91,8 +92,6 @@ struct BenchMode {
   uint64_t weight_bytes = 0, tracked_peak_bytes = 0;
   uint64_t vram_peak_bytes = 0;         // on a GPU: the CUDA allocator's peak over the runs
   OpProfile profile;                    // summed over the measured runs' steps (BenchOptions::profile)
-  double profiled_step_ms = 0;          // the steps' total time over the same runs
-  int profiled_steps = 0;
 };
 
 // Runs every mode once as warm-up (excluded), then `repeats` rounds alternating A B A B.

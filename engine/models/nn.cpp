@@ -59,6 +59,13 @@ at::Tensor scratch(at::ScalarType dtype, at::IntArrayRef sizes) {
   return buf.narrow(0, 0, n).view(sizes);
 }
 
+// A per-output-channel scale [N] shaped to broadcast over a `dims`-dimensional weight [N, ...].
+at::Tensor along_first_dim(const at::Tensor& scale, int64_t dims) {
+  std::vector<int64_t> shape(static_cast<std::size_t>(dims), 1);
+  shape[0] = -1;
+  return scale.view(shape);
+}
+
 // FP8 codes decoded into `out` (FP32, BF16 or FP16, the codes' shape): decode(code) times the
 // per-tensor scale, or times the per-channel scale along the first dimension (undefined: none).
 void decode_fp8_into(const at::Tensor& codes, Fp8Format format, const at::Tensor& scale, at::Tensor& out) {
@@ -73,11 +80,7 @@ void decode_fp8_into(const at::Tensor& codes, Fp8Format format, const at::Tensor
   } else {
     decode_fp8_to_f32(src, out.data_ptr<float>(), n, format, tensor_scale);
   }
-  if (per_channel) {
-    std::vector<int64_t> shape(static_cast<std::size_t>(out.dim()), 1);
-    shape[0] = -1;
-    out.mul_(scale.to(out.scalar_type()).view(shape));
-  }
+  if (per_channel) out.mul_(along_first_dim(scale.to(out.scalar_type()), out.dim()));
 }
 
 }  // namespace
@@ -118,13 +121,7 @@ at::Tensor QuantisedLayer::decoded_on_device(at::ScalarType dtype) const {
   if (weight.scalar_type() == dtype) return weight;
   at::Tensor out = weight.to(dtype);
   if (fp8 && scale_weight.defined()) {
-    if (scale_weight.numel() > 1) {
-      std::vector<int64_t> shape(static_cast<std::size_t>(out.dim()), 1);
-      shape[0] = -1;
-      out.mul_(scale_weight.view(shape));
-    } else {
-      out.mul_(scale_weight.reshape({}));
-    }
+    out.mul_(scale_weight.numel() > 1 ? along_first_dim(scale_weight, out.dim()) : scale_weight.reshape({}));
   }
   if (fp8) g_decode_weights.fetch_add(static_cast<uint64_t>(weight.numel()));
   return out;

@@ -16,6 +16,13 @@ const char* op_kind_name(OpKind kind);  // "conv", "linear", ...
 struct OpProfile {
   std::array<double, kOpKinds> ms{};
   std::array<uint64_t, kOpKinds> calls{};
+  OpProfile& operator+=(const OpProfile& o) {
+    for (std::size_t i = 0; i < ms.size(); ++i) {
+      ms[i] += o.ms[i];
+      calls[i] += o.calls[i];
+    }
+    return *this;
+  }
 };
 
 void set_op_profiling(bool on);
