@@ -7,10 +7,15 @@ set(FP8S_CORE_SOURCES
   core/sha256.cpp
   io/safetensors.cpp
   io/png.cpp
+  io/image_metrics.cpp
   text/text_clean.cpp
   text/clip_tokenizer.cpp
   text/prompt_parser.cpp
   models/architecture.cpp
+  models/checkpoint_layout.cpp
+  models/ldm_config.cpp
+  models/presets.cpp
+  models/tensor_roles.cpp
   lora/lora_keys.cpp
   lora/lora_library.cpp
   pipeline/infotext.cpp

@@ -3,12 +3,15 @@
 #include <QDir>
 #include <QFileInfo>
 
-#include <random>
-
-#include "compare/image_metrics.h"
+#include "compare/compare.h"
 #include "core/error.h"
+#include "core/logging.h"
+#include "demo/demo_model.h"
+#include "io/image_metrics.h"
+#include "io/png.h"
 #include "models/synthetic.h"
 #include "pipeline/engine.h"
+#include "text/clip_tokenizer.h"
 
 namespace fp8s::gui {
 namespace {
@@ -35,53 +38,70 @@ EngineWorker::EngineWorker() = default;
 EngineWorker::~EngineWorker() = default;
 
 void EngineWorker::loadModel(const ModelRequest& request) {
-  Q_EMIT busyChanged(true, tr("Loading %1").arg(QDir::toNativeSeparators(request.checkpoint)));
+  Q_EMIT busyChanged(true, BusyKind::Loading, tr("Loading %1").arg(QDir::toNativeSeparators(request.checkpoint)));
   try {
-    if (request.makeDemoIfMissing && !QFileInfo::exists(request.checkpoint)) {
-      Q_EMIT busyChanged(true, tr("Making the demo model (random weights)"));
-      QDir().mkpath(QFileInfo(request.checkpoint).absolutePath());
+    QString checkpoint = request.checkpoint;
+    if (checkpoint.isEmpty()) {  // the shipped demo model (its sha256 is checked: file I/O, so here)
+      try {
+        checkpoint = QString::fromStdString(demo::find_demo_model());
+      } catch (const InputError& e) {
+        if (request.randomDemo.isEmpty()) throw;
+        log().warn("{}", e.what());
+        checkpoint = request.randomDemo;
+      }
+    }
+    if (checkpoint == request.randomDemo && !QFileInfo::exists(checkpoint)) {
+      Q_EMIT busyChanged(true, BusyKind::Loading, tr("Making the demo model (random weights)"));
+      QDir().mkpath(QFileInfo(checkpoint).absolutePath());
       SyntheticOptions demo;
       demo.config = preset_tiny_sd1();
       demo.seed = 1;
-      demo.out = request.checkpoint.toStdString();
+      demo.out = checkpoint.toStdString();
       make_synthetic(demo);
     }
     LoadOptions options;
-    options.checkpoint = request.checkpoint.toStdString();
+    options.checkpoint = checkpoint.toStdString();
     options.vocab = request.vocab.toStdString();
     options.lora_dir = request.loraDir.toStdString();
     options.storage = request.storage;
     options.device = request.device.toStdString();
     m_engine.reset();  // never two models in memory
     m_hasModel.store(false);
-    m_engine = std::make_unique<Engine>(options);
+    const int run = m_nextRun++;
+    Q_EMIT loadStarted(run, request.storage);
+    SignalObserver observer(this, run);  // the load's memory samples reach the chart
+    m_engine = std::make_unique<Engine>(options, &observer);
     m_hasModel.store(true);
+    m_vocab = options.vocab;
     Q_EMIT modelLoaded(m_engine->info());
+    reloadTokenizer();
   } catch (const std::exception& e) {
     Q_EMIT failed(-1, QString::fromStdString(e.what()));
   }
-  Q_EMIT busyChanged(false, QString());
+  Q_EMIT busyChanged(false, BusyKind::Idle, QString());
 }
 
-bool EngineWorker::runOne(const GenerationRequest& request, int run, const QString& label,
-                          const QString& outputDir, RunResult& out) {
-  Q_EMIT runStarted(run, label);
+void EngineWorker::reloadTokenizer() {
+  if (!m_engine) return;
   try {
-    if (!m_engine) throw InputError("no model is loaded: choose a checkpoint in the Model panel");
-    SignalObserver observer(this, run);
-    out.run = run;
-    out.label = label;
-    out.request = request;
-    out.result = m_engine->generate(request, &observer, m_cancel);
-    if (!outputDir.isEmpty()) {
-      for (std::size_t i = 0; i < out.result.images.size(); ++i) {
-        const auto& img = out.result.images[i];
-        const auto path = write_numbered_png(outputDir.toStdString(), img.seed, img.image, img.parameters);
-        out.savedPaths << QString::fromStdString(path);
-      }
+    Q_EMIT tokenizerChanged(std::make_shared<const ClipTokenizer>(ClipTokenizer::find(m_vocab, m_engine->info().path)), {});
+  } catch (const std::exception& e) {
+    Q_EMIT tokenizerChanged(nullptr, QString::fromStdString(e.what()));
+  }
+}
+
+void EngineWorker::finishRun(RunResult& out, const QString& outputDir) {
+  if (!outputDir.isEmpty()) {
+    for (const auto& img : out.result.images) {
+      out.savedPaths << QString::fromStdString(write_numbered_png(outputDir.toStdString(), img.seed, img.image, img.parameters));
     }
-    Q_EMIT finished(out);
-    return true;
+  }
+  Q_EMIT finished(out);
+}
+
+void EngineWorker::reportFailure(int run) {
+  try {
+    throw;
   } catch (const Cancelled&) {
     Q_EMIT cancelled(run);
   } catch (const std::exception& e) {
@@ -89,42 +109,71 @@ bool EngineWorker::runOne(const GenerationRequest& request, int run, const QStri
   } catch (...) {
     Q_EMIT failed(run, tr("unknown engine failure"));
   }
-  return false;
 }
 
-void EngineWorker::generate(const GenerationRequest& request, int run, const QString& label,
-                            const QString& outputDir) {
+void EngineWorker::generate(const GenerationRequest& request, const QString& outputDir) {
   m_cancel.store(false);
-  Q_EMIT busyChanged(true, tr("Generating"));
-  RunResult result;
-  runOne(request, run, label, outputDir, result);
-  Q_EMIT busyChanged(false, QString());
-}
-
-void EngineWorker::compare(const GenerationRequest& request, const StorageSpec& fp8, int run,
-                           const QString& outputDir) {
-  m_cancel.store(false);
-  Q_EMIT busyChanged(true, tr("Comparing"));
-  GenerationRequest r = request;
-  if (r.seed < 0) r.seed = static_cast<int64_t>(std::random_device{}() & 0xFFFFFFFFu);
-  r.batch_count = 1;
-  r.batch_size = 1;
-  CompareResult c;
-  r.storage = StorageSpec{WeightType::FP16, Fp8Scale::None, false};
-  if (runOne(r, run, storageLabel(r.storage), outputDir, c.reference)) {
-    r.storage = fp8;
-    if (runOne(r, run + 1, storageLabel(r.storage), outputDir, c.candidate)) {
-      const auto& a = c.reference.result.images.front().image;
-      const auto& b = c.candidate.result.images.front().image;
-      c.psnr = psnr(a, b);
-      c.ssim = ssim(a, b);
-      c.maxAbsDiff = max_abs_diff(a, b);
-      c.heatmap = diff_heatmap(a, b);
-      c.sourceNote = QString::fromStdString(m_engine->info().source_note);
-      Q_EMIT compareFinished(c);
-    }
+  Q_EMIT busyChanged(true, BusyKind::Generating, tr("Generating"));
+  const int run = m_nextRun++;
+  Q_EMIT runStarted(run, request.storage);
+  try {
+    if (!m_engine) throw InputError("no model is loaded: choose a checkpoint in the Model panel");
+    SignalObserver observer(this, run);
+    RunResult out;
+    out.run = run;
+    out.label = storageLabel(request.storage);
+    out.request = request;
+    out.result = m_engine->generate(request, &observer, m_cancel);
+    finishRun(out, outputDir);
+  } catch (...) {
+    reportFailure(run);
   }
-  Q_EMIT busyChanged(false, QString());
+  Q_EMIT busyChanged(false, BusyKind::Idle, QString());
+}
+
+void EngineWorker::compare(const GenerationRequest& request, const StorageSpec& fp8, const QString& outputDir) {
+  m_cancel.store(false);
+  Q_EMIT busyChanged(true, BusyKind::Comparing, tr("Comparing"));
+  const int first = m_nextRun;
+  m_nextRun += 2;
+  int current = first;
+  try {
+    if (!m_engine) {
+      Q_EMIT runStarted(first, StorageSpec{WeightType::FP16, Fp8Scale::None, false});
+      throw InputError("no model is loaded: choose a checkpoint in the Model panel");
+    }
+    CompareOptions o;
+    o.request = request;
+    o.request.batch_count = 1;
+    o.request.batch_size = 1;
+    o.modes = {ModeSpec{StorageSpec{WeightType::FP16, Fp8Scale::None, false}}, ModeSpec{fp8}};
+    o.unet_error = false;  // the images are what the tab shows
+    std::vector<std::unique_ptr<SignalObserver>> observers;
+    CompareHooks hooks;
+    hooks.cancel = &m_cancel;
+    hooks.observer = [&](std::size_t k) {
+      current = first + static_cast<int>(k);
+      Q_EMIT runStarted(current, o.modes[k].storage);
+      observers.push_back(std::make_unique<SignalObserver>(this, current));
+      return observers.back().get();
+    };
+    CompareResult c;
+    hooks.mode_finished = [&](std::size_t k, const ModeResult& m) {
+      RunResult& out = k == 0 ? c.reference : c.candidate;
+      out.run = first + static_cast<int>(k);
+      out.label = storageLabel(m.mode.storage);
+      out.request = o.request;
+      out.request.storage = m.mode.storage;
+      out.result = m.result;
+      finishRun(out, outputDir);
+    };
+    c.report = measure_compare(*m_engine, o, hooks);
+    c.heatmap = diff_heatmap(c.reference.result.images.front().image, c.candidate.result.images.front().image);
+    Q_EMIT compareFinished(c);
+  } catch (...) {
+    reportFailure(current);
+  }
+  Q_EMIT busyChanged(false, BusyKind::Idle, QString());
 }
 
 }  // namespace fp8s::gui

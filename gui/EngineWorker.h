@@ -13,21 +13,25 @@
 #include "GuiTypes.h"
 
 namespace fp8s {
+class ClipTokenizer;
 class Engine;
 }
 
 namespace fp8s::gui {
 
 struct ModelRequest {
-  QString checkpoint;
+  QString checkpoint;  // empty: the shipped demo model (found and verified on the engine thread)
   QString vocab;    // empty: the engine's search (DESIGN.md section 4)
   QString loraDir;
   StorageSpec storage;  // load straight into the chosen storage (no second conversion)
   QString device = QStringLiteral("auto");  // auto, cpu, cuda:N
-  // Writes a tiny-sd1 checkpoint with random weights at `checkpoint` first when it does not exist
-  // (the first-run model until the trained demo model ships).
-  bool makeDemoIfMissing = false;
+  // Where a tiny-sd1 checkpoint with random weights is written (once) and loaded when `checkpoint`
+  // is empty and no demo model ships with this build; or, equal to `checkpoint`, made if missing.
+  QString randomDemo;
 };
+
+// What the worker is busy with (the UI's state, never read back from translated text).
+enum class BusyKind { Idle, Loading, Generating, Comparing };
 
 class EngineWorker : public QObject {
   Q_OBJECT
@@ -48,15 +52,22 @@ class EngineWorker : public QObject {
 
  public Q_SLOTS:
   void loadModel(const fp8s::gui::ModelRequest& request);
-  // Generates `request` as run `run`; images go into `outputDir` (not saved when empty).
-  void generate(const fp8s::GenerationRequest& request, int run, const QString& label, const QString& outputDir);
-  // The same request with FP16 storage (run `run`) and then with `fp8` storage (run `run + 1`).
-  void compare(const fp8s::GenerationRequest& request, const fp8s::StorageSpec& fp8, int run, const QString& outputDir);
+  // Looks the loaded model's CLIP vocabulary up again (after one was installed): tokenizerChanged.
+  void reloadTokenizer();
+  // Generates `request` as the next run (runStarted says which); images go into `outputDir` (not
+  // saved when empty).
+  void generate(const fp8s::GenerationRequest& request, const QString& outputDir);
+  // The engine's compare (measure_compare) of the request in FP16 and in `fp8` storage: two runs.
+  void compare(const fp8s::GenerationRequest& request, const fp8s::StorageSpec& fp8, const QString& outputDir);
 
  Q_SIGNALS:
-  void busyChanged(bool busy, const QString& what);
+  void busyChanged(bool busy, fp8s::gui::BusyKind kind, const QString& what);
   void modelLoaded(const fp8s::ModelInfo& info);
-  void runStarted(int run, const QString& label);
+  // The loaded checkpoint's CLIP tokenizer (for the prompt's token counter), or why there is none.
+  void tokenizerChanged(std::shared_ptr<const fp8s::ClipTokenizer> tokenizer, const QString& why);
+  void runStarted(int run, const fp8s::StorageSpec& storage);
+  // A model load, with its own run id: its memory samples arrive as memory(run, ...).
+  void loadStarted(int run, const fp8s::StorageSpec& storage);
   void phase(int run, const fp8s::PhaseEvent& event);
   void step(int run, const fp8s::StepEvent& event);
   void memory(int run, const fp8s::MemorySample& sample);
@@ -66,11 +77,14 @@ class EngineWorker : public QObject {
   void failed(int run, const QString& message);
 
  private:
-  // Runs one generation; returns false (after emitting cancelled/failed) when it did not finish.
-  bool runOne(const GenerationRequest& request, int run, const QString& label, const QString& outputDir,
-              RunResult& out);
+  // Saves the run's images into `outputDir` and emits finished.
+  void finishRun(RunResult& out, const QString& outputDir);
+  // Emits cancelled/failed for the exception being handled.
+  void reportFailure(int run);
 
   std::unique_ptr<Engine> m_engine;
+  int m_nextRun = 1;
+  std::string m_vocab;  // the loaded model's explicit vocabulary (LoadOptions::vocab)  // the run ids: owned here, announced by runStarted
   std::atomic<bool> m_cancel{false};
   std::atomic<bool> m_hasModel{false};
   StepHook m_stepHook;
@@ -79,3 +93,5 @@ class EngineWorker : public QObject {
 }  // namespace fp8s::gui
 
 Q_DECLARE_METATYPE(fp8s::gui::ModelRequest)
+Q_DECLARE_METATYPE(fp8s::gui::BusyKind)
+Q_DECLARE_METATYPE(std::shared_ptr<const fp8s::ClipTokenizer>)

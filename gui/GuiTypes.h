@@ -6,6 +6,7 @@
 #include <QString>
 #include <QStringList>
 
+#include "compare/compare.h"
 #include "pipeline/request.h"
 
 namespace fp8s::gui {
@@ -22,18 +23,21 @@ struct RunResult {
   }
 };
 
-// Both runs of a "Compare FP8 vs FP16" action and the metrics between their first images.
+// Both runs of a "Compare FP8 vs FP16" action: the runs as the charts and gallery keep them, and
+// the engine's compare report (metrics, each mode's own memory figures), which Export writes.
 struct CompareResult {
   RunResult reference;  // FP16
   RunResult candidate;  // FP8
-  double psnr = 0, ssim = 0;
-  int maxAbsDiff = 0;
-  RgbImage heatmap;
-  QString sourceNote;  // ModelInfo::source_note: the checkpoint is already FP8
+  CompareReport report;  // modes[0]: FP16, modes[1]: FP8 (its PSNR/SSIM/max diff are against FP16)
+  RgbImage heatmap;      // |FP8 - FP16|, for the view
+  double psnr() const { return report.modes.size() > 1 ? report.modes[1].psnr : 0; }
+  double ssim() const { return report.modes.size() > 1 ? report.modes[1].ssim : 0; }
+  int maxAbsDiff() const { return report.modes.size() > 1 ? report.modes[1].max_abs_diff : 0; }
+  QString sourceNote() const { return QString::fromStdString(report.source_note); }
 };
 
 // The label of a storage choice as the charts' legends and the compare table show it.
-QString storageLabel(const StorageSpec& storage);
+inline QString storageLabel(const StorageSpec& storage) { return QString::fromStdString(storage_display_name(storage)); }
 
 void registerMetaTypes();
 

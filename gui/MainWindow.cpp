@@ -24,6 +24,7 @@
 #include <QVBoxLayout>
 
 #include "core/logging.h"
+#include "core/rate.h"
 #include "core/version.h"
 #include "demo/demo_model.h"
 #include "memory/process_memory.h"
@@ -36,6 +37,7 @@
 #include "panels/ModelPanel.h"
 #include "panels/PrecisionPanel.h"
 #include "panels/PromptPanel.h"
+#include "VocabDownload.h"
 #include "compare/compare.h"
 #include "pipeline/engine.h"
 #include "text/clip_tokenizer.h"
@@ -98,30 +100,11 @@ MainWindow::MainWindow(QSettings* settings, bool autoLoad, QWidget* parent)
       loadModel(model);
     } else {
       // first run: the built-in demo model (or, without one, a tiny checkpoint with random weights)
-      if (m_prompt->promptEdit()->toPlainText().isEmpty()) {  // first run: what the demo model knows
-        GenerationRequest r;
-        r.prompt = "a small yellow star in the top left corner on a blue background";
-        r.steps = 20;
-        r.cfg = 5.0f;
-        r.sampler = Sampler::Euler;
-        r.schedule = Schedule::Normal;
-        r.width = r.height = 64;
-        m_prompt->setFromRequest(r);
-      }
-      QString demoPath;
-      try {
-        demoPath = QString::fromStdString(demo::find_demo_model());
-      } catch (const std::exception& e) {
-        log().warn("{}", e.what());
-      }
-      if (!demoPath.isEmpty()) {
-        loadModel(demoPath);
-      } else {
-        ModelRequest demo{demoModelPath(), QString(), m_folders.loras, m_precision->settings().storage,
-                          m_precision->device(), true};
-        m_loadedPath = demo.checkpoint;
-        QMetaObject::invokeMethod(m_worker, [w = m_worker, demo] { w->loadModel(demo); }, Qt::QueuedConnection);
-      }
+      if (m_prompt->promptEdit()->toPlainText().isEmpty()) m_prompt->setFromRequest(demo::first_run_request());
+      // the worker finds (and verifies) the shipped demo model, or makes the random-weight one
+      ModelRequest demo{QString(), QString(), m_folders.loras, m_precision->settings().storage,
+                        m_precision->device(), demoModelPath()};
+      QMetaObject::invokeMethod(m_worker, [w = m_worker, demo] { w->loadModel(demo); }, Qt::QueuedConnection);
     }
   }
   auto* timer = new QTimer(this);
@@ -173,6 +156,39 @@ void MainWindow::buildUi() {
   m_errorBanner->setTextInteractionFlags(Qt::TextSelectableByMouse);
   m_errorBanner->hide();
   centreLayout->addWidget(m_errorBanner);
+  m_vocabOffer = new QWidget;
+  m_vocabOffer->setObjectName(QStringLiteral("vocabOffer"));
+  {
+    auto* row = new QHBoxLayout(m_vocabOffer);
+    row->setContentsMargins(0, 0, 0, 0);
+    auto* text = new QLabel(tr("This checkpoint needs the CLIP vocabulary (1.4 MB, from github.com/openai/CLIP)."));
+    text->setWordWrap(true);
+    auto* download = new QPushButton(tr("Download"));
+    download->setObjectName(QStringLiteral("vocabDownloadButton"));
+    auto* later = new QPushButton(tr("Not now"));
+    row->addWidget(text, 1);
+    row->addWidget(download);
+    row->addWidget(later);
+    connect(later, &QPushButton::clicked, m_vocabOffer, &QWidget::hide);
+    connect(download, &QPushButton::clicked, this, [this, download] {
+      download->setEnabled(false);
+      auto* job = new VocabDownload(m_folders.data + QStringLiteral("/clip"), this);
+      connect(job, &VocabDownload::finished, this, [this, job, download](bool ok, const QString& message) {
+        job->deleteLater();
+        download->setEnabled(true);
+        m_vocabOffer->hide();
+        if (!ok) {
+          showError(message);
+          return;
+        }
+        statusBar()->showMessage(tr("CLIP vocabulary installed: %1").arg(message), 6000);
+        QMetaObject::invokeMethod(m_worker, &EngineWorker::reloadTokenizer, Qt::QueuedConnection);
+      });
+      job->start();
+    });
+  }
+  m_vocabOffer->hide();
+  centreLayout->addWidget(m_vocabOffer);
   m_image = new ImageView;
   centreLayout->addWidget(m_image, 1);
   auto* runRow = new QHBoxLayout;
@@ -251,37 +267,44 @@ void MainWindow::connectWorker() {
     m_deviceText = QString::fromStdString(info.device);
     m_gpu = info.gpu;
     updateStatus();
-    loadTokenizer(m_loadedPath);
     m_errorBanner->hide();
     log().info("model loaded: {}", info.path);
     Q_EMIT modelReady();
   });
-  connect(m_worker, &EngineWorker::runStarted, this, [this](int run, const QString& label) {
+  connect(m_worker, &EngineWorker::tokenizerChanged, this,
+          [this](std::shared_ptr<const ClipTokenizer> t, const QString& why) {
+            if (!t) offerVocabulary(why);
+            m_prompt->setTokenizer(std::move(t), why);
+          });
+  connect(m_worker, &EngineWorker::loadStarted, this,
+          [this](int run, const StorageSpec& storage) { m_charts->beginRun(run, storage, true); });
+  connect(m_worker, &EngineWorker::runStarted, this, [this](int run, const StorageSpec& storage) {
     m_currentRun = run;
     m_stepMsSum = 0;
     m_stepCount = 0;
-    m_charts->beginRun(run, label);
+    m_charts->beginRun(run, storage);
     m_progress->setValue(0);
-    m_progress->setFormat(tr("#%1 %2: starting…").arg(run).arg(label));
+    m_progress->setFormat(tr("#%1 %2: starting…").arg(run).arg(storageLabel(storage)));
   });
   connect(m_worker, &EngineWorker::phase, this, [this](int run, const PhaseEvent& e) {
-    if (e.phase == "decode") m_progress->setFormat(tr("#%1: decoding the image…").arg(run));
-    if (e.phase == "encode") m_progress->setFormat(tr("#%1: encoding the prompt…").arg(run));
+    if (e.phase == Phase::Decode) m_progress->setFormat(tr("#%1: decoding the image…").arg(run));
+    if (e.phase == Phase::Encode) m_progress->setFormat(tr("#%1: encoding the prompt…").arg(run));
   });
   connect(m_worker, &EngineWorker::step, this, [this](int run, const StepEvent& e) {
     m_charts->addStep(run, e);
     m_stepMsSum += e.step_ms;
     ++m_stepCount;
-    const double mean = m_stepMsSum / m_stepCount;
-    const int remaining = e.steps - e.step;
+    // this image's steps: the rate of the steps so far, the ETA for what is left of them
+    const Rate rate = estimate_rate(static_cast<std::size_t>(m_stepCount),
+                                    static_cast<std::size_t>(m_stepCount + e.steps - e.step), m_stepMsSum / 1000.0);
     m_progress->setMaximum(e.steps);
     m_progress->setValue(e.step);
     m_progress->setFormat(tr("#%1 step %2/%3 · %4 it/s · ETA %5 s")
                               .arg(run)
                               .arg(e.step)
                               .arg(e.steps)
-                              .arg(mean > 0 ? 1000.0 / mean : 0.0, 0, 'f', mean > 1000 ? 2 : 1)
-                              .arg(remaining * mean / 1000.0, 0, 'f', 1));
+                              .arg(rate.per_second, 0, 'f', rate.per_second < 1 ? 2 : 1)
+                              .arg(rate.eta_seconds, 0, 'f', 1));
     if (e.preview.width > 0) m_image->setPreview(toQImage(e.preview), m_targetWidth, m_targetHeight);
   });
   connect(m_worker, &EngineWorker::memory, this, [this](int run, const MemorySample& s) {
@@ -330,7 +353,7 @@ void MainWindow::loadModel(const QString& path) {
   if (m_busy) m_worker->cancel();  // a model switch stops the running generation first
   m_loadedPath = path;
   ModelRequest request{path, QString(), m_folders.loras, m_precision->settings().storage, m_precision->device(),
-                       path == demoModelPath()};
+                       path == demoModelPath() ? path : QString()};
   QMetaObject::invokeMethod(m_worker, [w = m_worker, request] { w->loadModel(request); }, Qt::QueuedConnection);
 }
 
@@ -348,23 +371,19 @@ void MainWindow::generate() {
   const auto started = beginRun();
   if (!started) return;
   const GenerationRequest r = *started;
-  const int run = m_nextRun++;
-  const QString label = storageLabel(r.storage);
   const QString out = m_folders.outputs;
   if (m_tabs->currentWidget() == m_compare) m_tabs->setCurrentWidget(m_charts);
-  QMetaObject::invokeMethod(m_worker, [w = m_worker, r, run, label, out] { w->generate(r, run, label, out); }, Qt::QueuedConnection);
+  QMetaObject::invokeMethod(m_worker, [w = m_worker, r, out] { w->generate(r, out); }, Qt::QueuedConnection);
 }
 
 void MainWindow::compare() {
   const auto started = beginRun();
   if (!started) return;
   const GenerationRequest r = *started;
-  const int run = m_nextRun;
-  m_nextRun += 2;
   const StorageSpec fp8 = m_precision->compareStorage();
   m_tabs->setCurrentWidget(m_charts);  // watch both runs; the Compare tab opens when they are done
   const QString out = m_folders.outputs;
-  QMetaObject::invokeMethod(m_worker, [w = m_worker, r, fp8, run, out] { w->compare(r, fp8, run, out); }, Qt::QueuedConnection);
+  QMetaObject::invokeMethod(m_worker, [w = m_worker, r, fp8, out] { w->compare(r, fp8, out); }, Qt::QueuedConnection);
 }
 
 void MainWindow::interrupt() {
@@ -373,15 +392,13 @@ void MainWindow::interrupt() {
   m_progress->setFormat(tr("Interrupting…"));
 }
 
-void MainWindow::setBusy(bool busy, const QString& what) {
+void MainWindow::setBusy(bool busy, BusyKind kind, const QString& what) {
   m_busy = busy;
   m_generateButton->setEnabled(!busy);
   m_interruptButton->setEnabled(busy);
   if (busy) {
     statusBar()->showMessage(what);
-    if (what.startsWith(tr("Loading")) || what.startsWith(tr("Making"))) {
-      m_progress->setRange(0, 0);  // indeterminate while loading
-    }
+    if (kind == BusyKind::Loading) m_progress->setRange(0, 0);  // indeterminate while loading
   } else {
     if (m_progress->maximum() == 0) {
       m_progress->setRange(0, 1);
@@ -390,6 +407,12 @@ void MainWindow::setBusy(bool busy, const QString& what) {
     }
     statusBar()->clearMessage();
   }
+}
+
+void MainWindow::offerVocabulary(const QString& why) {
+  if (!why.contains(QLatin1String("CLIP vocabulary")) || m_settings->value(QStringLiteral("vocab/offered")).toBool()) return;
+  m_settings->setValue(QStringLiteral("vocab/offered"), true);  // once: a "Not now" is not asked again
+  m_vocabOffer->show();
 }
 
 void MainWindow::showError(const QString& message) {
@@ -410,21 +433,10 @@ void MainWindow::updateStatus() {
   }
 }
 
-void MainWindow::loadTokenizer(const QString& checkpoint) {
-  try {
-    auto t = std::make_shared<ClipTokenizer>(ClipTokenizer::find("", checkpoint.toStdString()));
-    m_prompt->setTokenizer(std::move(t));
-  } catch (const std::exception& e) {
-    m_prompt->setTokenizer(nullptr, QString::fromStdString(e.what()));
-  }
-}
-
 bool MainWindow::applyPngParameters(const QString& path) {
   try {
-    const auto png = read_png(path.toStdString());
-    if (png.parameters.empty()) throw std::runtime_error("the image has no generation parameters");
-    const auto r = parse_infotext(png.parameters);
-    m_prompt->setFromRequest(r);
+    const auto png = read_png_request(path.toStdString());
+    m_prompt->setFromRequest(png.request);
     m_image->setImage(toQImage(png.image), path);
     statusBar()->showMessage(tr("Parameters restored from %1").arg(QFileInfo(path).fileName()), 6000);
     m_errorBanner->hide();

@@ -90,9 +90,8 @@ class MainWindow : public QMainWindow {
   void buildUi();
   void connectWorker();
   void showError(const QString& message);
-  void setBusy(bool busy, const QString& what);
+  void setBusy(bool busy, fp8s::gui::BusyKind kind, const QString& what);
   void updateStatus();
-  void loadTokenizer(const QString& checkpoint);
   // Common start of generate() and compare(): the request, or nothing while a run is going on.
   std::optional<GenerationRequest> beginRun();
 
@@ -117,12 +116,14 @@ class MainWindow : public QMainWindow {
   QPushButton* m_generateButton = nullptr;
   QPushButton* m_interruptButton = nullptr;
   QLabel* m_errorBanner = nullptr;
+  QWidget* m_vocabOffer = nullptr;  // "download the CLIP vocabulary?", shown once ever
+  // The loaded model has no CLIP vocabulary: offers the download (once; the choice is remembered).
+  void offerVocabulary(const QString& why);
   QLabel* m_statusMemory = nullptr;
 
-  int m_nextRun = 1;
   int m_currentRun = 0;
   int m_targetWidth = 512, m_targetHeight = 512;
-  double m_stepMsSum = 0;
+  double m_stepMsSum = 0;  // this run's steps so far (the ETA)
   int m_stepCount = 0;
   bool m_busy = false;
   QString m_lastError;

@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
       const int wanted = compare ? 2 : 1;
       auto started = std::make_shared<int>(0);
       auto taken = std::make_shared<bool>(false);
-      QObject::connect(window.worker(), &fp8s::gui::EngineWorker::runStarted, &window, [started](int, const QString&) { ++*started; });
+      QObject::connect(window.worker(), &fp8s::gui::EngineWorker::runStarted, &window, [started](int, const fp8s::StorageSpec&) { ++*started; });
       QObject::connect(window.worker(), &fp8s::gui::EngineWorker::step, &window,
                        [&window, grabTo, mid, taken, started, wanted](int, const fp8s::StepEvent& e) {
                          if (*taken || *started < wanted || e.step < e.steps / 2) return;

@@ -11,6 +11,7 @@ packages=(
   libpng-dev zlib1g-dev libutf8proc-dev
   xvfb xauth desktop-file-utils appstream dpkg-dev file qt6-qpa-plugins
   clang libclang-rt-14-dev
+  curl ca-certificates
 )
 
 missing=()
@@ -30,12 +31,33 @@ else
 fi
 
 # The CLIP BPE vocabulary is third-party data, never committed: place it in the user data folder
-# (DESIGN.md section 4) from ../shared/reference when present.
+# (DESIGN.md section 4), from ../shared/reference when present, else from the openai/CLIP
+# repository (checked against its sha256; a note, not a failure, when offline).
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-vocab_src="$here/../shared/reference/clip/bpe_simple_vocab_16e6.txt.gz"
+vocab_name=bpe_simple_vocab_16e6.txt.gz
+vocab_sha256=924691ac288e54409236115652ad4aa250f48203de50a9e4722a6ecd48d6804a
+vocab_url="https://raw.githubusercontent.com/openai/CLIP/main/clip/$vocab_name"
+vocab_src="$here/../shared/reference/clip/$vocab_name"
 vocab_dir="${XDG_DATA_HOME:-$HOME/.local/share}/fp8studio/clip"
-if [ -f "$vocab_src" ] && [ ! -f "$vocab_dir/bpe_simple_vocab_16e6.txt.gz" ]; then
+if [ ! -f "$vocab_dir/$vocab_name" ]; then
   mkdir -p "$vocab_dir"
-  cp "$vocab_src" "$vocab_dir/"
-  echo "install-deps: CLIP vocabulary installed into $vocab_dir" >&2
+  tmp="$vocab_dir/$vocab_name.partial"
+  if [ -f "$vocab_src" ]; then
+    cp "$vocab_src" "$tmp"
+  elif command -v curl >/dev/null && curl -fsSL --max-time 60 -o "$tmp" "$vocab_url"; then
+    :
+  else
+    rm -f "$tmp"
+    echo "install-deps: note: could not download the CLIP vocabulary from $vocab_url (offline?);" \
+         "the built-in demo model works without it; for real checkpoints put $vocab_name in $vocab_dir" >&2
+  fi
+  if [ -f "$tmp" ]; then
+    if [ "$(sha256sum "$tmp" | cut -d' ' -f1)" = "$vocab_sha256" ]; then
+      mv "$tmp" "$vocab_dir/$vocab_name"
+      echo "install-deps: CLIP vocabulary installed into $vocab_dir" >&2
+    else
+      rm -f "$tmp"
+      echo "install-deps: note: the downloaded CLIP vocabulary has the wrong sha256; not installed" >&2
+    fi
+  fi
 fi

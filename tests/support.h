@@ -10,7 +10,7 @@
 
 #include <fstream>
 
-#include "fp8/convert.h"
+#include "models/convert.h"
 #include "io/safetensors.h"
 #include <string>
 #include <vector>

@@ -1,11 +1,16 @@
 // Checkpoint layouts, parameter counts, detection and tensor roles, against the released files'
 // key lists in ../shared/reference/keys and the tiny reference checkpoints (issue 2).
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "models/architecture.h"
 #include "models/inspect.h"
+#include "models/nn.h"
+#include "models/text_encoder.h"
+#include "models/unet.h"
+#include "models/vae.h"
 #include "support.h"
 
 using namespace fp8s;
@@ -63,12 +68,62 @@ ShapeMap shapes_of(const KeyList& k) {
   return m;
 }
 
+// Every parameter and (defined) buffer of a module, keyed as the loader reads it: prefix + name.
+void add_module_keys(torch::nn::Module& module, const std::string& prefix, ShapeMap& out) {
+  for (const auto& item : module.named_parameters(true)) out[prefix + item.key()] = item.value().sizes().vec();
+  for (const auto& item : module.named_buffers(true)) {
+    if (item.value().defined()) out[prefix + item.key()] = item.value().sizes().vec();
+  }
+}
+
+// What the modules of unet.cpp / vae.cpp / text_encoder.cpp hold for `config`; `ignorable` gets the
+// layout keys the text encoders skip on purpose (position ids, logit_scale).
+ShapeMap modules_of(const ModelConfig& config, std::set<std::string>& ignorable) {
+  const BuildOn on(at::Device(at::kCPU));  // one-element placeholders: a full-size build costs nothing
+  ShapeMap out;
+  UNetImpl unet(config.unet);
+  add_module_keys(unet, kUNetPrefix, out);
+  VaeImpl vae(config.vae);
+  add_module_keys(vae, kVaePrefix, out);
+  for (const auto& tc : config.text_encoders) {
+    TextEncoderImpl te(tc);
+    add_module_keys(te, tc.prefix, out);
+    for (const auto& k : te.ignorable_keys()) ignorable.insert(tc.prefix + k);
+  }
+  return out;
+}
+
 }  // namespace
 
 class TestArchitecture : public QObject {
   Q_OBJECT
 
  private Q_SLOTS:
+  // The key list (checkpoint_layout) and the modules the loader fills are written separately; here
+  // they must agree name for name and shape for shape, for every preset (full size included).
+  void modulesHoldExactlyTheLayout() {
+    for (const char* name : {"sd15", "sdxl", "tiny-sd1", "tiny-sdxl"}) {
+      const auto config = preset_by_name(name);
+      QVERIFY(config);
+      std::set<std::string> ignorable;
+      const ShapeMap modules = modules_of(*config, ignorable);
+      ShapeMap layout;
+      for (const auto& e : checkpoint_layout(*config, Dtype::F16)) {
+        if (e.component != Component::Other && !ignorable.count(e.name)) layout[e.name] = e.shape;
+      }
+      QVERIFY2(!modules.empty(), name);
+      for (const auto& [key, shape] : layout) {
+        auto it = modules.find(key);
+        QVERIFY2(it != modules.end(), qPrintable(QString("%1: the modules lack %2").arg(name, QString::fromStdString(key))));
+        QVERIFY2(it->second == shape, qPrintable(QString("%1: shape of %2").arg(name, QString::fromStdString(key))));
+      }
+      for (const auto& [key, shape] : modules) {
+        QVERIFY2(layout.count(key), qPrintable(QString("%1: the layout lacks %2").arg(name, QString::fromStdString(key))));
+      }
+      QCOMPARE(modules.size(), layout.size());
+    }
+  }
+
   // The figures issue 2 states for the released files, independent of any reference data.
   void sd15ParameterCounts() {
     const auto layout = checkpoint_layout(preset_sd15(), Dtype::F32);

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "fp8/codec.h"
-#include "fp8/convert.h"
+#include "models/convert.h"
 #include "models/inspect.h"
 #include "io/safetensors.h"
 #include "models/architecture.h"

@@ -34,6 +34,15 @@ using namespace fp8s::demo;
 // shape 84%, position 99.5%; chance is 10%, 10%, 17% and 11%).
 constexpr double kBackgroundFloor = 0.9, kColourFloor = 0.8, kShapeFloor = 0.6, kPositionFloor = 0.85;
 
+// `path` := the shipped demo model, verified; the test is skipped where the build has none.
+#define FP8S_DEMO_MODEL_OR_SKIP(path) \
+  std::string path;                    \
+  try {                                \
+    path = find_demo_model();          \
+  } catch (const InputError& e) {      \
+    QSKIP(e.what());                   \
+  }
+
 class TestDemo : public QObject {
   Q_OBJECT
 
@@ -191,12 +200,7 @@ class TestDemo : public QObject {
 
   // The shipped model draws what it is asked (an engine regression shows as a wrong picture).
   void shippedModelDrawsItsCaption() {
-    std::string path;
-    try {
-      path = find_demo_model();
-    } catch (const InputError& e) {
-      QSKIP(e.what());
-    }
+    FP8S_DEMO_MODEL_OR_SKIP(path);
     Engine engine(LoadOptions{path, StorageSpec{WeightType::FP8_E4M3, Fp8Scale::Channel, false}, "", ""});
     GenerationRequest r;
     Scene s;
@@ -225,12 +229,7 @@ class TestDemo : public QObject {
   // stores it in FP16 (two bytes a quantisable weight, "Weights: fp16"), and `compare` with no
   // --model shows what FP8 E4M3 made from it buys (half the UNet bytes) and costs (other pixels).
   void shippedMasterIsFp16AndComparesAgainstFp8() {
-    std::string path;
-    try {
-      path = find_demo_model();
-    } catch (const InputError& e) {
-      QSKIP(e.what());
-    }
+    FP8S_DEMO_MODEL_OR_SKIP(path);
     const auto report = inspect_checkpoint(SafetensorsFile(path));
     QVERIFY(report.own_storage && report.own_storage->weights == WeightType::FP16);
     QCOMPARE(default_storage(report).weights, WeightType::FP16);

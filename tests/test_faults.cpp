@@ -253,11 +253,14 @@ class TestFaults : public QObject {
     }
     QVERIFY(tracked_bytes().peak - live < (64u << 20));  // nothing big was allocated
     // the working-memory estimate grows with the pixels and the batch
-    ActivationShape s;
-    QVERIFY(estimate_working_bytes(s, 1024, 1024, 1, ComputeType::BF16) > estimate_working_bytes(s, 512, 512, 1, ComputeType::BF16));
-    QVERIFY(estimate_working_bytes(s, 512, 512, 4, ComputeType::BF16) > estimate_working_bytes(s, 512, 512, 1, ComputeType::BF16));
+    const auto sd15 = preset_sd15();
+    auto estimate = [&](int size, int batch) {
+      return estimate_working_bytes(sd15.unet, sd15.vae, size, size, batch, ComputeType::BF16);
+    };
+    QVERIFY(estimate(1024, 1) > estimate(512, 1));
+    QVERIFY(estimate(512, 4) > estimate(512, 1));
     // SD 1.5 at 512x512: the VAE decode's four FP32 tensors of 128 x 512 x 512 dominate
-    QCOMPARE(estimate_working_bytes(s, 512, 512, 1, ComputeType::BF16), uint64_t(4) * 128 * 512 * 512 * 4);
+    QCOMPARE(estimate(512, 1), uint64_t(4) * 128 * 512 * 512 * 4);
   }
 
   // Soak (label slow, FP8S_SLOW=1): 30 generations in one engine — FP16/FP8 alternating, LoRA on

@@ -8,7 +8,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 
-#include "fp8/convert.h"
+#include "models/convert.h"
 #include "io/png.h"
 #include "memory/tracking_allocator.h"
 #include "models/architecture.h"

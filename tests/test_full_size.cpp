@@ -27,20 +27,18 @@ class TestFullSize : public QObject {
   }
 
  private Q_SLOTS:
-  void sd15() {
-    const auto j = make_and_inspect("sd15");
-    QCOMPARE(j["architecture"].toString(), QString("SD 1.x"));
-    QCOMPARE(params(j, "unet"), 859520964.0);
-    QCOMPARE(params(j, "clip_l"), 123060480.0);
-    QCOMPARE(params(j, "vae"), 83653863.0);
-  }
+  void sd15() { expect("sd15", "SD 1.x", {{"unet", 859520964.0}, {"clip_l", 123060480.0}, {"vae", 83653863.0}}); }
   void sdxl() {
-    const auto j = make_and_inspect("sdxl");
-    QCOMPARE(j["architecture"].toString(), QString("SDXL base"));
-    QCOMPARE(params(j, "unet"), 2567463684.0);
-    QCOMPARE(params(j, "clip_l"), 123060480.0);
-    QCOMPARE(params(j, "open_clip_g"), 694659841.0);
-    QCOMPARE(params(j, "vae"), 83653863.0);
+    expect("sdxl", "SDXL base",
+           {{"unet", 2567463684.0}, {"clip_l", 123060480.0}, {"open_clip_g", 694659841.0}, {"vae", 83653863.0}});
+  }
+
+ private:
+  // make-synthetic `arch`, inspect it: the architecture and each component's parameter count.
+  void expect(const char* arch, const QString& architecture, const std::vector<std::pair<QString, double>>& params_by_component) {
+    const auto j = make_and_inspect(arch);
+    QCOMPARE(j["architecture"].toString(), architecture);
+    for (const auto& [component, count] : params_by_component) QCOMPARE(params(j, component), count);
   }
 };
 

@@ -72,24 +72,41 @@ class TestGenerateErrors : public QObject {
     test::expect_one_line_error(generate({"--lora", m_model + ":abc"}), 2, "FILE:MULTIPLIER");
   }
 
-  void missingKeys() {
-    // The synthetic model without one UNet weight.
+  // The synthetic model rewritten without `drop` and with an extra F16 tensor `extra` [4].
+  QString rewritten(const QString& name, const std::string& drop, const std::string& extra = {}) {
     SafetensorsFile full(m_model.toStdString());
     std::vector<TensorSpec> specs;
     for (const auto& t : full.tensors()) {
-      if (t.name != "model.diffusion_model.out.2.weight") specs.push_back({t.name, t.dtype, t.shape});
+      if (t.name != drop) specs.push_back({t.name, t.dtype, t.shape});
     }
-    const QString broken = m_dir.path() + "/broken.safetensors";
-    {
-      SafetensorsWriter w(broken.toStdString(), specs, full.metadata());
-      for (const auto& s : specs) {
-        std::vector<uint8_t> raw(full.at(s.name).nbytes());
-        full.read(full.at(s.name), raw.data());
-        w.append(raw.data(), raw.size());
+    if (!extra.empty()) specs.push_back({extra, Dtype::F16, {4}});
+    const QString path = m_dir.path() + "/" + name;
+    SafetensorsWriter w(path.toStdString(), specs, full.metadata());
+    for (const auto& s : specs) {
+      if (s.name == extra) {
+        const uint16_t zeros[4] = {0, 0, 0, 0};
+        w.append(zeros, sizeof zeros);
+        continue;
       }
-      w.commit();
+      std::vector<uint8_t> raw(full.at(s.name).nbytes());
+      full.read(full.at(s.name), raw.data());
+      w.append(raw.data(), raw.size());
     }
+    w.commit();
+    return path;
+  }
+
+  void missingKeys() {
+    const QString broken = rewritten("broken.safetensors", "model.diffusion_model.out.2.weight");
     test::expect_one_line_error(generate({}, broken), 2, "model.diffusion_model.out.2.weight");
+  }
+
+  void unexpectedKeys() {
+    // a tensor under a model prefix that the architecture has no place for is an error naming it
+    const QString odd = rewritten("extra.safetensors", "", "model.diffusion_model.input_blocks.0.1.weight");
+    test::expect_one_line_error(generate({}, odd), 2, "model.diffusion_model.input_blocks.0.1.weight");
+    const QString odd_vae = rewritten("extra-vae.safetensors", "", "first_stage_model.loss.logvar");
+    test::expect_one_line_error(generate({}, odd_vae), 2, "first_stage_model.loss.logvar");
   }
 
   void missingVocabulary() {
@@ -103,6 +120,12 @@ class TestGenerateErrors : public QObject {
     m_vocab = saved;
     test::expect_one_line_error(r, 2, "CLIP vocabulary");
     QVERIFY(r.err.contains(m_dir.path() + "/xdg/fp8studio/clip"));
+    // looked up before the weights are read: a checkpoint that would fail to load reports the
+    // vocabulary, not its missing tensor
+    m_vocab.clear();
+    const auto early = generate({}, rewritten("broken-too.safetensors", "model.diffusion_model.out.2.weight"), env);
+    m_vocab = saved;
+    test::expect_one_line_error(early, 2, "CLIP vocabulary");
   }
 
   // Failures leave nothing behind: each failing run writes into a folder of its own, which must
@@ -120,8 +143,7 @@ class TestGenerateErrors : public QObject {
       const auto left = files_after(extra);
       QVERIFY2(left.isEmpty(), qPrintable(extra.join(' ') + ": " + left.join(", ")));
     }
-    const QString broken = m_dir.path() + "/broken.safetensors";  // from missingKeys: fails at load
-    if (QFileInfo::exists(broken)) QVERIFY(files_after({}, broken).isEmpty());
+    QVERIFY(files_after({}, rewritten("broken-3.safetensors", "model.diffusion_model.out.2.weight")).isEmpty());
     if (m_vocab.isEmpty()) QSKIP("the positive control needs the CLIP vocabulary");
     QCOMPARE(files_after({"--seed", "4"}), QStringList{"00001-4.png"});
   }

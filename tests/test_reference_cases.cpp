@@ -9,7 +9,7 @@
 
 #include "io/png.h"
 #include "io/safetensors.h"
-#include "fp8/convert.h"
+#include "models/convert.h"
 #include "support.h"
 
 using namespace fp8s;

@@ -41,10 +41,15 @@ class TestSamplers : public QObject {
       x *= 1 + s * (n - s) / (1 + s * s);
       expected.push_back(x);
     }
-    std::vector<double> seen;
+    std::vector<double> seen, seen_sigma;
     auto out = sample_euler(ideal_denoiser, at::full({1}, 3.0f), sigma_tensor(m_sigmas),
-                            [&](int, int, const at::Tensor& xi, const at::Tensor&) { seen.push_back(scalar(xi)); });
+                            [&](int, int, float sigma, const at::Tensor& xi, const at::Tensor&) {
+                              seen.push_back(scalar(xi));
+                              seen_sigma.push_back(sigma);
+                            });
     QCOMPARE(seen.size(), expected.size());
+    // the callback carries the sigma each step started from (k-diffusion's callback `sigma`)
+    for (std::size_t i = 0; i < seen.size(); ++i) QVERIFY(std::fabs(seen_sigma[i] - m_sigmas[i]) <= 1e-6 * m_sigmas[i]);
     for (std::size_t i = 0; i < seen.size(); ++i) QVERIFY(std::fabs(seen[i] - expected[i]) < 1e-5 * std::fabs(expected[i]) + 1e-6);
     QVERIFY(std::fabs(scalar(out) - expected.back()) < 1e-5);
   }
@@ -147,7 +152,14 @@ class TestSamplers : public QObject {
     DiscreteSchedule schedule;
     const auto acp = schedule.alphas_cumprod();
     auto model = [&](const at::Tensor& x, int64_t t) { return x / at::sqrt(1 - acp[t]); };
-    auto out = sample_ddim(model, at::full({1}, 1.0f), 6, acp);
+    std::vector<float> sigmas;
+    auto out = sample_ddim(model, at::full({1}, 1.0f), 6, acp,
+                           [&](int, int, float sigma, const at::Tensor&, const at::Tensor&) { sigmas.push_back(sigma); });
+    // each step reports its timestep's sigma, sqrt((1 - a_t) / a_t) (not 0); the first is sigma_max's neighbour
+    QCOMPARE(sigmas.size(), std::size_t{7});
+    const double a997 = acp[997].item<double>(), a1 = acp[1].item<double>();
+    QVERIFY(std::fabs(sigmas.front() - std::sqrt((1 - a997) / a997)) < 1e-4);
+    QVERIFY(std::fabs(sigmas.back() - std::sqrt((1 - a1) / a1)) < 1e-6);
     const double expected = std::sqrt(1 - acp[0].item<double>()) / std::sqrt(1 - acp[997].item<double>());
     QVERIFY(std::fabs(scalar(out) - expected) < 1e-5);
     QCOMPARE(ddim_timesteps(6), (std::vector<int64_t>{997, 831, 665, 499, 333, 167, 1}));

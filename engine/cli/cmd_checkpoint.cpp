@@ -7,9 +7,8 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "core/error.h"
-#include "demo/demo_model.h"
 #include "core/logging.h"
-#include "fp8/convert.h"
+#include "models/convert.h"
 #include "lora/lora.h"
 #include "models/inspect.h"
 #include "models/synthetic.h"
@@ -99,7 +98,7 @@ void register_inspect(CLI::App& app) {
   add_common_options(*sub, o->common, true);
   sub->add_option("--model", o->model, "checkpoint (.safetensors; default: the built-in demo model)");
   sub->callback([o] {
-    SafetensorsFile file(o->model.empty() ? demo::find_demo_model() : o->model);
+    SafetensorsFile file(model_or_demo(o->model));
     const auto report = inspect_checkpoint(file);
     if (o->common.json) {
       std::cout << inspect_report_json(report).dump(2) << "\n";

@@ -10,14 +10,14 @@
 #include "compare/compare.h"
 #include "core/error.h"
 #include "core/logging.h"
-#include "demo/demo_model.h"
 
 namespace fp8s::cli {
 
 void register_compare(CLI::App& app) {
   struct Opts {
     CommonOptions common;
-    std::string model, vocab, lora_dir, outdir = "outputs", modes = "fp16,fp8-e4m3", device = "auto";
+    ModelFlags m;
+    std::string outdir = "outputs", modes = "fp16,fp8-e4m3";
     GenerationRequest r;
     RequestFlags flags;
     bool no_unet_error = false, retention_only = false;
@@ -26,24 +26,18 @@ void register_compare(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("compare", "the same image in several storage modes: memory, time, PSNR/SSIM, heat map");
   add_common_options(*sub, o->common, true);
-  sub->add_option("--model", o->model, "checkpoint (.safetensors; default: the built-in demo model)");
+  add_model_options(*sub, o->m, true);
   sub->add_option("--modes", o->modes, "storage modes, e.g. fp16,fp8-e4m3,fp8-e4m3/channel")->capture_default_str();
-  sub->add_option("--vocab", o->vocab, "CLIP vocabulary (.txt.gz, vocab.json, or a folder)");
   sub->add_option("--outdir", o->outdir, "a new compare-NNNNN folder is made in it")->capture_default_str();
   sub->add_flag("--no-unet-error", o->no_unet_error, "skip the UNet output error against fp32 storage");
   sub->add_option("--lora", o->loras, "FILE[:MULT]: apply a LoRA and report its retention per mode")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  sub->add_option("--lora-dir", o->lora_dir, "folder where <lora:NAME:W> prompt tags are looked up");
   sub->add_flag("--retention-only", o->retention_only, "only the LoRA retention table (no images)");
   add_request_options(*sub, o->r, o->flags);
-  add_device_option(*sub, o->device);
   sub->callback([o] {
     finish_request(o->r, o->flags);
     CompareOptions c;
-    c.load.device = o->device;
-    c.load.checkpoint = o->model.empty() ? demo::find_demo_model() : o->model;
-    c.load.vocab = o->vocab;
-    c.load.lora_dir = o->lora_dir;
+    c.load = load_options(o->m);
     c.request = o->r;
     c.modes = parse_modes(o->modes, o->r.storage.scale);
     c.outdir = o->outdir;
@@ -64,7 +58,8 @@ void register_compare(CLI::App& app) {
 
 std::function<void(bool json)> register_bench_generate(CLI::App& bench) {
   struct Opts {
-    std::string model, vocab, modes = "bf16,fp8-e4m3", device = "auto";
+    ModelFlags m;
+    std::string modes = "bf16,fp8-e4m3";
     GenerationRequest r;
     RequestFlags flags;
     int repeats = 3;
@@ -74,25 +69,21 @@ std::function<void(bool json)> register_bench_generate(CLI::App& bench) {
   o->r.width = o->r.height = 256;
   o->r.steps = 4;
   o->r.seed = 1;
-  bench.add_option("--model", o->model, "checkpoint for --section generate (default: the built-in demo model)");
+  add_model_options(bench, o->m, false);
   bench.add_option("--modes", o->modes, "storage modes for --section generate")->capture_default_str();
   bench.add_option("--repeat", o->repeats, "measured rounds (after one warm-up round)")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
-  bench.add_option("--vocab", o->vocab, "CLIP vocabulary");
   bench.add_flag("--profile", o->profile, "also time each kind of op (conv, linear, attention, norms, casts, FP8 decode)");
   add_request_options(bench, o->r, o->flags);
-  add_device_option(bench, o->device);
   return [o, &bench](bool json) {
-    if (o->model.empty()) {  // the demo model at its own size unless one is asked for
+    if (o->m.model.empty()) {  // the demo model at its own size unless one is asked for
       if (bench.count("--width") == 0) o->r.width = 0;
       if (bench.count("--height") == 0) o->r.height = 0;
     }
     finish_request(o->r, o->flags);
     BenchOptions b;
-    b.load.checkpoint = o->model.empty() ? demo::find_demo_model() : o->model;
-    b.load.vocab = o->vocab;
-    b.load.device = o->device;
+    b.load = load_options(o->m);
     b.request = o->r;
     b.modes = parse_modes(o->modes, o->r.storage.scale);
     b.repeats = o->repeats;

@@ -11,7 +11,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/logging.h"
-#include "compare/image_metrics.h"
+#include "io/image_metrics.h"
 #include "demo/demo_model.h"
 #include "demo/scenes.h"
 #include "demo/train.h"
@@ -157,7 +157,7 @@ void register_demo_eval(CLI::App& app) {
     const auto sampler = parse_sampler(o->sampler);
     if (!sampler) throw InputError("--sampler: unknown sampler '" + o->sampler + "'");
     LoadOptions load;
-    load.checkpoint = o->model.empty() ? demo::find_demo_model() : o->model;
+    load.checkpoint = model_or_demo(o->model);
     load.storage = {*w, is_fp8(*w) ? *scale : Fp8Scale::None, false};
     load.device = o->device;
     // held-out scenes in a fixed shuffled order

@@ -13,7 +13,7 @@
 #include "backend/backend.h"
 #include "cli/commands.h"
 #include "compare/compare.h"
-#include "compare/image_metrics.h"
+#include "io/image_metrics.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "demo/demo_model.h"

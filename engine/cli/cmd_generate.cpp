@@ -10,7 +10,6 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "core/error.h"
-#include "demo/demo_model.h"
 #include "models/inspect.h"
 #include "core/logging.h"
 #include "pipeline/engine.h"
@@ -35,10 +34,10 @@ class CliObserver : public Observer {
     if (bar_) bar_->update(static_cast<std::size_t>(e.image_index * per_image_ + e.step));
   }
   void onPhase(const PhaseEvent& e) override {
-    if (e.phase == "sample" && !bar_) {
+    if (e.phase == Phase::Sample && !bar_) {
       bar_ = std::make_unique<ProgressPrinter>("sampling", static_cast<std::size_t>(total_), "it");
     }
-    if (e.phase == "done" && bar_) bar_->finish(), bar_.reset();
+    if (e.phase == Phase::Done && bar_) bar_->finish(), bar_.reset();
   }
 
  private:
@@ -51,7 +50,8 @@ class CliObserver : public Observer {
 void register_generate(CLI::App& app) {
   struct Opts {
     CommonOptions common;
-    std::string model, vocab, outdir = "outputs", lora_dir, device = "auto";
+    ModelFlags m;
+    std::string outdir = "outputs";
     std::vector<std::string> loras;
     GenerationRequest r;
     RequestFlags flags;
@@ -59,23 +59,16 @@ void register_generate(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("generate", "text to image: writes numbered PNG files");
   add_common_options(*sub, o->common, true);
-  sub->add_option("--model", o->model, "checkpoint (.safetensors; default: the built-in demo model)");
-  sub->add_option("--vocab", o->vocab, "CLIP vocabulary (.txt.gz, vocab.json, or a folder)");
+  add_model_options(*sub, o->m, true);
   sub->add_option("--outdir", o->outdir, "output folder (files are never overwritten)")->capture_default_str();
   add_request_options(*sub, o->r, o->flags);
-  add_device_option(*sub, o->device);
   sub->add_option("--lora", o->loras, "FILE[:MULT]: apply a LoRA (repeatable)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  sub->add_option("--lora-dir", o->lora_dir, "folder where <lora:NAME:W> prompt tags are looked up");
   sub->callback([o] {
     o->r.loras = parse_lora_flags(o->loras);
-    LoadOptions load;
-    load.checkpoint = o->model.empty() ? demo::find_demo_model() : o->model;
+    LoadOptions load = load_options(o->m);
     finish_request(o->r, o->flags, default_storage(inspect_checkpoint(SafetensorsFile(load.checkpoint))));
     load.storage = o->r.storage;
-    load.vocab = o->vocab;
-    load.lora_dir = o->lora_dir;
-    load.device = o->device;
     // before the model loads: an output folder that cannot take files is an error now, not after sampling
     check_writable_folder(o->outdir);
     std::signal(SIGINT, on_interrupt);

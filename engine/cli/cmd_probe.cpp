@@ -94,7 +94,9 @@ void probe_model(const std::string& role, const ModelProbeOptions& o) {
   storage.scale = *parse_fp8_scale(o.scale);
   const auto compute = *parse_compute_type(o.compute);
   Model model(o.model, storage, backend::resolve_device(o.device));
-  model.set_loras(parse_lora_flags(o.loras), *parse_lora_mode(o.lora_mode));
+  const auto loras = parse_lora_flags(o.loras);
+  validate_loras(loras);
+  model.set_loras(loras, *parse_lora_mode(o.lora_mode));
   std::map<std::string, std::string> names;
   auto roles = kInputs.at(role);
   if (model.is_sdxl() && role == "unet") roles.push_back("y");

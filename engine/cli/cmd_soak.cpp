@@ -51,27 +51,23 @@ double slope(const std::vector<double>& xs, const std::vector<double>& ys) {
 void register_soak(CLI::App& app) {
   struct Opts {
     CommonOptions common;
-    std::string model, vocab, lora, csv, device = "auto";
+    ModelFlags m;
+    std::string lora, csv;
     int runs = 200, steps = 6, warmup = 20, size = 64;
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("soak", "many generations in one engine: tracked bytes and RSS after each (leak check)");
   add_common_options(*sub, o->common, true);
-  sub->add_option("--model", o->model, "a small checkpoint (default: the built-in demo model)");
-  sub->add_option("--vocab", o->vocab, "CLIP vocabulary (.txt.gz, vocab.json, or a folder)");
+  add_model_options(*sub, o->m, false);
   sub->add_option("--lora", o->lora, "a LoRA for the model, switched on and off with changing multipliers")->required();
   sub->add_option("--runs", o->runs, "generations")->check(CLI::Range(1, 100000))->capture_default_str();
   sub->add_option("--warmup", o->warmup, "runs before RSS growth is measured")->check(CLI::Range(0, 100000))->capture_default_str();
   sub->add_option("--steps", o->steps, "steps per generation")->check(CLI::Range(2, 1000))->capture_default_str();
   sub->add_option("--size", o->size, "image width and height")->capture_default_str();
   sub->add_option("--csv", o->csv, "write one row per run to this file");
-  add_device_option(*sub, o->device);
   sub->callback([o] {
     if (o->warmup >= o->runs) throw InputError("--warmup must be smaller than --runs");
-    LoadOptions load;
-    load.checkpoint = o->model;
-    load.vocab = o->vocab;
-    load.device = o->device;
+    LoadOptions load = load_options(o->m);
     Engine engine(load);
     std::vector<Row> rows;
     for (int i = 0; i < o->runs; ++i) {

@@ -5,7 +5,7 @@
 
 #include <functional>
 
-#include "pipeline/request.h"
+#include "pipeline/engine.h"
 
 namespace fp8s::cli {
 
@@ -30,6 +30,17 @@ struct RequestFlags {
               compute = "bf16", lora_mode = "auto";
 };
 void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flags);
+// The checkpoint a subcommand runs on: `--model` when given, else the shipped demo model
+// (verified; InputError naming the places looked at when it is missing).
+std::string model_or_demo(const std::string& model_flag);
+
+// --model, --vocab, --device (and --lora-dir) of the subcommands that run an engine.
+struct ModelFlags {
+  std::string model, vocab, lora_dir, device = "auto";
+};
+void add_model_options(CLI::App& sub, ModelFlags& flags, bool lora_dir);
+// The engine's LoadOptions for the flags (the demo model when --model is absent).
+LoadOptions load_options(const ModelFlags& flags);
 // --device auto|cpu|cuda[:N] (checked when the engine starts, before the model is read).
 void add_device_option(CLI::App& sub, std::string& device);
 // `auto_storage`: what `--weights auto` (the default) means for the chosen checkpoint, i.e.

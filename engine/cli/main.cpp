@@ -10,9 +10,22 @@
 #include "core/threads.h"
 #include "memory/tracking_allocator.h"
 #include "core/version.h"
+#include "demo/demo_model.h"
 
 namespace fp8s::cli {
 
+std::string model_or_demo(const std::string& model_flag) {
+  return model_flag.empty() ? demo::find_demo_model() : model_flag;
+}
+
+LoadOptions load_options(const ModelFlags& flags) {
+  LoadOptions load;
+  load.checkpoint = model_or_demo(flags.model);
+  load.vocab = flags.vocab;
+  load.lora_dir = flags.lora_dir;
+  load.device = flags.device;
+  return load;
+}
 
 }  // namespace fp8s::cli
 

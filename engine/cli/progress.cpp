@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "core/rate.h"
+
 namespace fp8s {
 
 ProgressPrinter::ProgressPrinter(std::string label, std::size_t total, std::string unit)
@@ -17,8 +19,8 @@ ProgressPrinter::ProgressPrinter(std::string label, std::size_t total, std::stri
 void ProgressPrinter::update(std::size_t done) {
   const auto now = std::chrono::steady_clock::now();
   const double elapsed = std::chrono::duration<double>(now - start_).count();
-  const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0.0;
-  const double eta = rate > 0 ? static_cast<double>(total_ - done) / rate : 0.0;
+  const Rate r = estimate_rate(done, total_, elapsed);
+  const double rate = r.per_second, eta = r.eta_seconds;
   if (tty_) {
     if (done < total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
     last_draw_ = now;

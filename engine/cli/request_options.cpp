@@ -36,8 +36,8 @@ std::vector<LoraRequest> parse_lora_flags(const std::vector<std::string>& flags)
       const std::string text = f.substr(colon + 1);
       char* end = nullptr;
       const double m = text.empty() ? NAN : std::strtod(text.c_str(), &end);
-      if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(m) || std::fabs(m) > 100) {
-        throw InputError("--lora " + f + ": expected FILE:MULTIPLIER with a multiplier from -100 to 100, e.g. style.safetensors:0.8");
+      if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(m)) {  // its range: validate_loras
+        throw InputError("--lora " + f + ": expected FILE:MULTIPLIER with a number as the multiplier, e.g. style.safetensors:0.8");
       }
       r.te_multiplier = r.unet_multiplier = m;
     }
@@ -109,6 +109,13 @@ void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flag
   sub.add_flag("--fp8-compute", r.fp8_compute,
                "with --weights fp8-e4m3 on a CUDA GPU of compute capability 8.9+: Linear layers multiply in FP8 "
                "(_scaled_mm; ComfyUI's fp8_e4m3fn_fast); changes the image");
+}
+
+void add_model_options(CLI::App& sub, ModelFlags& flags, bool lora_dir) {
+  sub.add_option("--model", flags.model, "checkpoint (.safetensors; default: the built-in demo model)");
+  sub.add_option("--vocab", flags.vocab, "CLIP vocabulary (.txt.gz, vocab.json, or a folder)");
+  if (lora_dir) sub.add_option("--lora-dir", flags.lora_dir, "folder where <lora:NAME:W> prompt tags are looked up");
+  add_device_option(sub, flags.device);
 }
 
 void add_device_option(CLI::App& sub, std::string& device) {

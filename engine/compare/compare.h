@@ -58,7 +58,9 @@ struct ModeResult {
 };
 
 struct CompareReport {
-  std::string folder;
+  std::string folder;           // where write_compare put the files (empty until then)
+  std::string model;            // the checkpoint
+  GenerationRequest request;    // as run (seed resolved; storage: the last mode's)
   std::vector<ModeResult> modes;
   std::vector<RetentionRow> retention;  // when the request has LoRAs
   std::string source_note;              // the checkpoint is already FP8 (ModelInfo::source_note)
@@ -66,8 +68,25 @@ struct CompareReport {
   bool gpu = false;                     // peaks are VRAM (CUDA allocator) as well as host memory
 };
 
+// What a front end sees of a compare while it runs (all optional).
+struct CompareHooks {
+  std::function<void(const std::string&)> progress;
+  std::function<Observer*(std::size_t mode)> observer;  // the engine's events of mode k's generation
+  std::function<void(std::size_t mode, const ModeResult&)> mode_finished;
+  const std::atomic<bool>* cancel = nullptr;            // Cancelled is thrown at the next step
+};
+
+// Runs every mode on an open engine (LoRA retention when the request has LoRAs, the generations,
+// the metrics against the first mode, the UNet error against FP32 storage) and writes nothing.
+// Each mode's memory figures are its own: the heap is trimmed and the RSS high-water mark reset
+// after its weights are loaded (GenerationResult::rss_peak_is_per_request says whether the kernel
+// allowed the reset).
+CompareReport measure_compare(Engine& engine, const CompareOptions& options, const CompareHooks& hooks = {});
 // Writes <folder>/<mode>.png, side_by_side.png, diff_heatmap.png (and diff_heatmap_<mode>.png for
-// further modes), report.json and report.md.
+// further modes), report.json and report.md into `folder` (created if missing); sets report.folder.
+void write_compare(CompareReport& report, const std::string& folder);
+// The CLI's compare: loads the checkpoint, measure_compare, write_compare into a new
+// <outdir>/compare-NNNNN folder.
 CompareReport run_compare(const CompareOptions& options,
                           const std::function<void(const std::string&)>& progress = {});
 

@@ -116,4 +116,18 @@ std::optional<Sampler> parse_sampler(const std::string& name) {
   return std::nullopt;
 }
 
+std::string storage_display_name(const StorageSpec& storage) {
+  std::string s;
+  switch (storage.weights) {
+    case WeightType::FP32: s = "FP32"; break;
+    case WeightType::FP16: s = "FP16"; break;
+    case WeightType::BF16: s = "BF16"; break;
+    case WeightType::FP8_E4M3: s = "FP8 E4M3"; break;
+    case WeightType::FP8_E5M2: s = "FP8 E5M2"; break;
+  }
+  if (is_fp8(storage.weights) && storage.scale != Fp8Scale::None) s += std::string(" /") + fp8_scale_name(storage.scale);
+  if (storage.fp8_vae) s += " +VAE";
+  return s;
+}
+
 }  // namespace fp8s

@@ -5,9 +5,14 @@
 #include <optional>
 #include <string>
 
-#include "fp8/quantize.h"
-
 namespace fp8s {
+
+// The two OCP FP8 formats (the codec: fp8/codec.h) and how FP8 weights are scaled (DESIGN.md
+// section 2; the quantiser: fp8/quantize.h).
+enum class Fp8Format { E4M3FN, E5M2 };
+enum class Fp8Scale { None, Tensor, Channel };
+const char* fp8_scale_name(Fp8Scale scale);  // "none" / "tensor" / "channel"
+std::optional<Fp8Scale> parse_fp8_scale(const std::string& name);
 
 // How weights are kept in memory (DESIGN.md section 2).
 enum class WeightType { FP32, FP16, BF16, FP8_E4M3, FP8_E5M2 };
@@ -20,7 +25,14 @@ struct StorageSpec {
   WeightType weights = WeightType::FP32;
   Fp8Scale scale = Fp8Scale::None;
   bool fp8_vae = false;
+  bool operator==(const StorageSpec& o) const {
+    return weights == o.weights && scale == o.scale && fp8_vae == o.fp8_vae;
+  }
+  bool operator!=(const StorageSpec& o) const { return !(*this == o); }
 };
+
+// How the GUI's legends and tables name a storage choice: "FP16", "FP8 E4M3 /tensor +VAE".
+std::string storage_display_name(const StorageSpec& storage);
 
 enum class ComputeType { FP32, BF16, FP16 };
 const char* compute_type_name(ComputeType type);

@@ -9,6 +9,7 @@
 #include "core/install_prefix.h"
 #include "core/sha256.h"
 #include "core/version.h"
+#include "demo/scenes.h"
 #include "io/safetensors.h"
 
 namespace fp8s::demo {
@@ -61,6 +62,17 @@ bool is_demo_checkpoint(const std::string& path) {
   } catch (const std::exception&) {
     return false;
   }
+}
+
+GenerationRequest first_run_request() {
+  GenerationRequest r;
+  r.prompt = "a small yellow star in the top left corner on a blue background";
+  r.steps = 20;
+  r.cfg = 5.0f;
+  r.sampler = Sampler::Euler;
+  r.schedule = Schedule::Normal;
+  r.width = r.height = kImageSize;
+  return r;
 }
 
 }  // namespace fp8s::demo

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "pipeline/request.h"
+
 namespace fp8s::demo {
 
 constexpr const char* kDemoFile = "demo-sd1.safetensors";
@@ -17,6 +19,9 @@ std::vector<std::string> demo_search_paths();
 std::string find_demo_model();
 // The expected sha256 (hex), empty when the build has no demo model.
 std::string expected_demo_sha256();
+// The first run's settings: a prompt the demo model knows, and the sampler, steps and size it was
+// trained for (what the GUI shows before the user has typed anything).
+GenerationRequest first_run_request();
 // True when `path` is a demo checkpoint (its metadata names it).
 bool is_demo_checkpoint(const std::string& path);
 

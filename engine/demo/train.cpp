@@ -10,7 +10,7 @@
 #include <map>
 #include <random>
 
-#include "compare/image_metrics.h"
+#include "io/image_metrics.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "demo/scenes.h"
@@ -92,9 +92,9 @@ Modules load_modules(const ModelConfig& config, const std::string& path) {
   m.te = std::make_shared<TextEncoderImpl>(tc);
   load_module_weights(*m.te, file, tc.prefix, fp32, false, m.te->ignorable_keys(), m.te->fused_layers());
   m.unet = std::make_shared<UNetImpl>(config.unet);
-  load_module_weights(*m.unet, file, "model.diffusion_model.", fp32, false);
+  load_module_weights(*m.unet, file, kUNetPrefix, fp32, false);
   m.vae = std::make_shared<VaeImpl>(config.vae);
-  load_module_weights(*m.vae, file, "first_stage_model.", fp32, false);
+  load_module_weights(*m.vae, file, kVaePrefix, fp32, false);
   return m;
 }
 
@@ -117,8 +117,8 @@ void save_checkpoint(const Modules& m, const ModelConfig& config, const std::str
     for (const auto& b : module.named_buffers()) tensors[prefix + b.key()] = b.value();
   };
   collect(*m.te, config.text_encoders.at(0).prefix);
-  collect(*m.unet, "model.diffusion_model.");
-  collect(*m.vae, "first_stage_model.");
+  collect(*m.unet, kUNetPrefix);
+  collect(*m.vae, kVaePrefix);
   SafetensorsFile layout(layout_path);
   std::vector<TensorSpec> specs;
   for (const auto& t : layout.tensors()) specs.push_back({t.name, t.dtype, t.shape});
@@ -272,17 +272,11 @@ ModelConfig demo_config(int vocab_size) {
   u.num_heads = 4;
   u.transformer_depth = {1, 1, 1};
   u.context_dim = 128;
-  m.vae.ch = 32;
-  m.vae.ch_mult = {1, 2, 2, 2};
-  m.vae.num_res_blocks = 1;
+  resize_vae(m.vae, 32, {1, 2, 2, 2}, 1);
   auto& t = m.text_encoders[0];
-  t.width = 128;
-  t.layers = 3;
-  t.heads = 4;
-  t.mlp_dim = 512;
+  resize_text_encoder(t, 128, 3, 4, 512, 3);
   t.vocab_size = vocab_size;
   t.pad_id = vocab_size - 1;
-  t.hidden_state_index = 3;
   m.ldm_config_json = to_ldm_config_json(m);
   return m;
 }
@@ -462,7 +456,7 @@ std::vector<Score> score_autoencoder(const std::string& checkpoint, const std::v
   SafetensorsFile file(checkpoint);
   const ModelConfig config = config_for(file);
   auto vae = std::make_shared<VaeImpl>(config.vae);
-  load_module_weights(*vae, file, "first_stage_model.", StorageSpec{WeightType::FP32, Fp8Scale::None, false}, false);
+  load_module_weights(*vae, file, kVaePrefix, StorageSpec{WeightType::FP32, Fp8Scale::None, false}, false);
   InferenceGuard no_grad;
   std::vector<Score> out;
   for (const auto& s : scenes) {

@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <string>
 
-namespace fp8s {
+#include "core/types.h"
 
-enum class Fp8Format { E4M3FN, E5M2 };
+namespace fp8s {
 
 const char* fp8_format_name(Fp8Format format);  // "e4m3fn" / "e5m2"
 float fp8_max_finite(Fp8Format format);         // 448 / 57344

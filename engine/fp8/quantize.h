@@ -10,11 +10,6 @@
 
 namespace fp8s {
 
-enum class Fp8Scale { None, Tensor, Channel };
-
-const char* fp8_scale_name(Fp8Scale scale);  // "none" / "tensor" / "channel"
-std::optional<Fp8Scale> parse_fp8_scale(const std::string& name);
-
 // Quantises `w` viewed as [rows, numel / rows] (rows = output channels) into `codes`.
 // Returns the scales: none -> empty, tensor -> {amax / max_finite}, channel -> one per row; an
 // all-zero tensor or row gets scale 1. Codes satisfy decode(codes[i]) * s ~= w[i].

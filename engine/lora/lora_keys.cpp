@@ -4,14 +4,11 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/strings.h"
+#include "models/tensor_roles.h"
 
 namespace fp8s {
 namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-bool starts_with(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -179,7 +176,7 @@ std::string ldm_to_diffusers_unet(const std::string& ldm, const UNetConfig& c) {
 
 std::map<std::string, std::string> lora_key_map(const ModelConfig& config) {
   std::map<std::string, std::string> map;
-  const std::string unet_prefix = "model.diffusion_model.";
+  const std::string unet_prefix = kUNetPrefix;
   const bool sdxl = config.text_encoders.size() > 1;
   for (const auto& e : checkpoint_layout(config, Dtype::F16)) {
     if (!is_weight_role(e.role) && !(e.role == TensorRole::Embedding && starts_with(e.name, unet_prefix))) continue;

@@ -1,5 +1,9 @@
 #include "memory/process_memory.h"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <cstdio>
 #include <cstring>
 
@@ -34,6 +38,12 @@ bool reset_rss_peak() {
   if (!f) return false;
   const bool ok = std::fputs("5", f) >= 0;
   return std::fclose(f) == 0 && ok;
+}
+
+void trim_heap() {
+#if defined(__GLIBC__)
+  ::malloc_trim(0);
+#endif
 }
 
 uint64_t available_memory_bytes() { return read_kb_field("/proc/meminfo", "MemAvailable"); }

@@ -4,10 +4,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/strings.h"
+
 namespace fp8s {
 namespace {
-
-bool starts_with(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
 
 std::string with_commas(uint64_t v) {
   std::string s = std::to_string(v);
@@ -37,8 +37,8 @@ void accumulate(ComponentStats& into, const ComponentStats& c) {
 }  // namespace
 
 std::string component_label(const std::string& name) {
-  if (starts_with(name, "model.diffusion_model.")) return "unet";
-  if (starts_with(name, "first_stage_model.")) return "vae";
+  if (starts_with(name, kUNetPrefix)) return "unet";
+  if (starts_with(name, kVaePrefix)) return "vae";
   if (starts_with(name, "cond_stage_model.transformer.")) return "clip_l";
   if (starts_with(name, "cond_stage_model.model.")) return "open_clip_h";
   if (starts_with(name, "conditioner.embedders.")) {

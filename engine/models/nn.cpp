@@ -9,7 +9,7 @@
 #include "backend/backend.h"
 #include "core/error.h"
 #include "core/logging.h"
-#include "fp8/convert.h"
+#include "models/convert.h"
 #include "models/architecture.h"
 #include "models/op_profile.h"
 
@@ -455,15 +455,22 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
     if (item.value().defined()) report.bytes += item.value().nbytes();
   }
   report.tensors = used.size();
+  std::vector<std::string> unused;
   for (const auto& t : file.tensors()) {
     if (t.name.compare(0, prefix.size(), prefix) != 0 || used.count(t.name)) continue;
     const std::string rest = t.name.substr(prefix.size());
     if (std::find(ignorable.begin(), ignorable.end(), rest) != ignorable.end()) continue;
-    report.unused.push_back(t.name);
+    unused.push_back(t.name);
   }
-  if (!report.unused.empty()) {
-    log().warn("{}: {} tensors under '{}' are not used (first: {})", file.path(),
-               report.unused.size(), prefix, report.unused.front());
+  if (!unused.empty()) {
+    std::string list;
+    for (std::size_t i = 0; i < std::min<std::size_t>(3, unused.size()); ++i) {
+      list += (i ? ", " : "") + unused[i];
+    }
+    throw InputError(file.path() + ": " + std::to_string(unused.size()) + " tensors under '" + prefix +
+                     "' are not part of the detected architecture (" + list +
+                     (unused.size() > 3 ? ", ..." : "") +
+                     "); the checkpoint is a variant this program does not support, or is damaged");
   }
   return report;
 }

@@ -154,14 +154,14 @@ struct LoadReport {
   std::size_t tensors = 0;
   std::size_t quantised = 0;
   uint64_t bytes = 0;  // bytes held by the loaded parameters and buffers
-  std::vector<std::string> unused;  // checkpoint keys under the prefix that no module uses
 };
 
 // Copies every parameter and buffer of `module` from `file` (key = prefix + name), one tensor at
 // a time onto `device` (never a whole CPU copy first), converting to the storage type:
 // QLinear/QConv2d weights of a quantised component become
 // FP8 codes (+ scale), everything else the storage float type. Throws InputError naming the first
-// missing keys or a shape mismatch. `ignorable` keys are not reported as unused.
+// missing keys, a shape mismatch or keys under `prefix` that no module holds (`ignorable` keys excepted:
+// buffers such as position ids that the modules do not keep).
 // `fused` names layers whose weight is a parameter of another module (key relative to prefix).
 LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile& file,
                                const std::string& prefix, const StorageSpec& storage,

@@ -5,22 +5,21 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
-#include <random>
 #include <sstream>
 
 #include "backend/backend.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/sha256.h"
-#include "demo/demo_model.h"
 #include "lora/lora_library.h"
 #include "memory/process_memory.h"
 #include "memory/tracking_allocator.h"
+#include "pipeline/conditioning.h"
 #include "pipeline/model.h"
 #include "text/clip_tokenizer.h"
 #include "text/prompt_parser.h"
@@ -67,16 +66,6 @@ RgbImage latent_preview(const at::Tensor& latent) {
   return img;
 }
 
-// A1111's "Original" emphasis: scale each token's hidden state by its weight, then restore the
-// chunk's mean.
-at::Tensor apply_emphasis(at::Tensor z, const std::array<float, 77>& m) {
-  if (std::all_of(m.begin(), m.end(), [](float v) { return v == 1.0f; })) return z;
-  auto mult = at::tensor(std::vector<float>(m.begin(), m.end()), at::kFloat).view({1, -1, 1});
-  auto original_mean = z.mean();
-  z = z * mult;
-  return z * (original_mean / z.mean());
-}
-
 // The request's VRAM peaks across phases (each phase resets the allocator's peak).
 struct VramPeaks {
   uint64_t allocated = 0, reserved = 0;
@@ -94,7 +83,7 @@ void begin_phase(const at::Device& device, VramPeaks* peaks) {
   backend::reset_device_peak(device);
 }
 
-void emit_memory(Observer* observer, const std::string& phase, int step, Clock::time_point start,
+void emit_memory(Observer* observer, Phase phase, int step, Clock::time_point start,
                  const at::Device& device) {
   if (!observer) return;
   const auto mem = read_process_memory();
@@ -107,6 +96,7 @@ void emit_memory(Observer* observer, const std::string& phase, int step, Clock::
   const auto tracked = tracked_bytes();
   s.tracked_live_bytes = tracked.live;
   s.tracked_peak_bytes = tracked.peak;
+  s.gpu = device.is_cuda();
   const auto vram = backend::device_memory(device);
   s.cuda_allocated_bytes = vram.allocated;
   s.cuda_reserved_bytes = vram.reserved;
@@ -124,46 +114,14 @@ struct Engine::Impl {
   std::string model_hash;
   double load_ms = 0;
 
-  const ClipTokenizer& tok() {
-    if (!tokenizer) tokenizer = ClipTokenizer::find(options.vocab, options.checkpoint);
-    return *tokenizer;
-  }
-
   int native_size() const {
     const auto& c = model->config();
     if (c.unet.model_channels < 320) return 64;
     return c.arch == Arch::SDXL_BASE ? 1024 : 512;
   }
-
-  // SDXL conditioning of one prompt: CLIP-L windows padded with EOS, the same windows padded with
-  // zeros after the first EOS for CLIP-G; context chunks concatenated, pooled from the first chunk.
-  std::pair<at::Tensor, at::Tensor> encode_prompt_sdxl(const std::string& prompt, ComputeType compute) {
-    auto chunks = tokenize_prompt(tok(), prompt);
-    auto chunks_g = chunks;
-    pad_with_zeros_after_eos(chunks_g, tok().eos());
-    std::vector<at::Tensor> parts;
-    at::Tensor pooled;
-    for (std::size_t c = 0; c < chunks.ids.size(); ++c) {
-      auto tl = at::tensor(std::vector<int64_t>(chunks.ids[c].begin(), chunks.ids[c].end()), at::kLong).unsqueeze(0);
-      auto tg = at::tensor(std::vector<int64_t>(chunks_g.ids[c].begin(), chunks_g.ids[c].end()), at::kLong).unsqueeze(0);
-      auto t = model->encode_sdxl(tl, tg, compute);
-      parts.push_back(apply_emphasis(t.context, chunks.multipliers[c]));
-      if (c == 0) pooled = t.pooled;
-    }
-    return {at::cat(parts, 1), pooled};
-  }
-
-  // A1111 conditioning of one prompt: 77-token windows, each encoded, emphasis applied with the
-  // mean restored, concatenated along the token axis. Returns [1, 77 * chunks, D].
-  at::Tensor encode_prompt(const std::string& prompt, int clip_skip, ComputeType compute) {
-    const auto chunks = tokenize_prompt(tok(), prompt);
-    std::vector<at::Tensor> parts;
-    for (std::size_t c = 0; c < chunks.ids.size(); ++c) {
-      std::vector<int64_t> ids(chunks.ids[c].begin(), chunks.ids[c].end());
-      auto tokens = at::tensor(ids, at::kLong).unsqueeze(0);
-      parts.push_back(apply_emphasis(model->encode_tokens(tokens, clip_skip, compute), chunks.multipliers[c]));
-    }
-    return at::cat(parts, 1);
+  int text_layers() const {
+    const auto& t = model->config().text_encoders;
+    return t.empty() ? 12 : t.front().layers;
   }
 };
 
@@ -179,16 +137,21 @@ std::vector<DeviceChoice> available_devices() {
 Engine::Engine(const LoadOptions& options, Observer* observer) : impl_(std::make_unique<Impl>()) {
   const auto start = Clock::now();
   impl_->options = options;
-  if (impl_->options.checkpoint.empty()) impl_->options.checkpoint = demo::find_demo_model();  // no model chosen
+  if (options.checkpoint.empty()) throw std::invalid_argument("Engine: LoadOptions.checkpoint is empty");
   const at::Device device = backend::resolve_device(options.device);  // a bad --device fails before any read
-  if (observer) observer->onPhase({"load", 0});
+  if (observer) observer->onPhase({Phase::Load, 0});
   begin_phase(device, nullptr);
-  emit_memory(observer, "load", -1, start, device);
+  emit_memory(observer, Phase::Load, -1, start, device);
+  // The vocabulary is looked up before the weights are read (a real checkpoint is GBs): a missing
+  // one fails in a moment. A missing checkpoint is left to the loader, whose error names it.
+  if (std::filesystem::exists(options.checkpoint)) {
+    impl_->tokenizer = ClipTokenizer::find(options.vocab, options.checkpoint);
+  }
   impl_->model = std::make_unique<Model>(impl_->options.checkpoint, options.storage, device);
   if (device.is_cuda()) log().info("running on {}", backend::describe_device(device));
   impl_->model_hash = legacy_model_hash(impl_->options.checkpoint);
   impl_->load_ms = ms_since(start);
-  emit_memory(observer, "load", -1, start, device);
+  emit_memory(observer, Phase::Load, -1, start, device);
 }
 
 Engine::~Engine() = default;
@@ -227,7 +190,7 @@ std::vector<float> Engine::unet_probe(const StorageSpec& storage, ComputeType co
 }
 
 void Engine::validate(const GenerationRequest& r) const {
-  validate_request(r, impl_->native_size());
+  validate_request(r, impl_->native_size(), impl_->text_layers());
   const auto& device = impl_->model->device();
   compute_dtype(r.compute, device);  // refuses FP16 compute on the CPU
   if (r.fp8_compute && !backend::supports_fp8_compute(device)) {
@@ -238,16 +201,9 @@ void Engine::validate(const GenerationRequest& r) const {
     throw InputError("--fp8-compute multiplies E4M3 weights in FP8: use it with --weights fp8-e4m3");
   }
   const auto& c = impl_->model->config();
-  ActivationShape shape;
-  shape.unet_channels = c.unet.model_channels;
-  shape.unet_mult = c.unet.channel_mult;
-  shape.unet_res_blocks = c.unet.num_res_blocks;
-  shape.vae_channels = c.vae.ch;
-  shape.vae_mult0 = c.vae.ch_mult.empty() ? 1 : c.vae.ch_mult.front();
-  shape.attention_budget_bytes = 256ll << 20;
   const int w = r.width ? r.width : impl_->native_size();
   const int h = r.height ? r.height : impl_->native_size();
-  const uint64_t need = estimate_working_bytes(shape, w, h, r.batch_size, r.compute);
+  const uint64_t need = estimate_working_bytes(c.unet, c.vae, w, h, r.batch_size, r.compute);
   const uint64_t available = available_memory_bytes();
   if (available > 0 && need > available) {
     char msg[320];
@@ -265,83 +221,44 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
   GenerationRequest r = request_in;
   if (!r.width) r.width = impl_->native_size();
   if (!r.height) r.height = impl_->native_size();
-  if (r.seed < 0) r.seed = static_cast<int64_t>(std::random_device{}() & 0xFFFFFFFFu);
+  r.seed = resolve_seed(r.seed);
   const auto start = Clock::now();
   reset_tracked_peak();
-  reset_rss_peak();  // peaks are per request (where the kernel permits resetting VmHWM)
   GenerationResult result;
+  result.rss_peak_is_per_request = reset_rss_peak();  // peaks are per request where the kernel permits
+  result.seed = static_cast<uint64_t>(r.seed);
   result.timing.load_ms = impl_->load_ms;
   auto& model = *impl_->model;
   const at::Device device = model.device();
   VramPeaks vram;
   begin_phase(device, nullptr);
-  if (r.storage.weights != model.storage().weights || r.storage.scale != model.storage().scale ||
-      r.storage.fp8_vae != model.storage().fp8_vae || !model.reload_error().empty()) {
-    if (observer) observer->onPhase({"load", ms_since(start)});
+  if (r.storage != model.storage() || !model.reload_error().empty()) {
+    if (observer) observer->onPhase({Phase::Load, ms_since(start)});
     const auto t = Clock::now();
     model.set_storage(r.storage);
     result.timing.load_ms = ms_since(t);
     reset_tracked_peak();  // the switch is a load, not part of this generation's footprint
-    reset_rss_peak();
+    trim_heap();           // the previous weights' pages go back to the kernel
+    result.rss_peak_is_per_request = reset_rss_peak();
     begin_phase(device, nullptr);
   }
   const auto pos = parse_extra_networks(r.prompt);
   const auto neg = parse_extra_networks(r.negative);
   std::vector<LoraRequest> loras = r.loras;
-  for (const auto& tag : pos.loras) {
-    if (!tag.error.empty()) throw InputError(tag.error);
-    const std::string path = resolve_lora_name(impl_->options.lora_dir, tag.name);
-    loras.push_back({path, tag.te_multiplier, tag.unet_multiplier});
+  for (const auto& tag : pos.loras) {  // validate_request has checked their multipliers
+    loras.push_back({resolve_lora_name(impl_->options.lora_dir, tag.name), tag.te_multiplier, tag.unet_multiplier});
   }
   if (!neg.loras.empty()) log().warn("LoRA tags in the negative prompt are ignored (as A1111 does)");
   model.set_loras(loras, r.lora_mode);
   model.set_fp8_compute(r.fp8_compute);
   r.loras = loras;
-  if (observer) observer->onPhase({"encode", ms_since(start)});
+  if (observer) observer->onPhase({Phase::Encode, ms_since(start)});
   begin_phase(device, &vram);
-  emit_memory(observer, "encode", -1, start, device);
-  auto t_encode = Clock::now();
-  const bool sdxl = model.is_sdxl();
-  at::Tensor cond, uncond, y_cond, y_uncond;
-  if (sdxl) {
-    const auto& s = r.size;
-    const float size_cond[6] = {float(s.original_height ? s.original_height : r.height),
-                                float(s.original_width ? s.original_width : r.width),
-                                float(s.crop_top), float(s.crop_left),
-                                float(s.target_height ? s.target_height : r.height),
-                                float(s.target_width ? s.target_width : r.width)};
-    auto sizes = at::from_blob(const_cast<float*>(size_cond), {1, 6}, at::kFloat).clone();
-    auto [c, pooled] = impl_->encode_prompt_sdxl(pos.prompt_without_tags, r.compute);
-    cond = c;
-    y_cond = model.sdxl_vector(pooled, sizes);
-    const bool zero = r.uncond == UncondMode::Zero ||
-                      (r.uncond == UncondMode::Auto && neg.prompt_without_tags.empty());
-    if (zero) {
-      uncond = at::zeros_like(cond);
-      y_uncond = model.sdxl_vector(at::zeros_like(pooled), sizes);
-    } else {
-      auto [u, upooled] = impl_->encode_prompt_sdxl(neg.prompt_without_tags, r.compute);
-      uncond = u;
-      y_uncond = model.sdxl_vector(upooled, sizes);
-    }
-  } else {
-    cond = impl_->encode_prompt(pos.prompt_without_tags, r.clip_skip, r.compute);
-    uncond = impl_->encode_prompt(neg.prompt_without_tags, r.clip_skip, r.compute);
-  }
-  if (cond.size(1) != uncond.size(1)) {
-    // A1111 pads the shorter conditioning with encodings of the empty prompt.
-    auto empty = sdxl ? impl_->encode_prompt_sdxl("", r.compute).first
-                      : impl_->encode_prompt("", r.clip_skip, r.compute);
-    auto& shorter = cond.size(1) < uncond.size(1) ? cond : uncond;
-    const int64_t missing = (std::max(cond.size(1), uncond.size(1)) - shorter.size(1)) / 77;
-    shorter = at::cat({shorter, empty.repeat({1, missing, 1})}, 1);
-  }
-  cond = cond.repeat({r.batch_size, 1, 1});
-  uncond = uncond.repeat({r.batch_size, 1, 1});
-  if (sdxl) {
-    y_cond = y_cond.repeat({r.batch_size, 1});
-    y_uncond = y_uncond.repeat({r.batch_size, 1});
-  }
+  emit_memory(observer, Phase::Encode, -1, start, device);
+  const auto t_encode = Clock::now();
+  if (!impl_->tokenizer) impl_->tokenizer = ClipTokenizer::find(impl_->options.vocab, impl_->options.checkpoint);
+  const Conditioning c = encode_conditioning(model, *impl_->tokenizer, pos.prompt_without_tags,
+                                             neg.prompt_without_tags, r, r.width, r.height);
   result.timing.encode_ms = ms_since(t_encode);
 
   const std::string model_name = stem_of(impl_->options.checkpoint);
@@ -350,12 +267,11 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     auto noise = at::randn({r.batch_size, 4, r.height / 8, r.width / 8}, gen, at::kFloat);
     SamplingParams p{r.sampler, r.schedule, r.steps, r.cfg, seed};
-    if (observer) observer->onPhase({"sample", ms_since(start)});
+    if (observer) observer->onPhase({Phase::Sample, ms_since(start)});
     begin_phase(device, &vram);
     auto step_start = Clock::now();
     double denoise_ms = 0;
-    const auto sigmas = model.schedule().get_sigmas(r.schedule, r.steps);
-    StepCallback on_step = [&](int i, int total, const at::Tensor&, const at::Tensor& denoised) {
+    StepCallback on_step = [&](int i, int total, float sigma, const at::Tensor&, const at::Tensor& denoised) {
       backend::synchronize(device);  // the step's device work is done before the clock is read
       const double step_ms = ms_since(step_start);
       result.timing.step_ms.push_back(step_ms);
@@ -365,29 +281,29 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
         e.image_index = n;
         e.step = i + 1;
         e.steps = total;
-        e.sigma = r.sampler == Sampler::Ddim ? 0.0f : sigmas[std::min<int64_t>(i + 1, sigmas.size(0) - 1)].item<float>();
+        e.sigma = sigma;
         e.step_ms = step_ms;
         e.denoise_ms = denoise_ms;
         e.preview = latent_preview(denoised);
         observer->onStep(e);
-        emit_memory(observer, "step", i + 1, start, device);
+        emit_memory(observer, Phase::Sample, i + 1, start, device);
       }
       if (cancel.load()) throw Cancelled();
       denoise_ms = 0;
       step_start = Clock::now();
     };
-    auto latent = model.sample(noise, cond, uncond, p, r.compute, on_step, &cancel,
-                               [&](double ms) { denoise_ms += ms; }, y_cond, y_uncond);
-    if (observer) observer->onPhase({"decode", ms_since(start)});
+    auto latent = model.sample(noise, c.cond, c.uncond, p, r.compute, on_step, &cancel,
+                               [&](double ms) { denoise_ms += ms; }, c.y_cond, c.y_uncond);
+    if (observer) observer->onPhase({Phase::Decode, ms_since(start)});
     begin_phase(device, &vram);
     const auto t_decode = Clock::now();
-    auto decoded = model.vae_decode(latent, r.compute == ComputeType::FP16 ? ComputeType::FP16 : r.compute);
+    auto decoded = model.vae_decode(latent, r.compute);
     if (!at::isfinite(decoded).all().item<bool>()) {
       log().warn("the VAE decode overflowed in {}; decoding again in fp32", compute_type_name(r.compute));
       decoded = model.vae_decode(latent, ComputeType::FP32);
     }
     result.timing.decode_ms += ms_since(t_decode);
-    emit_memory(observer, "decode", -1, start, device);
+    emit_memory(observer, Phase::Decode, -1, start, device);
     for (auto& img : to_images(decoded)) {
       GeneratedImage g;
       g.image = std::move(img);
@@ -397,17 +313,18 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
     }
   }
   result.timing.total_ms = ms_since(start);
-  result.weight_bytes = model.weight_bytes().total();
-  result.unet_bytes = model.weight_bytes().unet;
-  result.text_bytes = model.weight_bytes().text;
-  result.vae_bytes = model.weight_bytes().vae;
+  const auto bytes = model.weight_bytes();
+  result.weight_bytes = bytes.total();
+  result.unet_bytes = bytes.unet;
+  result.text_bytes = bytes.text;
+  result.vae_bytes = bytes.vae;
   result.rss_peak_bytes = read_process_memory().rss_peak_bytes;
   result.tracked_peak_bytes = tracked_bytes().peak;
   begin_phase(device, &vram);
   result.vram_peak_bytes = vram.allocated;
   result.vram_reserved_peak_bytes = vram.reserved;
-  if (observer) observer->onPhase({"done", result.timing.total_ms});
-  emit_memory(observer, "end", -1, start, device);
+  if (observer) observer->onPhase({Phase::Done, result.timing.total_ms});
+  emit_memory(observer, Phase::Done, -1, start, device);
   return result;
 }
 

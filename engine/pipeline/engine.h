@@ -13,7 +13,7 @@
 namespace fp8s {
 
 struct LoadOptions {
-  std::string checkpoint;  // empty: the built-in demo model
+  std::string checkpoint;  // required (front ends resolve the default, the demo model)
   StorageSpec storage;
   std::string vocab;  // explicit CLIP vocabulary (empty: search as DESIGN.md section 4 says)
   std::string lora_dir;  // where <lora:NAME:W> tags are looked up (NAME.safetensors)

@@ -127,4 +127,10 @@ GenerationRequest parse_infotext(const std::string& text) {
   return r;
 }
 
+PngRequest read_png_request(const std::string& path) {
+  auto png = read_png(path);
+  if (png.parameters.empty()) throw InputError(path + ": the image has no generation parameters");
+  return {std::move(png.image), parse_infotext(png.parameters)};
+}
+
 }  // namespace fp8s

@@ -17,5 +17,11 @@ std::string format_infotext(const GenerationRequest& request, uint64_t seed,
 // Reads A1111 `parameters` text back into a request (prompt, negative, steps, sampler, CFG,
 // seed, size, clip skip); unknown fields are ignored. Throws InputError when it is not infotext.
 GenerationRequest parse_infotext(const std::string& text);
+// A PNG's image and the request its A1111 parameters describe; InputError when it has none.
+struct PngRequest {
+  RgbImage image;
+  GenerationRequest request;
+};
+PngRequest read_png_request(const std::string& path);
 
 }  // namespace fp8s

@@ -14,6 +14,7 @@
 #include "models/unet.h"
 #include "models/text_encoder.h"
 #include "models/vae.h"
+#include "sampling/cfg_denoiser.h"
 
 namespace fp8s {
 
@@ -59,9 +60,9 @@ void Model::load_all() {
     text_.push_back(te);
   }
   unet_ = std::make_shared<UNetImpl>(config_.unet);
-  bytes_.unet = load_module_weights(*unet_, *file_, "model.diffusion_model.", storage_, fp8_text_unet, {}, {}, device_).bytes;
+  bytes_.unet = load_module_weights(*unet_, *file_, kUNetPrefix, storage_, fp8_text_unet, {}, {}, device_).bytes;
   vae_ = std::make_shared<VaeImpl>(config_.vae);
-  bytes_.vae = load_module_weights(*vae_, *file_, "first_stage_model.", storage_, storage_.fp8_vae, {}, {}, device_).bytes;
+  bytes_.vae = load_module_weights(*vae_, *file_, kVaePrefix, storage_, storage_.fp8_vae, {}, {}, device_).bytes;
   index_layers();
   log().info("{}: {} loaded, weights {} ({:.1f} MB: UNet {:.1f}, text {:.1f}, VAE {:.1f})",
              file_->path(), detection_.description(), weight_type_name(storage_.weights),
@@ -101,8 +102,8 @@ void Model::index_layers() {
       layer_quantisable_[prefix + name] = is_quantisable(prefix + name, layer->weight.sizes().vec(), true);
     }
   }
-  add(*unet_, "model.diffusion_model.", true);
-  add(*vae_, "first_stage_model.", storage_.fp8_vae);
+  add(*unet_, kUNetPrefix, true);
+  add(*vae_, kVaePrefix, storage_.fp8_vae);
 }
 
 std::size_t Model::set_loras(const std::vector<LoraRequest>& loras, LoraMode mode_in) {
@@ -115,9 +116,6 @@ std::size_t Model::set_loras(const std::vector<LoraRequest>& loras, LoraMode mod
   std::vector<LoraPlan> plans;
   files.reserve(loras.size());
   for (const auto& request : loras) {
-    if (!std::isfinite(request.unet_multiplier) || !std::isfinite(request.te_multiplier)) {
-      throw InputError(request.path + ": the LoRA multiplier must be a finite number");
-    }
     files.push_back(read_lora(request.path));
     plans.push_back(plan_lora(files.back(), config_));
   }
@@ -150,7 +148,7 @@ std::size_t Model::set_loras(const std::vector<LoraRequest>& loras, LoraMode mod
       auto it = layers_.find(key);
       if (it == layers_.end()) continue;
       auto* layer = it->second;
-      const bool unet = key.rfind("model.diffusion_model.", 0) == 0;
+      const bool unet = key.rfind(kUNetPrefix, 0) == 0;
       const double m = unet ? request.unet_multiplier : request.te_multiplier;
       at::Tensor up = module->up;
       if (third >= 0) {
@@ -190,8 +188,7 @@ void Model::set_fp8_compute(bool on) {
 }
 
 void Model::set_storage(const StorageSpec& storage) {
-  if (storage.weights == storage_.weights && storage.scale == storage_.scale &&
-      storage.fp8_vae == storage_.fp8_vae && reload_error_.empty()) {
+  if (storage == storage_ && reload_error_.empty()) {
     return;
   }
   storage_ = storage;
@@ -220,9 +217,9 @@ void Model::set_storage(const StorageSpec& storage) {
 at::Tensor Model::encode_tokens(const at::Tensor& tokens, int clip_skip, ComputeType compute) const {
   const auto& te = text_.at(0);
   const auto& c = te->config();
-  if (clip_skip < 1 || clip_skip > c.layers) {
-    throw InputError("clip skip " + std::to_string(clip_skip) + " is outside 1.." +
-                     std::to_string(c.layers));
+  if (clip_skip < 1 || clip_skip > c.layers) {  // validate_request refuses it first
+    throw std::invalid_argument("encode_tokens: clip skip " + std::to_string(clip_skip) + " outside 1.." +
+                                std::to_string(c.layers));
   }
   const int layer = c.hidden_state_index - (clip_skip - 1);
   return te->forward(tokens.to(device_), layer, c.final_layer_norm, compute_dtype(compute, device_)).hidden.to(at::kCPU);
@@ -287,41 +284,24 @@ at::Tensor Model::sample(const at::Tensor& noise, const at::Tensor& cond, const 
                          const StepCallback& callback, const std::atomic<bool>* cancel,
                          const std::function<void(double)>& on_model_ms, const at::Tensor& y_cond,
                          const at::Tensor& y_uncond) const {
-  if (p.steps < 1) throw InputError("steps must be at least 1");
-  const int64_t b = noise.size(0);
+  if (p.steps < 1) throw std::invalid_argument("Model::sample: steps < 1");  // validate_request refuses it first
   const bool use_cfg = p.cfg != 1.0f;
   // Text conditioning stays the same every step: build the batched [uncond; cond] once.
   const at::Tensor ctx = (use_cfg ? at::cat({uncond, cond}) : cond).to(device_);
   if (is_sdxl() && (!y_cond.defined() || (use_cfg && !y_uncond.defined()))) {
-    throw InputError("SDXL sampling needs the vector conditioning (y_cond and y_uncond)");
+    throw std::invalid_argument("SDXL sampling needs the vector conditioning (y_cond and y_uncond)");
   }
   const at::Tensor y = !is_sdxl() ? at::Tensor() : (use_cfg ? at::cat({y_uncond, y_cond}) : y_cond).to(device_);
-  auto eps_of = [&](const at::Tensor& x_in, const at::Tensor& t) {
+  const CfgDenoiser cfg([&](const at::Tensor& x_in, const at::Tensor& t) {
     const auto start = std::chrono::steady_clock::now();
-    at::Tensor eps;
-    if (!use_cfg) {
-      eps = unet(x_in, t.expand({b}), ctx, y, compute, cancel);
-    } else {
-      auto both = unet(at::cat({x_in, x_in}), t.expand({2 * b}), ctx, y, compute, cancel).chunk(2);
-      eps = both[0] + (both[1] - both[0]) * p.cfg;
-    }
+    auto eps = unet(x_in, t, ctx, y, compute, cancel);
     if (on_model_ms) {
       on_model_ms(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     }
     return eps;
-  };
-  if (p.sampler == Sampler::Ddim) {
-    EpsModel model = [&](const at::Tensor& x, int64_t t) {
-      return eps_of(x, at::full({1}, static_cast<double>(t), at::kFloat));
-    };
-    return sample_ddim(model, noise, p.steps, schedule_.alphas_cumprod(), callback);
-  }
-  // k-diffusion CompVisDenoiser: denoised = x - sigma * eps(x / sqrt(sigma^2 + 1), t(sigma)).
-  Denoiser model = [&](const at::Tensor& x, const at::Tensor& sigma) {
-    auto c_in = 1 / at::pow(sigma * sigma + 1, 0.5);
-    auto eps = eps_of(x * c_in, schedule_.sigma_to_t(sigma));
-    return x + eps * (-sigma);
-  };
+  }, p.cfg);
+  if (p.sampler == Sampler::Ddim) return sample_ddim(cfg.eps_model(), noise, p.steps, schedule_.alphas_cumprod(), callback);
+  const Denoiser model = cfg.denoiser(schedule_);
   const auto sigmas = schedule_.get_sigmas(p.schedule, p.steps);
   auto x = noise * sigmas[0];
   // Step noise: a second CPU generator seeded like the initial noise (ComfyUI's rule).

@@ -9,6 +9,7 @@
 
 #include "io/png.h"
 #include "core/types.h"
+#include "models/config.h"
 #include "pipeline/lora_request.h"
 
 namespace fp8s {
@@ -24,6 +25,10 @@ struct SdxlSize {
 // SDXL's unconditional branch: auto = zeroed text conditioning for an empty negative prompt
 // (sgm's force_zero_embeddings, as A1111), the encoded negative prompt otherwise.
 enum class UncondMode { Auto, Prompt, Zero };
+
+// The random seed: -1 (any negative) becomes a random 32-bit value, as A1111 draws it. Called once
+// per request (the engine, compare); the result carries the seed used.
+int64_t resolve_seed(int64_t seed);
 
 struct GenerationRequest {
   std::string prompt;
@@ -49,8 +54,12 @@ struct GenerationRequest {
   bool fp8_compute = false;
 };
 
+// Where a request is: one vocabulary for phase events and memory samples.
+enum class Phase { Load, Encode, Sample, Decode, Done };
+const char* phase_name(Phase phase);  // "load", "encode", "sample", "decode", "done"
+
 struct PhaseEvent {
-  std::string phase;  // load, encode, sample, decode, done
+  Phase phase = Phase::Load;
   double t_ms = 0;
 };
 
@@ -58,20 +67,21 @@ struct StepEvent {
   int image_index = 0;  // within the batch count
   int step = 0;         // 1-based
   int steps = 0;
-  float sigma = 0;
+  float sigma = 0;       // the noise level the step started from (k-diffusion's callback `sigma`)
   double step_ms = 0;    // the whole step
   double denoise_ms = 0; // the UNet call(s) of the step
   RgbImage preview;      // cheap latent -> RGB approximation at latent resolution
 };
 
 struct MemorySample {
-  std::string phase;
-  int step = -1;
+  Phase phase = Phase::Load;
+  int step = -1;  // 1-based during sampling, -1 otherwise
   double t_ms = 0;
   uint64_t tracked_live_bytes = 0;
   uint64_t tracked_peak_bytes = 0;
   uint64_t rss_bytes = 0;
   uint64_t rss_peak_bytes = 0;
+  bool gpu = false;  // the model runs on a CUDA device: the cuda_* fields below are its memory
   // The CUDA caching allocator on a GPU (zero on the CPU): current, and peak since the phase began.
   uint64_t cuda_allocated_bytes = 0;
   uint64_t cuda_reserved_bytes = 0;
@@ -104,11 +114,13 @@ struct GeneratedImage {
 
 struct GenerationResult {
   std::vector<GeneratedImage> images;
+  uint64_t seed = 0;  // the request's resolved seed (image n of the batch count uses seed + n)
   TimingReport timing;
   uint64_t weight_bytes = 0;
   uint64_t unet_bytes = 0, text_bytes = 0, vae_bytes = 0;
   uint64_t tracked_peak_bytes = 0;  // peak live tensor bytes during this request
   uint64_t rss_peak_bytes = 0;
+  bool rss_peak_is_per_request = false;  // the kernel let the high-water mark be reset at the start
   uint64_t vram_peak_bytes = 0;           // CUDA allocator: peak allocated bytes during this request
   uint64_t vram_reserved_peak_bytes = 0;  // and peak reserved (what nvidia-smi shows of the process)
 };
@@ -126,22 +138,17 @@ struct ModelInfo {
 };
 
 // Checks a request's numbers (size 64..4096 in multiples of 8 — 0 means `native_size` —, steps,
-// CFG, batch, clip skip, SDXL size conditioning, LoRA multipliers); throws InputError naming the
-// value and the allowed range. The engine calls it before it allocates anything.
-void validate_request(const GenerationRequest& request, int native_size);
+// CFG, batch, clip skip 1..`text_layers`, SDXL size conditioning, LoRA multipliers of the list and
+// of the prompt's <lora:NAME:W> tags); throws InputError naming the value and the allowed range.
+// The only place these are checked: the engine calls it before it allocates anything.
+void validate_request(const GenerationRequest& request, int native_size, int text_layers = 12);
+// The LoRA part of validate_request (also for `probe`, which applies LoRAs without a request).
+void validate_loras(const std::vector<LoraRequest>& loras);
 
-// What a model's activations scale with, for estimate_working_bytes.
-struct ActivationShape {
-  int unet_channels = 320;
-  std::vector<int> unet_mult{1, 2, 4, 4};
-  int unet_res_blocks = 2;
-  int vae_channels = 128;
-  int vae_mult0 = 1;
-  int64_t attention_budget_bytes = 0;
-};
 // An estimate of the memory one sampling run needs beyond the weights, at the larger of its two
-// phases (UNet sampling with CFG, VAE decode of the batch). Used to refuse absurd sizes up front.
-uint64_t estimate_working_bytes(const ActivationShape& shape, int width, int height, int batch_size,
-                                ComputeType compute);
+// phases (UNet sampling with CFG, VAE decode of the batch), for a model's UNet and VAE
+// configuration and the attention slice budget. Used to refuse absurd sizes up front.
+uint64_t estimate_working_bytes(const UNetConfig& unet, const VaeConfig& vae, int width, int height,
+                                int batch_size, ComputeType compute, int64_t attention_budget_bytes = 256ll << 20);
 
 }  // namespace fp8s

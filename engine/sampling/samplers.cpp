@@ -27,7 +27,7 @@ at::Tensor sample_euler(const Denoiser& model, at::Tensor x, const at::Tensor& s
     auto denoised = model(x, sigmas[i]);
     auto d = to_d(x, sigmas[i], denoised);
     x = x + d * (sigmas[i + 1] - sigmas[i]);
-    if (callback) callback(i, n, x, denoised);
+    if (callback) callback(i, n, sigmas[i].item<float>(), x, denoised);
   }
   return x;
 }
@@ -43,7 +43,7 @@ at::Tensor sample_euler_ancestral(const Denoiser& model, at::Tensor x, const at:
     auto d = to_d(x, from, denoised);
     x = x + d * (sigma_down - from);
     if (to.item<float>() > 0) x = x + noise() * sigma_up;
-    if (callback) callback(i, n, x, denoised);
+    if (callback) callback(i, n, sigmas[i].item<float>(), x, denoised);
   }
   return x;
 }
@@ -63,7 +63,7 @@ at::Tensor sample_heun(const Denoiser& model, at::Tensor x, const at::Tensor& si
       auto d2 = to_d(x2, sigmas[i + 1], denoised2);
       x = x + (d + d2) / 2 * dt;
     }
-    if (callback) callback(i, n, x, denoised);
+    if (callback) callback(i, n, sigmas[i].item<float>(), x, denoised);
   }
   return x;
 }
@@ -87,7 +87,7 @@ at::Tensor sample_dpmpp_2m(const Denoiser& model, at::Tensor x, const at::Tensor
       x = (sigma_fn(t_next) / sigma_fn(t)) * x - (-h).expm1() * denoised_d;
     }
     old_denoised = denoised;
-    if (callback) callback(i, n, x, denoised);
+    if (callback) callback(i, n, sigmas[i].item<float>(), x, denoised);
   }
   return x;
 }
@@ -99,7 +99,7 @@ at::Tensor sample_lcm(const Denoiser& model, at::Tensor x, const at::Tensor& sig
     auto denoised = model(x, sigmas[i]);
     x = denoised;
     if (sigmas[i + 1].item<float>() > 0) x = x + sigmas[i + 1] * noise();
-    if (callback) callback(i, n, x, denoised);
+    if (callback) callback(i, n, sigmas[i].item<float>(), x, denoised);
   }
   return x;
 }
@@ -121,7 +121,7 @@ at::Tensor sample_ddim(const EpsModel& model, at::Tensor x, int steps,
     auto eps = model(x, ts[i]);
     auto pred_x0 = (x - at::sqrt(1 - a_t) * eps) / at::sqrt(a_t);
     x = at::sqrt(a_prev) * pred_x0 + at::sqrt(1 - a_prev) * eps;
-    if (callback) callback(i, n, x, pred_x0);
+    if (callback) callback(i, n, at::sqrt((1 - a_t) / a_t).item<float>(), x, pred_x0);
   }
   return x;
 }

@@ -16,10 +16,11 @@ namespace fp8s {
 using Denoiser = std::function<at::Tensor(const at::Tensor& x, const at::Tensor& sigma)>;
 // eps = E(x, t) at an integer timestep (DDIM's VP-form model).
 using EpsModel = std::function<at::Tensor(const at::Tensor& x, int64_t t)>;
-// Called after each step with the step index (0-based), the count, the new x and the denoised
-// prediction of that step.
-using StepCallback =
-    std::function<void(int step, int steps, const at::Tensor& x, const at::Tensor& denoised)>;
+// Called after each step with the step index (0-based), the count, the sigma the step started from
+// (k-diffusion's `sigma`; DDIM: the VP timestep's sqrt((1 - a_t) / a_t)), the new x and the step's
+// denoised prediction.
+using StepCallback = std::function<void(int step, int steps, float sigma, const at::Tensor& x,
+                                        const at::Tensor& denoised)>;
 // Draws the next step noise (ancestral samplers, LCM).
 using NoiseSource = std::function<at::Tensor()>;
 

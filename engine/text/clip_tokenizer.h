@@ -14,6 +14,13 @@ namespace fp8s {
 // for themselves, the other 68 take U+0100, U+0101, ... — as the first 256 vocabulary entries.
 std::vector<std::pair<int, std::string>> clip_byte_symbols();
 
+// OpenAI CLIP's vocabulary file, where it is published and its sha256 (scripts/install-deps.sh and
+// the GUI's download offer fetch it from there).
+inline constexpr const char* kClipVocabFile = "bpe_simple_vocab_16e6.txt.gz";
+inline constexpr const char* kClipVocabUrl =
+    "https://raw.githubusercontent.com/openai/CLIP/main/clip/bpe_simple_vocab_16e6.txt.gz";
+inline constexpr const char* kClipVocabSha256 = "924691ac288e54409236115652ad4aa250f48203de50a9e4722a6ecd48d6804a";
+
 class ClipTokenizer {
  public:
   // PATH: a .txt.gz merge list, a vocab.json (merges.txt beside it), or a folder holding either.

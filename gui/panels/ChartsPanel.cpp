@@ -69,22 +69,26 @@ void ChartsPanel::styleAxes(QCustomPlot* plot) {
   plot->legend->setBorderPen(QPen(pal.color(QPalette::Mid)));
 }
 
-QColor ChartsPanel::colourFor(const QString& label) const {
-  QColor base(0x1f, 0x77, 0xb4);                                            // FP16: blue
-  if (label.startsWith(QLatin1String("FP8 E4M3"))) base = QColor(0xe6, 0x55, 0x0d);  // orange
-  else if (label.startsWith(QLatin1String("FP8 E5M2"))) base = QColor(0x9b, 0x30, 0xb5);  // purple
-  else if (label.startsWith(QLatin1String("BF16"))) base = QColor(0x2c, 0xa0, 0x2c);      // green
-  else if (label.startsWith(QLatin1String("FP32"))) base = QColor(0x7f, 0x7f, 0x7f);      // grey
+QColor ChartsPanel::colourFor(const StorageSpec& storage) const {
+  QColor base;
+  switch (storage.weights) {
+    case WeightType::FP16: base = QColor(0x1f, 0x77, 0xb4); break;      // blue
+    case WeightType::FP8_E4M3: base = QColor(0xe6, 0x55, 0x0d); break;  // orange
+    case WeightType::FP8_E5M2: base = QColor(0x9b, 0x30, 0xb5); break;  // purple
+    case WeightType::BF16: base = QColor(0x2c, 0xa0, 0x2c); break;      // green
+    case WeightType::FP32: base = QColor(0x7f, 0x7f, 0x7f); break;      // grey
+  }
   int same = 0;
-  for (const auto& r : m_runs) same += r.label == label ? 1 : 0;
+  for (const auto& r : m_runs) same += r.storage == storage ? 1 : 0;
   return same == 0 ? base : (same % 2 ? base.lighter(135) : base.darker(135));
 }
 
-void ChartsPanel::beginRun(int run, const QString& label) {
+void ChartsPanel::beginRun(int run, const StorageSpec& storage, bool load) {
   while (m_runs.size() >= kMaxRuns) m_runs.erase(m_runs.begin());
   Run r;
-  r.label = label;
-  r.colour = colourFor(label);
+  r.storage = storage;
+  r.label = load ? tr("load %1").arg(storageLabel(storage)) : storageLabel(storage);
+  r.colour = colourFor(storage);
   m_runs.insert(run, r);
   m_dirty = true;
 }
@@ -94,7 +98,7 @@ void ChartsPanel::addMemory(int run, const MemorySample& s) {
   if (it == m_runs.end()) return;
   it->t.push_back(s.t_ms / 1000.0);
   // on a GPU the solid line is VRAM (the CUDA allocator's bytes), on the CPU live tensor bytes
-  const bool gpu = s.cuda_reserved_bytes > 0;
+  const bool gpu = s.gpu;
   it->gpu = it->gpu || gpu;
   it->live.push_back(static_cast<double>(gpu ? s.cuda_allocated_bytes : s.tracked_live_bytes));
   it->rss.push_back(static_cast<double>(s.rss_bytes));
@@ -166,6 +170,7 @@ void ChartsPanel::replotNow() {
       w->setData(QVector<double>{0.0, r.t.back()}, QVector<double>{r.weightBytes / unit, r.weightBytes / unit}, true);
       w->removeFromLegend();
     }
+    if (r.stepX.empty()) continue;  // a load: memory only
     auto* step = m_steps->addGraph();
     step->setName(name);
     step->setPen(QPen(r.colour, 2));

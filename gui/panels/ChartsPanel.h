@@ -9,7 +9,7 @@
 
 #include <vector>
 
-#include "pipeline/request.h"
+#include "GuiTypes.h"
 
 class QCustomPlot;
 class QTimer;
@@ -22,7 +22,9 @@ class ChartsPanel : public QWidget {
  public:
   explicit ChartsPanel(QWidget* parent = nullptr);
 
-  void beginRun(int run, const QString& label);
+  // A run's series; legend: storageLabel ("load …" for a model load, which has no steps); colour by
+  // storage type.
+  void beginRun(int run, const StorageSpec& storage, bool load = false);
   void addMemory(int run, const MemorySample& sample);
   void addStep(int run, const StepEvent& event);
   void setWeightBytes(int run, uint64_t bytes);  // drawn as a dotted level once the run finished
@@ -41,6 +43,7 @@ class ChartsPanel : public QWidget {
 
  private:
   struct Run {
+    StorageSpec storage;
     QString label;
     QColor colour;
     std::vector<double> t, live, rss;  // seconds, bytes (live: VRAM when `gpu`)
@@ -48,7 +51,7 @@ class ChartsPanel : public QWidget {
     std::vector<double> stepX, stepMs;
     double weightBytes = 0;
   };
-  QColor colourFor(const QString& label) const;
+  QColor colourFor(const StorageSpec& storage) const;
   void styleAxes(QCustomPlot* plot);
 
   QCustomPlot* m_memory;

@@ -15,7 +15,7 @@
 #include "ImageView.h"
 #include "ModelPanel.h"
 #include "compare/compare.h"
-#include "compare/image_metrics.h"
+#include "io/image_metrics.h"
 
 namespace fp8s::gui {
 namespace {
@@ -56,7 +56,7 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
   m_note->setStyleSheet(QStringLiteral("color: #b9770e"));
   m_note->hide();
   layout->addWidget(m_note);
-  auto* exportButton = new QPushButton(tr("Export PNG + Markdown…"), this);
+  auto* exportButton = new QPushButton(tr("Export images + report…"), this);
   exportButton->setObjectName(QStringLiteral("exportButton"));
   layout->addWidget(exportButton, 0, Qt::AlignRight);
   connect(exportButton, &QPushButton::clicked, this, &CompareView::exportInteractive);
@@ -68,9 +68,9 @@ void CompareView::setResult(const CompareResult& c) {
   m_has = true;
   m_captions[0]->setText(c.reference.label);
   m_captions[1]->setText(c.candidate.label);
-  m_captions[2]->setText(tr("|difference| (max %1)").arg(c.maxAbsDiff));
-  m_note->setText(c.sourceNote);
-  m_note->setVisible(!c.sourceNote.isEmpty());
+  m_captions[2]->setText(tr("|difference| (max %1)").arg(c.maxAbsDiff()));
+  m_note->setText(c.sourceNote());
+  m_note->setVisible(!c.sourceNote().isEmpty());
   const auto& a = c.reference.result;
   const auto& b = c.candidate.result;
   struct Row {
@@ -82,7 +82,8 @@ void CompareView::setResult(const CompareResult& c) {
       {tr("Weight memory"), double(a.weight_bytes), double(b.weight_bytes), true},
       {tr("UNet weights"), double(a.unet_bytes), double(b.unet_bytes), true},
       {tr("Peak live tensors"), double(a.tracked_peak_bytes), double(b.tracked_peak_bytes), true},
-      {tr("Peak RSS"), double(a.rss_peak_bytes), double(b.rss_peak_bytes), true},
+      {a.rss_peak_is_per_request && b.rss_peak_is_per_request ? tr("Peak RSS (each run's own)") : tr("Peak RSS (process high-water mark)"),
+       double(a.rss_peak_bytes), double(b.rss_peak_bytes), true},
       {tr("Median step (ms)"), medianOf(a.timing.step_ms), medianOf(b.timing.step_ms), false},
       {tr("Total (ms)"), a.timing.total_ms, b.timing.total_ms, false},
   };
@@ -97,10 +98,10 @@ void CompareView::setResult(const CompareResult& c) {
     ++r;
   }
   set(r, 0, tr("PSNR (dB)"));
-  set(r, 2, std::isinf(c.psnr) ? tr("identical") : QString::number(c.psnr, 'f', 2));
+  set(r, 2, std::isinf(c.psnr()) ? tr("identical") : QString::number(c.psnr(), 'f', 2));
   ++r;
   set(r, 0, tr("SSIM"));
-  set(r, 2, QString::number(c.ssim, 'f', 4));
+  set(r, 2, QString::number(c.ssim(), 'f', 4));
   renderImages();
 }
 
@@ -120,34 +121,14 @@ void CompareView::resizeEvent(QResizeEvent* e) {
   renderImages();
 }
 
-QString CompareView::markdown() const {
-  QString md;
-  QTextStream out(&md);
-  out << "# FP8 Studio compare: " << m_result.reference.label << " vs " << m_result.candidate.label << "\n\n";
-  out << "Prompt: " << QString::fromStdString(m_result.reference.request.prompt) << "  \n";
-  out << "Seed: " << m_result.reference.result.images.front().seed << ", steps: " << m_result.reference.request.steps << "\n\n";
-  out << "| " << tr("Metric") << " | " << m_result.reference.label << " | " << m_result.candidate.label << " | ratio |\n|---|---|---|---|\n";
-  for (int r = 0; r < m_table->rowCount(); ++r) {
-    out << "|";
-    for (int c = 0; c < 4; ++c) out << " " << (m_table->item(r, c) ? m_table->item(r, c)->text() : QString()) << " |";
-    out << "\n";
-  }
-  return md;
-}
-
-bool CompareView::exportTo(const QString& base, QString* error) const {
+bool CompareView::exportTo(const QString& folder, QString* error) const {
   if (!m_has) {
     if (error) *error = tr("nothing to export: run a compare first");
     return false;
   }
   try {
-    const auto montage = side_by_side({m_result.reference.result.images.front().image, m_result.candidate.result.images.front().image, m_result.heatmap},
-                                      {m_result.reference.label.toUpper().toStdString(), m_result.candidate.label.toUpper().toStdString(), "DIFFERENCE"});
-    QFile::remove(base + QStringLiteral(".png"));
-    write_png((base + QStringLiteral(".png")).toStdString(), montage, "");
-    QFile md(base + QStringLiteral(".md"));
-    if (!md.open(QIODevice::WriteOnly | QIODevice::Truncate)) throw std::runtime_error(md.errorString().toStdString());
-    md.write(markdown().toUtf8());
+    CompareReport report = m_result.report;
+    write_compare(report, folder.toStdString());
     return true;
   } catch (const std::exception& e) {
     if (error) *error = QString::fromStdString(e.what());
@@ -156,12 +137,10 @@ bool CompareView::exportTo(const QString& base, QString* error) const {
 }
 
 void CompareView::exportInteractive() {
-  const QString path = QFileDialog::getSaveFileName(this, tr("Export compare"), QStringLiteral("compare.png"), tr("PNG + Markdown (*.png)"));
-  if (path.isEmpty()) return;
-  QString base = path;
-  if (base.endsWith(QLatin1String(".png"))) base.chop(4);
+  const QString folder = QFileDialog::getExistingDirectory(this, tr("Export compare into a folder"));
+  if (folder.isEmpty()) return;
   QString error;
-  if (!exportTo(base, &error)) m_captions[0]->setText(tr("Export failed: %1").arg(error));
+  if (!exportTo(folder, &error)) m_captions[0]->setText(tr("Export failed: %1").arg(error));
 }
 
 }  // namespace fp8s::gui

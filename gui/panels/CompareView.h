@@ -1,5 +1,6 @@
 // Compare view: the FP16 and FP8 images side by side, their difference heat map, and the metrics
-// table (weight memory, peaks, step time, PSNR, SSIM), exportable as PNG + Markdown.
+// table (weight memory, each mode's own peaks, step time, PSNR, SSIM); Export writes the engine's
+// compare files (write_compare: images, report.md, report.json) into a folder.
 #pragma once
 
 #include <QWidget>
@@ -20,10 +21,8 @@ class CompareView : public QWidget {
   void setResult(const CompareResult& result);
   bool hasResult() const { return m_has; }
   QTableWidget* table() const { return m_table; }
-  // The metrics table as Markdown (what Export writes beside the PNG).
-  QString markdown() const;
-  // Writes `base`.png (images + heat map) and `base`.md; returns false with `error` set on failure.
-  bool exportTo(const QString& base, QString* error = nullptr) const;
+  // Writes the compare's files into `folder` (created if missing); false with `error` set on failure.
+  bool exportTo(const QString& folder, QString* error = nullptr) const;
 
  public Q_SLOTS:
   void exportInteractive();

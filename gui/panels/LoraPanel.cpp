@@ -16,6 +16,8 @@
 #include <QUrl>
 #include <QVBoxLayout>
 
+#include "Background.h"
+
 namespace fp8s::gui {
 namespace {
 
@@ -85,19 +87,39 @@ void LoraPanel::setFolder(const QString& folder) {
 
 void LoraPanel::refresh() {
   // keep what the user set across a refresh
-  std::map<QString, std::pair<bool, double>> previous;
   for (int r = 0; r < m_table->rowCount(); ++r) {
     auto* box = qobject_cast<QCheckBox*>(m_table->cellWidget(r, 0));
-    auto* spin = m_table->cellWidget(r, 2)->findChild<QDoubleSpinBox*>();
-    if (box && spin) previous[box->text()] = {box->isChecked(), spin->value()};
+    auto* spin = m_table->cellWidget(r, 2) ? m_table->cellWidget(r, 2)->findChild<QDoubleSpinBox*>() : nullptr;
+    if (box && spin && !m_pending.count(box->text())) m_pending[box->text()] = {box->isChecked(), spin->value()};
   }
-  m_infos.clear();
   m_folderLabel->setText(QDir::toNativeSeparators(m_folder));
-  try {
-    if (!m_folder.isEmpty() && QDir(m_folder).exists()) m_infos = list_loras(m_folder.toStdString());
-  } catch (const std::exception& e) {
-    m_folderLabel->setText(QString::fromStdString(e.what()));
-  }
+  const int serial = ++m_listSerial;
+  m_listing = true;
+  struct Result {
+    std::vector<LoraInfo> infos;
+    QString error;
+  };
+  runInBackground(
+      this,
+      [folder = m_folder]() -> Result {
+        try {
+          if (folder.isEmpty() || !QDir(folder).exists()) return {};
+          return {list_loras(folder.toStdString()), QString()};
+        } catch (const std::exception& e) {
+          return {{}, QString::fromStdString(e.what())};
+        }
+      },
+      [this, serial](Result r) {
+        if (serial == m_listSerial) showList(std::move(r.infos), r.error);
+      });
+}
+
+void LoraPanel::showList(std::vector<LoraInfo> infos, const QString& error) {
+  m_listing = false;
+  if (!error.isEmpty()) m_folderLabel->setText(error);
+  m_infos = std::move(infos);
+  const auto previous = std::move(m_pending);
+  m_pending.clear();
   m_table->setRowCount(0);
   m_table->setRowCount(static_cast<int>(m_infos.size()));
   for (int r = 0; r < static_cast<int>(m_infos.size()); ++r) {
@@ -146,6 +168,7 @@ void LoraPanel::refresh() {
     m_table->clearSpans();
   }
   Q_EMIT changed();
+  Q_EMIT listed();
 }
 
 int LoraPanel::rowCount() const { return static_cast<int>(m_infos.size()); }
@@ -171,14 +194,23 @@ bool LoraPanel::setLora(const QString& name, double weight, bool enabled) {
     box->setChecked(enabled);
     return true;
   }
+  if (m_listing) {  // the list is on its way: applied when it arrives (if the LoRA is there)
+    m_pending[name] = {enabled, weight};
+    return true;
+  }
   return false;
 }
 
 void LoraPanel::saveSettings(QSettings& s) const {
   s.setValue(QStringLiteral("lora/mode"), QString::fromLatin1(lora_mode_name(settings().mode)));
   QStringList enabled;
-  for (const auto& l : settings().loras) {
-    enabled << QStringLiteral("%1=%2").arg(QString::fromStdString(describe_lora(l.path).name)).arg(l.unet_multiplier);
+  for (int r = 0; r < rowCount(); ++r) {
+    auto* box = qobject_cast<QCheckBox*>(m_table->cellWidget(r, 0));
+    auto* spin = m_table->cellWidget(r, 2)->findChild<QDoubleSpinBox*>();
+    if (box && spin && box->isChecked()) enabled << QStringLiteral("%1=%2").arg(box->text()).arg(spin->value());
+  }
+  for (const auto& [name, choice] : m_pending) {  // chosen before the list arrived
+    if (choice.first) enabled << QStringLiteral("%1=%2").arg(name).arg(choice.second);
   }
   s.setValue(QStringLiteral("lora/enabled"), enabled);
 }

@@ -4,6 +4,7 @@
 
 #include <QWidget>
 
+#include <map>
 #include <vector>
 
 #include "core/types.h"
@@ -28,11 +29,12 @@ class LoraPanel : public QWidget {
  public:
   explicit LoraPanel(QWidget* parent = nullptr);
 
-  void setFolder(const QString& folder);  // lists it
+  void setFolder(const QString& folder);  // lists it (on the thread pool: `listed` follows)
   QString folder() const { return m_folder; }
   LoraSettings settings() const;
   int rowCount() const;
-  // Enables LoRA `name` (file stem) with `weight`; false when it is not listed.
+  // Enables LoRA `name` (file stem) with `weight`; false when it is not listed. While the folder is
+  // being listed the choice is kept and applied when the list arrives (true).
   bool setLora(const QString& name, double weight, bool enabled = true);
 
   void saveSettings(QSettings& s) const;
@@ -43,6 +45,7 @@ class LoraPanel : public QWidget {
 
  Q_SIGNALS:
   void changed();
+  void listed();  // the folder's LoRAs are in the table
 
  private:
   QLabel* m_folderLabel;
@@ -50,6 +53,10 @@ class LoraPanel : public QWidget {
   QComboBox* m_mode;
   QString m_folder;
   std::vector<LoraInfo> m_infos;
+  std::map<QString, std::pair<bool, double>> m_pending;  // choices to apply when the list arrives
+  int m_listSerial = 0;
+  bool m_listing = false;  // a listing is on the thread pool
+  void showList(std::vector<LoraInfo> infos, const QString& error);
 };
 
 }  // namespace fp8s::gui

@@ -11,6 +11,7 @@
 #include <QSignalBlocker>
 #include <QVBoxLayout>
 
+#include "Background.h"
 #include "models/inspect.h"
 
 namespace fp8s::gui {
@@ -105,33 +106,56 @@ void ModelPanel::setStatus(const QString& text) { m_status->setText(text); }
 void ModelPanel::inspectCurrent() {
   m_report.reset();
   const QString path = checkpoint();
+  const int serial = ++m_inspectSerial;
+  if (path.isEmpty()) {
+    showReport(path, nullptr, QString());
+    return;
+  }
+  m_info->setText(tr("<i>Reading %1…</i>").arg(QFileInfo(path).fileName().toHtmlEscaped()));
+  struct Result {
+    std::shared_ptr<InspectReport> report;
+    QString error;
+  };
+  runInBackground(
+      this,
+      [path]() -> Result {
+        try {
+          SafetensorsFile file(path.toStdString());
+          return {std::make_shared<InspectReport>(inspect_checkpoint(file)), QString()};
+        } catch (const std::exception& e) {
+          return {nullptr, QString::fromStdString(e.what())};
+        }
+      },
+      [this, path, serial](Result r) {
+        if (serial == m_inspectSerial) showReport(path, std::move(r.report), r.error);
+      });
+}
+
+void ModelPanel::showReport(const QString& path, std::shared_ptr<InspectReport> report, const QString& error) {
+  m_report = std::move(report);
   if (path.isEmpty()) {
     m_info->setText(tr("<i>No checkpoint chosen.</i>"));
+  } else if (!m_report) {
+    m_info->setText(QStringLiteral("<span style='color:#c0392b'>%1</span>").arg(error.toHtmlEscaped()));
   } else {
-    try {
-      SafetensorsFile file(path.toStdString());
-      m_report = std::make_shared<InspectReport>(inspect_checkpoint(file));
-      QString html = QStringLiteral("<b>%1</b><table cellspacing=0 cellpadding=1>")
-                         .arg(QString::fromStdString(m_report->detection.description()).toHtmlEscaped());
-      html += tr("<tr><td>component&nbsp;</td><td align=right>params&nbsp;</td><td align=right>16-bit&nbsp;</td><td align=right>FP8</td></tr>");
-      for (const auto& c : m_report->components) {
-        html += QStringLiteral("<tr><td>%1</td><td align=right>%2 M&nbsp;</td><td align=right>%3&nbsp;</td><td align=right>%4</td></tr>")
-                    .arg(QString::fromStdString(c.name))
-                    .arg(static_cast<double>(c.params) / 1e6, 0, 'f', 1)
-                    .arg(formatBytes(static_cast<double>(c.bytes_16bit)))
-                    .arg(formatBytes(static_cast<double>(c.bytes_fp8)));
-      }
-      html += QStringLiteral("</table>");
-      html += tr("In the file: %1").arg(QString::fromStdString(m_report->storage).toHtmlEscaped());
-      if (m_report->is_fp8_source()) {
-        html += tr("<br><span style='color:#b9770e'>This checkpoint is already FP8: 16- and 32-bit storage hold its "
-                   "FP8 values upcast, so a compare shows the memory difference but the same images. The real "
-                   "FP8 trade needs a 16-bit checkpoint.</span>");
-      }
-      m_info->setText(html);
-    } catch (const std::exception& e) {
-      m_info->setText(QStringLiteral("<span style='color:#c0392b'>%1</span>").arg(QString::fromStdString(e.what()).toHtmlEscaped()));
+    QString html = QStringLiteral("<b>%1</b><table cellspacing=0 cellpadding=1>")
+                       .arg(QString::fromStdString(m_report->detection.description()).toHtmlEscaped());
+    html += tr("<tr><td>component&nbsp;</td><td align=right>params&nbsp;</td><td align=right>16-bit&nbsp;</td><td align=right>FP8</td></tr>");
+    for (const auto& c : m_report->components) {
+      html += QStringLiteral("<tr><td>%1</td><td align=right>%2 M&nbsp;</td><td align=right>%3&nbsp;</td><td align=right>%4</td></tr>")
+                  .arg(QString::fromStdString(c.name))
+                  .arg(static_cast<double>(c.params) / 1e6, 0, 'f', 1)
+                  .arg(formatBytes(static_cast<double>(c.bytes_16bit)))
+                  .arg(formatBytes(static_cast<double>(c.bytes_fp8)));
     }
+    html += QStringLiteral("</table>");
+    html += tr("In the file: %1").arg(QString::fromStdString(m_report->storage).toHtmlEscaped());
+    if (m_report->is_fp8_source()) {
+      html += tr("<br><span style='color:#b9770e'>This checkpoint is already FP8: 16- and 32-bit storage hold its "
+                 "FP8 values upcast, so a compare shows the memory difference but the same images. The real "
+                 "FP8 trade needs a 16-bit checkpoint.</span>");
+    }
+    m_info->setText(html);
   }
   Q_EMIT reportChanged();
 }

@@ -46,7 +46,9 @@ class ModelPanel : public QWidget {
   void browse();
 
  private:
+  // Inspects the current checkpoint on the thread pool (reading a file), then shows the report.
   void inspectCurrent();
+  void showReport(const QString& path, std::shared_ptr<InspectReport> report, const QString& error);
 
   QComboBox* m_combo;
   QLabel* m_info;
@@ -54,6 +56,7 @@ class ModelPanel : public QWidget {
   QString m_folder;
   QStringList m_recent;
   std::shared_ptr<InspectReport> m_report;
+  int m_inspectSerial = 0;  // the latest inspection; older results are dropped
 };
 
 QString formatBytes(double bytes);  // "1.72 GB", "512 MB"

@@ -20,8 +20,7 @@ struct PrecisionSettings {
   StorageSpec storage{WeightType::FP8_E4M3, Fp8Scale::Tensor, false};
   ComputeType compute = ComputeType::BF16;
   bool operator==(const PrecisionSettings& o) const {
-    return storage.weights == o.storage.weights && storage.scale == o.storage.scale &&
-           storage.fp8_vae == o.storage.fp8_vae && compute == o.compute;
+    return storage == o.storage && compute == o.compute;
   }
 };
 

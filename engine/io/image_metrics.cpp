@@ -1,4 +1,4 @@
-#include "compare/image_metrics.h"
+#include "io/image_metrics.h"
 
 #include <algorithm>
 #include <array>

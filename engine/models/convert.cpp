@@ -1,4 +1,4 @@
-#include "fp8/convert.h"
+#include "models/convert.h"
 
 #include <cstring>
 #include <nlohmann/json.hpp>

@@ -1,0 +1,143 @@
+// compare's files: each mode's image, the side-by-side and difference images, report.json and
+// report.md (the one place the compare table is written, for the CLI and the GUI's Export).
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "compare/compare.h"
+#include "compare/report_format.h"
+#include "core/error.h"
+#include "io/image_metrics.h"
+#include "io/png.h"
+
+namespace fp8s {
+namespace {
+
+using report::fmt;
+using report::mb;
+
+void write_text(const std::string& path, const std::string& text) {
+  const std::string temp = path + ".partial";
+  {
+    std::ofstream f(temp, std::ios::binary | std::ios::trunc);
+    f << text;
+    if (!f.flush()) throw RuntimeFailure("writing " + path + " failed");
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) throw RuntimeFailure("cannot write " + path);
+}
+
+std::string file_label(const ModeSpec& m) {
+  std::string s = m.label();
+  std::replace(s.begin(), s.end(), '/', '-');
+  return s;
+}
+
+}  // namespace
+
+void write_compare(CompareReport& report, const std::string& folder) {
+  make_dirs(folder);
+  report.folder = folder;
+  const GenerationRequest& request = report.request;
+  nlohmann::json retention = nlohmann::json::array();
+  std::ostringstream rmd;
+  if (!report.retention.empty()) {
+    rmd << "\n## LoRA retention (UNet output, FP32 compute)\n\n| storage | LoRA mode | retention ‖Δ‖ ratio | strength along FP16 Δ |\n|---|---|---|---|\n";
+    for (const auto& r : report.retention) {
+      retention.push_back({{"mode", r.mode}, {"lora_mode", r.lora_mode}, {"retention", r.retention}, {"strength", r.strength}});
+      rmd << "| " << r.mode << " | " << r.lora_mode << " | " << fmt(r.retention, 4) << " | " << fmt(r.strength, 4) << " |\n";
+    }
+  }
+  if (report.modes.empty()) {  // retention only
+    write_text(report.folder + "/report.json", nlohmann::json{{"model", report.model}, {"retention", retention}}.dump(2) + "\n");
+    write_text(report.folder + "/report.md", "# FP8 Studio compare\n" + rmd.str());
+    return;
+  }
+  const auto& first = report.modes.front().result.images.front().image;
+  std::vector<RgbImage> images;
+  std::vector<std::string> labels;
+  for (std::size_t k = 0; k < report.modes.size(); ++k) {
+    auto& m = report.modes[k];
+    m.image_file = file_label(m.mode) + ".png";
+    for (int n = 2; std::any_of(report.modes.begin(), report.modes.begin() + static_cast<std::ptrdiff_t>(k),
+                                [&](const ModeResult& o) { return o.image_file == m.image_file; }); ++n) {
+      m.image_file = file_label(m.mode) + "-" + std::to_string(n) + ".png";  // the same mode listed twice
+    }
+    const auto& img = m.result.images.front();
+    write_png(report.folder + "/" + m.image_file, img.image, img.parameters);
+    images.push_back(img.image);
+    labels.push_back(m.mode.label());
+    if (k >= 1) {
+      const std::string name = k == 1 ? "diff_heatmap.png" : "diff_heatmap_" + file_label(m.mode) + ".png";
+      write_png(report.folder + "/" + name, diff_heatmap(first, img.image), "");
+    }
+  }
+  write_png(report.folder + "/side_by_side.png", side_by_side(images, labels), "");
+  // report.json and report.md
+  nlohmann::json j{{"model", report.model},
+                   {"prompt", request.prompt},
+                   {"negative", request.negative},
+                   {"seed", request.seed},
+                   {"steps", request.steps},
+                   {"size", std::to_string(first.width) + "x" + std::to_string(first.height)},
+                   {"sampler", sampler_name(request.sampler)},
+                   {"compute", compute_type_name(request.compute)},
+                   {"source_note", report.source_note},
+                   {"device", report.device},
+                   {"modes", nlohmann::json::array()}};
+  const bool per_mode_rss = std::all_of(report.modes.begin(), report.modes.end(),
+                                        [](const ModeResult& m) { return m.result.rss_peak_is_per_request; });
+  std::ostringstream md;
+  md << "# FP8 Studio compare\n\n" << "Model `" << report.model << "`, " << first.width << "x" << first.height
+     << ", " << request.steps << " steps " << sampler_display_name(request.sampler) << ", CFG " << request.cfg
+     << ", seed " << request.seed << ", compute " << compute_type_name(request.compute) << ".\n\n"
+     << (report.source_note.empty() ? "" : "**Note:** " + report.source_note + ".\n\n")
+     << "Device: " << report.device << ".\n\n"
+     << "| mode | UNet MB | text MB | VAE MB | weights MB | peak tracked MB | peak RSS MB (this mode) |"
+     << (report.gpu ? " peak VRAM MB | peak VRAM reserved MB |" : "")
+     << " peak drop / weight byte saved | step ms (mean) | step ms (median) | total ms | PSNR dB | SSIM | max abs diff | UNet rel. L2 vs fp32 |\n"
+     << "|---|---|---|---|---|---|---|" << (report.gpu ? "---|---|" : "") << "---|---|---|---|---|---|---|---|\n";
+  for (const auto& m : report.modes) {
+    const auto& r = m.result;
+    j["modes"].push_back({{"mode", m.mode.label()},
+                          {"image", m.image_file},
+                          {"weight_bytes", {{"unet", r.unet_bytes}, {"text", r.text_bytes}, {"vae", r.vae_bytes}, {"total", r.weight_bytes}}},
+                          {"peak_tracked_bytes", r.tracked_peak_bytes},
+                          {"peak_rss_bytes", r.rss_peak_bytes},
+                          {"peak_rss_is_per_mode", r.rss_peak_is_per_request},
+                          {"peak_vram_bytes", r.vram_peak_bytes},
+                          {"peak_vram_reserved_bytes", r.vram_reserved_peak_bytes},
+                          {"peak_drop_per_weight_byte_saved", m.drop_per_weight_byte ? nlohmann::json(*m.drop_per_weight_byte) : nlohmann::json(nullptr)},
+                          {"step_ms", r.timing.step_ms},
+                          {"step_ms_mean", m.step_ms_mean},
+                          {"step_ms_median", m.step_ms_median},
+                          {"total_ms", r.timing.total_ms},
+                          {"psnr_db_vs_first", std::isinf(m.psnr) ? nlohmann::json("inf") : nlohmann::json(m.psnr)},
+                          {"ssim_vs_first", m.ssim},
+                          {"max_abs_diff_vs_first", m.max_abs_diff},
+                          {"unet_rel_l2_vs_fp32", m.unet_rel_l2}});
+    md << "| " << m.mode.label() << " | " << mb(r.unet_bytes) << " | " << mb(r.text_bytes) << " | " << mb(r.vae_bytes)
+       << " | " << mb(r.weight_bytes) << " | " << mb(r.tracked_peak_bytes) << " | " << mb(r.rss_peak_bytes) << " | "
+       << (report.gpu ? mb(r.vram_peak_bytes) + " | " + mb(r.vram_reserved_peak_bytes) + " | " : std::string())
+       << (m.drop_per_weight_byte ? fmt(100 * *m.drop_per_weight_byte, 1) + "%" : std::string("-"))
+       << " | " << fmt(m.step_ms_mean, 0) << " | " << fmt(m.step_ms_median, 0) << " | " << fmt(r.timing.total_ms, 0) << " | "
+       << fmt(m.psnr) << " | " << fmt(m.ssim, 4) << " | " << m.max_abs_diff << " | "
+       << (m.unet_rel_l2 < 0 ? std::string("-") : fmt(m.unet_rel_l2, 5)) << " |\n";
+  }
+  md << "\nPSNR, SSIM (luminance, 11x11 Gaussian window) and max abs diff are against the first mode. "
+     << (per_mode_rss ? "Peak RSS is each mode's own: the modes run one after the other in this process, and before each "
+                        "mode's generation (its weights loaded, the previous mode's released) the heap is trimmed and the "
+                        "resident high-water mark reset, so it shows what that mode needs. "
+                      : "Peak RSS is the process's high-water mark across the modes: this kernel did not let it be reset "
+                        "between them, so later modes include earlier ones' peaks. ")
+     << "Peak drop per weight byte saved: how much of the smaller weights shows in the peak "
+     << (report.gpu ? "VRAM (CUDA allocator, allocated bytes)" : "tracked tensor memory") << ", against the first mode.\n\n"
+     << "![side by side](side_by_side.png)\n\n![difference](diff_heatmap.png)\n";
+  j["retention"] = retention;
+  md << rmd.str();
+  write_text(report.folder + "/report.json", j.dump(2) + "\n");
+  write_text(report.folder + "/report.md", md.str());
+}
+
+}  // namespace fp8s

@@ -1,0 +1,110 @@
+#include "pipeline/conditioning.h"
+
+#include <algorithm>
+#include <array>
+#include <vector>
+
+#include "pipeline/model.h"
+#include "text/clip_tokenizer.h"
+#include "text/prompt_parser.h"
+
+namespace fp8s {
+namespace {
+
+// A1111's "Original" emphasis: scale each token's hidden state by its weight, then restore the
+// chunk's mean.
+at::Tensor apply_emphasis(at::Tensor z, const std::array<float, 77>& m) {
+  if (std::all_of(m.begin(), m.end(), [](float v) { return v == 1.0f; })) return z;
+  auto mult = at::tensor(std::vector<float>(m.begin(), m.end()), at::kFloat).view({1, -1, 1});
+  auto original_mean = z.mean();
+  z = z * mult;
+  return z * (original_mean / z.mean());
+}
+
+at::Tensor ids_tensor(const std::array<int32_t, 77>& ids) {
+  return at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), at::kLong).unsqueeze(0);
+}
+
+struct Encoded {
+  at::Tensor context;  // [1, 77 * chunks, D]
+  at::Tensor pooled;   // SDXL: from the first chunk
+};
+
+class PromptEncoder {
+ public:
+  PromptEncoder(const Model& model, const ClipTokenizer& tok, const GenerationRequest& r)
+      : model_(model), tok_(tok), r_(r) {}
+
+  Encoded encode(const std::string& prompt) const {
+    const auto chunks = tokenize_prompt(tok_, prompt);
+    std::vector<at::Tensor> parts;
+    Encoded out;
+    if (!model_.is_sdxl()) {
+      for (std::size_t c = 0; c < chunks.ids.size(); ++c) {
+        auto hidden = model_.encode_tokens(ids_tensor(chunks.ids[c]), r_.clip_skip, r_.compute);
+        parts.push_back(apply_emphasis(hidden, chunks.multipliers[c]));
+      }
+    } else {
+      // CLIP-L windows padded with EOS; the same windows padded with zeros after the first EOS for CLIP-G
+      auto chunks_g = chunks;
+      pad_with_zeros_after_eos(chunks_g, tok_.eos());
+      for (std::size_t c = 0; c < chunks.ids.size(); ++c) {
+        auto t = model_.encode_sdxl(ids_tensor(chunks.ids[c]), ids_tensor(chunks_g.ids[c]), r_.compute);
+        parts.push_back(apply_emphasis(t.context, chunks.multipliers[c]));
+        if (c == 0) out.pooled = t.pooled;
+      }
+    }
+    out.context = at::cat(parts, 1);
+    return out;
+  }
+
+ private:
+  const Model& model_;
+  const ClipTokenizer& tok_;
+  const GenerationRequest& r_;
+};
+
+}  // namespace
+
+Conditioning encode_conditioning(const Model& model, const ClipTokenizer& tokenizer, const std::string& prompt,
+                                 const std::string& negative, const GenerationRequest& r, int width,
+                                 int height) {
+  const PromptEncoder encoder(model, tokenizer, r);
+  Conditioning out;
+  const Encoded pos = encoder.encode(prompt);
+  // SDXL's unconditional branch: zeroed text for an empty negative prompt (sgm's force_zero_embeddings, as A1111)
+  const bool zero_uncond = model.is_sdxl() && (r.uncond == UncondMode::Zero ||
+                                               (r.uncond == UncondMode::Auto && negative.empty()));
+  Encoded neg;
+  if (zero_uncond) {
+    neg = {at::zeros_like(pos.context), at::zeros_like(pos.pooled)};
+  } else {
+    neg = encoder.encode(negative);
+  }
+  out.cond = pos.context;
+  out.uncond = neg.context;
+  if (out.cond.size(1) != out.uncond.size(1)) {
+    // A1111 pads the shorter conditioning with encodings of the empty prompt.
+    const auto empty = encoder.encode("").context;
+    auto& shorter = out.cond.size(1) < out.uncond.size(1) ? out.cond : out.uncond;
+    const int64_t missing = (std::max(out.cond.size(1), out.uncond.size(1)) - shorter.size(1)) / 77;
+    shorter = at::cat({shorter, empty.repeat({1, missing, 1})}, 1);
+  }
+  const int64_t b = r.batch_size;
+  out.cond = out.cond.repeat({b, 1, 1});
+  out.uncond = out.uncond.repeat({b, 1, 1});
+  if (model.is_sdxl()) {
+    const auto& s = r.size;
+    const float size_cond[6] = {float(s.original_height ? s.original_height : height),
+                                float(s.original_width ? s.original_width : width),
+                                float(s.crop_top), float(s.crop_left),
+                                float(s.target_height ? s.target_height : height),
+                                float(s.target_width ? s.target_width : width)};
+    const auto sizes = at::from_blob(const_cast<float*>(size_cond), {1, 6}, at::kFloat).clone();
+    out.y_cond = model.sdxl_vector(pos.pooled, sizes).repeat({b, 1});
+    out.y_uncond = model.sdxl_vector(neg.pooled, sizes).repeat({b, 1});
+  }
+  return out;
+}
+
+}  // namespace fp8s
