@@ -8,6 +8,7 @@ set(FP8S_CORE_SOURCES
   io/safetensors.cpp
   io/png.cpp
   io/image_metrics.cpp
+  io/image_ops.cpp
   text/text_clean.cpp
   text/clip_tokenizer.cpp
   text/prompt_parser.cpp

@@ -63,6 +63,7 @@ void EngineWorker::loadModel(const ModelRequest& request) {
     options.checkpoint = checkpoint.toStdString();
     options.vocab = request.vocab.toStdString();
     options.lora_dir = request.loraDir.toStdString();
+    options.embeddings_dir = request.embeddingsDir.toStdString();
     options.storage = request.storage;
     options.device = request.device.toStdString();
     m_engine.reset();  // never two models in memory

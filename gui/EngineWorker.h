@@ -23,6 +23,7 @@ struct ModelRequest {
   QString checkpoint;  // empty: the shipped demo model (found and verified on the engine thread)
   QString vocab;    // empty: the engine's search (DESIGN.md section 4)
   QString loraDir;
+  QString embeddingsDir;  // textual inversions
   StorageSpec storage;  // load straight into the chosen storage (no second conversion)
   QString device = QStringLiteral("auto");  // auto, cpu, cuda:N
   // Where a tiny-sd1 checkpoint with random weights is written (once) and loaded when `checkpoint`

@@ -32,6 +32,7 @@
 #include "panels/CompareView.h"
 #include "panels/GalleryPanel.h"
 #include "panels/ImageView.h"
+#include "panels/Img2ImgPanel.h"
 #include "panels/LogPanel.h"
 #include "panels/LoraPanel.h"
 #include "panels/ModelPanel.h"
@@ -88,6 +89,7 @@ MainWindow::MainWindow(QSettings* settings, bool autoLoad, QWidget* parent)
   m_lora->setFolder(m_folders.loras);
   m_model->restoreSettings(*m_settings);
   m_prompt->restoreSettings(*m_settings);
+  m_img2img->restoreSettings(*m_settings);
   m_lora->restoreSettings(*m_settings);
   m_precision->restoreSettings(*m_settings);
   restoreGeometry(m_settings->value(QStringLiteral("window/geometry")).toByteArray());
@@ -102,7 +104,8 @@ MainWindow::MainWindow(QSettings* settings, bool autoLoad, QWidget* parent)
       // first run: the built-in demo model (or, without one, a tiny checkpoint with random weights)
       if (m_prompt->promptEdit()->toPlainText().isEmpty()) m_prompt->setFromRequest(demo::first_run_request());
       // the worker finds (and verifies) the shipped demo model, or makes the random-weight one
-      ModelRequest demo{QString(), QString(), m_folders.loras, m_precision->settings().storage,
+      ModelRequest demo{QString(), QString(), m_folders.loras, m_folders.data + QStringLiteral("/embeddings"),
+                        m_precision->settings().storage,
                         m_precision->device(), demoModelPath()};
       QMetaObject::invokeMethod(m_worker, [w = m_worker, demo] { w->loadModel(demo); }, Qt::QueuedConnection);
     }
@@ -135,9 +138,11 @@ void MainWindow::buildUi() {
   m_model = new ModelPanel;
   m_precision = new PrecisionPanel;
   m_lora = new LoraPanel;
+  m_img2img = new Img2ImgPanel;
   group(tr("Model"), m_model, 0);
   group(tr("Precision — the FP8 toggle"), m_precision, 0);
   group(tr("LoRA"), m_lora, 1);
+  group(tr("img2img / inpaint"), m_img2img, 1);
   auto* leftScroll = new QScrollArea;
   leftScroll->setWidget(left);
   leftScroll->setWidgetResizable(true);
@@ -156,37 +161,12 @@ void MainWindow::buildUi() {
   m_errorBanner->setTextInteractionFlags(Qt::TextSelectableByMouse);
   m_errorBanner->hide();
   centreLayout->addWidget(m_errorBanner);
-  m_vocabOffer = new QWidget;
-  m_vocabOffer->setObjectName(QStringLiteral("vocabOffer"));
-  {
-    auto* row = new QHBoxLayout(m_vocabOffer);
-    row->setContentsMargins(0, 0, 0, 0);
-    auto* text = new QLabel(tr("This checkpoint needs the CLIP vocabulary (1.4 MB, from github.com/openai/CLIP)."));
-    text->setWordWrap(true);
-    auto* download = new QPushButton(tr("Download"));
-    download->setObjectName(QStringLiteral("vocabDownloadButton"));
-    auto* later = new QPushButton(tr("Not now"));
-    row->addWidget(text, 1);
-    row->addWidget(download);
-    row->addWidget(later);
-    connect(later, &QPushButton::clicked, m_vocabOffer, &QWidget::hide);
-    connect(download, &QPushButton::clicked, this, [this, download] {
-      download->setEnabled(false);
-      auto* job = new VocabDownload(m_folders.data + QStringLiteral("/clip"), this);
-      connect(job, &VocabDownload::finished, this, [this, job, download](bool ok, const QString& message) {
-        job->deleteLater();
-        download->setEnabled(true);
-        m_vocabOffer->hide();
-        if (!ok) {
-          showError(message);
-          return;
-        }
-        statusBar()->showMessage(tr("CLIP vocabulary installed: %1").arg(message), 6000);
-        QMetaObject::invokeMethod(m_worker, &EngineWorker::reloadTokenizer, Qt::QueuedConnection);
-      });
-      job->start();
-    });
-  }
+  m_vocabOffer = new VocabOffer(m_folders.data + QStringLiteral("/clip"));
+  connect(m_vocabOffer, &VocabOffer::failed, this, &MainWindow::showError);
+  connect(m_vocabOffer, &VocabOffer::installed, this, [this](const QString& path) {
+    statusBar()->showMessage(tr("CLIP vocabulary installed: %1").arg(path), 6000);
+    QMetaObject::invokeMethod(m_worker, &EngineWorker::reloadTokenizer, Qt::QueuedConnection);
+  });
   m_vocabOffer->hide();
   centreLayout->addWidget(m_vocabOffer);
   m_image = new ImageView;
@@ -249,8 +229,12 @@ void MainWindow::buildUi() {
   connect(m_model, &ModelPanel::reportChanged, this, [this] { m_precision->setReport(m_model->report()); });
   connect(m_precision, &PrecisionPanel::compareRequested, this, &MainWindow::compare);
   connect(m_precision, &PrecisionPanel::deviceChanged, this, [this] { loadModel(m_loadedPath); });
+  connect(m_image, &ImageView::sendToImg2Img, m_img2img, &Img2ImgPanel::setInitImage);
+  connect(m_gallery, &GalleryPanel::sendToImg2Img, this,
+          [this](int index) { m_img2img->setInitImage(toQImage(m_gallery->at(index).image.image)); });
   connect(m_gallery, &GalleryPanel::restoreRequested, this, [this](const GenerationRequest& r, int index) {
     m_prompt->setFromRequest(r);
+    m_img2img->setFromRequest(r);
     m_precision->setSettings(PrecisionSettings{r.storage, r.compute});
     const auto& entry = m_gallery->at(index);
     m_image->setImage(toQImage(entry.image.image), entry.savedPath);
@@ -345,6 +329,7 @@ GenerationRequest MainWindow::currentRequest() const {
   const auto l = m_lora->settings();
   r.loras = l.loras;
   r.lora_mode = l.mode;
+  m_img2img->fillRequest(r);
   return r;
 }
 
@@ -352,7 +337,8 @@ void MainWindow::loadModel(const QString& path) {
   if (path.isEmpty()) return;
   if (m_busy) m_worker->cancel();  // a model switch stops the running generation first
   m_loadedPath = path;
-  ModelRequest request{path, QString(), m_folders.loras, m_precision->settings().storage, m_precision->device(),
+  ModelRequest request{path, QString(), m_folders.loras, m_folders.data + QStringLiteral("/embeddings"),
+                       m_precision->settings().storage, m_precision->device(),
                        path == demoModelPath() ? path : QString()};
   QMetaObject::invokeMethod(m_worker, [w = m_worker, request] { w->loadModel(request); }, Qt::QueuedConnection);
 }
@@ -472,6 +458,7 @@ void MainWindow::saveSettings() {
   s.setValue(QStringLiteral("folders/outputs"), m_folders.outputs);
   m_model->saveSettings(s);
   m_prompt->saveSettings(s);
+  m_img2img->saveSettings(s);
   m_lora->saveSettings(s);
   m_precision->saveSettings(s);
   s.setValue(QStringLiteral("window/geometry"), saveGeometry());

@@ -27,6 +27,7 @@ class GalleryPanel;
 class ImageView;
 class LogPanel;
 class LoraPanel;
+class Img2ImgPanel;
 class ModelPanel;
 class PrecisionPanel;
 class PromptPanel;
@@ -57,6 +58,7 @@ class MainWindow : public QMainWindow {
   ModelPanel* modelPanel() const { return m_model; }
   PromptPanel* promptPanel() const { return m_prompt; }
   LoraPanel* loraPanel() const { return m_lora; }
+  Img2ImgPanel* img2imgPanel() const { return m_img2img; }
   PrecisionPanel* precisionPanel() const { return m_precision; }
   ChartsPanel* chartsPanel() const { return m_charts; }
   CompareView* compareView() const { return m_compare; }
@@ -104,6 +106,7 @@ class MainWindow : public QMainWindow {
   ModelPanel* m_model = nullptr;
   PromptPanel* m_prompt = nullptr;
   LoraPanel* m_lora = nullptr;
+  Img2ImgPanel* m_img2img = nullptr;
   PrecisionPanel* m_precision = nullptr;
   ImageView* m_image = nullptr;
   ChartsPanel* m_charts = nullptr;
@@ -116,7 +119,7 @@ class MainWindow : public QMainWindow {
   QPushButton* m_generateButton = nullptr;
   QPushButton* m_interruptButton = nullptr;
   QLabel* m_errorBanner = nullptr;
-  QWidget* m_vocabOffer = nullptr;  // "download the CLIP vocabulary?", shown once ever
+  class VocabOffer* m_vocabOffer = nullptr;  // "download the CLIP vocabulary?", shown once ever
   // The loaded model has no CLIP vocabulary: offers the download (once; the choice is remembered).
   void offerVocabulary(const QString& why);
   QLabel* m_statusMemory = nullptr;

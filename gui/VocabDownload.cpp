@@ -1,6 +1,9 @@
 #include "VocabDownload.h"
 
 #include <QDir>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPushButton>
 #include <QNetworkAccessManager>
 #include <QNetworkReply>
 #include <QSaveFile>
@@ -27,7 +30,7 @@ void VocabDownload::start() {
     }
     const QByteArray data = reply->readAll();
     Sha256 h;
-    h.update(reinterpret_cast<const uint8_t*>(data.constData()), static_cast<std::size_t>(data.size()));
+    h.update(data.constData(), static_cast<std::size_t>(data.size()));
     if (h.hex() != kClipVocabSha256) {
       Q_EMIT finished(false, tr("the downloaded CLIP vocabulary has the wrong sha256; it was not installed"));
       return;
@@ -39,6 +42,36 @@ void VocabDownload::start() {
       return;
     }
     Q_EMIT finished(true, QDir::toNativeSeparators(out.fileName()));
+  });
+}
+
+VocabOffer::VocabOffer(QString folder, QWidget* parent) : QWidget(parent), m_folder(std::move(folder)) {
+  setObjectName(QStringLiteral("vocabOffer"));
+  auto* row = new QHBoxLayout(this);
+  row->setContentsMargins(0, 0, 0, 0);
+  auto* text = new QLabel(tr("This checkpoint needs the CLIP vocabulary (1.4 MB, from github.com/openai/CLIP)."), this);
+  text->setWordWrap(true);
+  auto* download = new QPushButton(tr("Download"), this);
+  download->setObjectName(QStringLiteral("vocabDownloadButton"));
+  auto* later = new QPushButton(tr("Not now"), this);
+  row->addWidget(text, 1);
+  row->addWidget(download);
+  row->addWidget(later);
+  connect(later, &QPushButton::clicked, this, &QWidget::hide);
+  connect(download, &QPushButton::clicked, this, [this, download] {
+    download->setEnabled(false);
+    auto* job = new VocabDownload(m_folder, this);
+    connect(job, &VocabDownload::finished, this, [this, job, download](bool ok, const QString& message) {
+      job->deleteLater();
+      download->setEnabled(true);
+      hide();
+      if (ok) {
+        Q_EMIT installed(message);
+      } else {
+        Q_EMIT failed(message);
+      }
+    });
+    job->start();
   });
 }
 

@@ -5,6 +5,7 @@
 
 #include <QObject>
 #include <QString>
+#include <QWidget>
 
 class QNetworkAccessManager;
 
@@ -24,6 +25,21 @@ class VocabDownload : public QObject {
  private:
   QString m_folder;
   QNetworkAccessManager* m_net;
+};
+
+// The offer bar: "This checkpoint needs the CLIP vocabulary" with Download and Not now.
+class VocabOffer : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit VocabOffer(QString folder, QWidget* parent = nullptr);
+
+ Q_SIGNALS:
+  void installed(const QString& path);
+  void failed(const QString& message);
+
+ private:
+  QString m_folder;
 };
 
 }  // namespace fp8s::gui

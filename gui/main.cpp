@@ -8,6 +8,8 @@
 #include <memory>
 
 #include "MainWindow.h"
+#include "panels/Img2ImgPanel.h"
+#include "panels/MaskCanvas.h"
 #include "panels/ChartsPanel.h"
 #include "panels/PromptPanel.h"
 
@@ -33,12 +35,15 @@ struct CommandLine {
   QCommandLineOption midShot{QStringLiteral("screenshot-mid"), QStringLiteral("save the window as PNG halfway through sampling"),
                              QStringLiteral("FILE")};
   QCommandLineOption size{QStringLiteral("size"), QStringLiteral("window size, e.g. 1280x800"), QStringLiteral("WxH")};
+  QCommandLineOption initImage{QStringLiteral("init-image"), QStringLiteral("open this image for img2img"), QStringLiteral("FILE")};
+  QCommandLineOption mask{QStringLiteral("mask"), QStringLiteral("with --init-image: this inpainting mask (white = repaint)"),
+                          QStringLiteral("FILE")};
 
   CommandLine() {
     parser.setApplicationDescription(QStringLiteral("FP8 Studio: Stable Diffusion with FP8 weight storage, measured"));
     parser.addHelpOption();
     parser.addVersionOption();
-    for (const auto& o : {selfTest, quitAfter, run, prompt, shot, midShot, size}) parser.addOption(o);
+    for (const auto& o : {selfTest, quitAfter, run, prompt, shot, midShot, size, initImage, mask}) parser.addOption(o);
   }
 };
 
@@ -75,7 +80,7 @@ int main(int argc, char** argv) {
   CommandLine cl;
   auto& parser = cl.parser;
   const auto &selfTest = cl.selfTest, &quitAfter = cl.quitAfter, &run = cl.run, &prompt = cl.prompt,
-             &shot = cl.shot, &midShot = cl.midShot, &size = cl.size;
+             &shot = cl.shot, &midShot = cl.midShot, &size = cl.size, &initImage = cl.initImage, &mask = cl.mask;
   parser.process(app);
 
   fp8s::init_threads();
@@ -86,6 +91,19 @@ int main(int argc, char** argv) {
     if (wh.size() == 2) window.resize(wh[0].toInt(), wh[1].toInt());
   }
   if (parser.isSet(prompt)) window.promptPanel()->promptEdit()->setPlainText(parser.value(prompt));
+  if (parser.isSet(initImage)) {
+    QString error;
+    if (!window.img2imgPanel()->openImage(parser.value(initImage), &error)) std::fprintf(stderr, "error: %s\n", qPrintable(error));
+    if (parser.isSet(mask)) {
+      const QImage m(parser.value(mask));
+      if (m.isNull() || m.size() != window.img2imgPanel()->canvas()->image().size()) {
+        std::fprintf(stderr, "error: --mask %s: not an image of the init image's size\n", qPrintable(parser.value(mask)));
+      } else {
+        window.img2imgPanel()->canvas()->setMask(m);
+        window.img2imgPanel()->setMode(fp8s::gui::ImageMode::Inpaint);
+      }
+    }
+  }
   window.show();
   const auto grabTo = [&window](const QString& file) {
     if (!window.grab().save(file, "PNG")) std::fprintf(stderr, "error: cannot write the screenshot %s\n", qPrintable(file));

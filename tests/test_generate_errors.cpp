@@ -1,4 +1,5 @@
 // generate on broken input: one-line errors with exit code 2, no output files (issue 3).
+#include "io/png.h"
 #include "io/safetensors.h"
 #include "support.h"
 
@@ -60,6 +61,29 @@ class TestGenerateErrors : public QObject {
       w.commit();
     }
     test::expect_one_line_error(generate({}, QString::fromStdString(sd2)), 2, "SD 2.x");
+  }
+
+  // img2img / inpainting inputs are checked before any work: one-line errors, exit code 2.
+  void badImageInputs() {
+    RgbImage img;
+    img.width = 64;
+    img.height = 64;
+    img.pixels.assign(64 * 64 * 3, 128);
+    const QString init = m_dir.path() + "/init.png", small = m_dir.path() + "/small-mask.png";
+    QFile::remove(init);
+    QFile::remove(small);
+    write_png(init.toStdString(), img, "");
+    img.width = 32;
+    img.pixels.resize(32 * 64 * 3);
+    write_png(small.toStdString(), img, "");
+    test::expect_one_line_error(generate({"--init-image", m_dir.path() + "/absent.png"}), 2, "absent.png");
+    test::expect_one_line_error(generate({"--init-image", m_model}), 2, "not a PNG");
+    test::expect_one_line_error(generate({"--init-image", init, "--mask", small}), 2, "same size");
+    test::expect_one_line_error(generate({"--init-image", init, "--denoising-strength", "1.5"}), 2, "denoising strength");
+    test::expect_one_line_error(generate({"--mask", init}), 2, "init image");
+    test::expect_one_line_error(generate({"--init-image", init, "--hr-scale", "2"}), 2, "hires");
+    test::expect_one_line_error(generate({"--hr-scale", "9"}), 2, "hires scale");
+    test::expect_one_line_error(generate({"--resize-mode", "stretch"}), 2, "resize-mode");
   }
 
   void loraTagsStayInTheLoraFolder() {

@@ -5,6 +5,8 @@
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QElapsedTimer>
+#include <QGroupBox>
+#include <QToolButton>
 #include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QSettings>
@@ -26,7 +28,9 @@
 #include "panels/ChartsPanel.h"
 #include "panels/CompareView.h"
 #include "panels/GalleryPanel.h"
+#include "panels/Img2ImgPanel.h"
 #include "panels/LoraPanel.h"
+#include "panels/MaskCanvas.h"
 #include "panels/ModelPanel.h"
 #include "models/convert.h"
 #include "panels/PrecisionPanel.h"
@@ -472,6 +476,61 @@ class TestGui : public QObject {
     w->generate();
     QVERIFY(arrived(finished, 60000));
     QVERIFY(!child<QLabel>(w.get(), "errorBanner")->isVisible());
+  }
+
+  // Issue 21 in the GUI: an init image, a mask painted with the brush (inverted and back), an
+  // inpainting run that keeps the unmasked pixels, the hires group, and "send to img2img".
+  void img2imgMaskBrushAndHires() {
+    if (!m_haveVocab) QSKIP("needs the CLIP vocabulary");
+    auto s = freshSettings("img2img.ini");
+    auto w = window(*s);
+    loadTiny(*w);
+    redCircleRun(*w, 3);
+    auto* panel = w->img2imgPanel();
+    QImage init(64, 64, QImage::Format_RGB888);
+    init.fill(QColor(30, 90, 200));
+    panel->setInitImage(init);
+    QCOMPARE(panel->mode(), ImageMode::Img2Img);
+    auto r = w->currentRequest();
+    QVERIFY(r.init_image && !r.mask);
+    panel->setMode(ImageMode::Inpaint);
+    panel->canvas()->setBrushSize(16);
+    panel->canvas()->stroke({8, 32}, {24, 32}, false);
+    QVERIFY(panel->canvas()->hasMask());
+    GenerationRequest hard = w->currentRequest();
+    hard.mask_blur = 0;
+    panel->setFromRequest(hard);
+    r = w->currentRequest();
+    QVERIFY(r.init_image && r.mask);
+    QCOMPARE(r.mask_blur, 0);
+    auto at = [](const RgbImage& im, int x, int y) { return int(im.pixels[(static_cast<std::size_t>(y) * im.width + x) * 3]); };
+    QCOMPARE(at(*r.mask, 16, 32), 255);
+    QCOMPARE(at(*r.mask, 60, 60), 0);
+    panel->canvas()->invertMask();
+    QCOMPARE(at(*w->currentRequest().mask, 60, 60), 255);
+    panel->canvas()->invertMask();
+    QSignalSpy finished(w->worker(), &EngineWorker::finished);
+    w->generate();
+    QVERIFY(arrived(finished, 60000));
+    const auto out = finished.at(0).at(0).value<RunResult>().result.images.at(0).image;
+    QCOMPARE(at(out, 60, 60), 30);  // outside the mask: the init image's pixels
+    QCOMPARE(int(out.pixels[(60 * 64 + 60) * 3 + 2]), 200);
+    QTRY_VERIFY(!w->isBusy());
+    // the hires group: txt2img with a second pass at twice the size
+    panel->setMode(ImageMode::Txt2Img);
+    child<QGroupBox>(w.get(), "hiresGroup")->setChecked(true);
+    r = w->currentRequest();
+    QVERIFY(r.enable_hr && !r.init_image);
+    QCOMPARE(r.hr_scale, 2.0f);
+    QSignalSpy hires(w->worker(), &EngineWorker::finished);
+    w->generate();
+    QVERIFY(arrived(hires, 60000));
+    QCOMPARE(hires.at(0).at(0).value<RunResult>().result.images.at(0).image.width, 128);
+    QTRY_VERIFY(!w->isBusy());
+    // the image view sends its image to img2img
+    QTest::mouseClick(child<QToolButton>(w.get(), "sendToImg2ImgButton"), Qt::LeftButton);
+    QCOMPARE(panel->canvas()->image().width(), 128);
+    QCOMPARE(panel->mode(), ImageMode::Img2Img);
   }
 
   void compareProducesTwoRunsAndTheTable() {

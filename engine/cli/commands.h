@@ -28,6 +28,7 @@ void add_common_options(CLI::App& sub, CommonOptions& common, bool reports);
 struct RequestFlags {
   std::string sampler = "dpmpp_2m", schedule = "karras", weights = "auto", scale = "none",
               compute = "bf16", lora_mode = "auto";
+  std::string init_image, mask;  // PNG paths, read by finish_request
 };
 void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flags);
 // The checkpoint a subcommand runs on: `--model` when given, else the shipped demo model
@@ -37,6 +38,7 @@ std::string model_or_demo(const std::string& model_flag);
 // --model, --vocab, --device (and --lora-dir) of the subcommands that run an engine.
 struct ModelFlags {
   std::string model, vocab, lora_dir, device = "auto";
+  std::string embeddings_dir;  // empty: the user data folder's embeddings/
 };
 void add_model_options(CLI::App& sub, ModelFlags& flags, bool lora_dir);
 // The engine's LoadOptions for the flags (the demo model when --model is absent).

@@ -1,6 +1,7 @@
 // fp8studio-cli: the command-line front end over the engine. Errors print as one line
 // `error: ...`; exit codes: 0 ok, 2 bad input, 1 failure while running, 130 cancelled.
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <new>
 
@@ -24,6 +25,13 @@ LoadOptions load_options(const ModelFlags& flags) {
   load.vocab = flags.vocab;
   load.lora_dir = flags.lora_dir;
   load.device = flags.device;
+  load.embeddings_dir = flags.embeddings_dir;
+  if (load.embeddings_dir.empty()) {  // the user data folder's, as the GUI uses
+    const char* xdg = std::getenv("XDG_DATA_HOME");
+    const char* home = std::getenv("HOME");
+    if (xdg && *xdg) load.embeddings_dir = std::string(xdg) + "/fp8studio/embeddings";
+    else if (home && *home) load.embeddings_dir = std::string(home) + "/.local/share/fp8studio/embeddings";
+  }
   return load;
 }
 

@@ -54,9 +54,53 @@ void add_common_options(CLI::App& sub, CommonOptions& common, bool reports) {
   sub.parse_complete_callback([&common] { set_log_level(common.log_level); });
 }
 
+namespace {
+
+// img2img, inpainting and hires fix (A1111's parameters).
+void add_image_options(CLI::App& sub, GenerationRequest& r, std::string& init_image, std::string& mask) {
+  sub.add_option("--init-image", init_image, "img2img: start from this PNG (resized to --width x --height; 0: its own size)");
+  sub.add_option("--denoising-strength", r.denoising_strength, "img2img: how much of the image is redrawn, 0..1")
+      ->capture_default_str();
+  sub.add_option_function<std::string>("--resize-mode", [&r](const std::string& v) {
+    const auto m = parse_resize_mode(v);
+    if (!m) throw CLI::ValidationError("--resize-mode", "expected just-resize, crop or fill, got '" + v + "'");
+    r.resize_mode = *m;
+  }, "img2img: just-resize, crop (cover, centre crop) or fill (fit, edges stretched)");
+  sub.add_option("--mask", mask, "inpainting: a PNG of the init image's size, white = repaint");
+  sub.add_option("--mask-blur", r.mask_blur, "inpainting: mask blur in pixels")->capture_default_str();
+  sub.add_option_function<std::string>("--inpainting-fill", [&r](const std::string& v) {
+    const auto f = parse_inpaint_fill(v);
+    if (!f) throw CLI::ValidationError("--inpainting-fill", "expected fill, original, latent-noise or latent-nothing, got '" + v + "'");
+    r.inpainting_fill = *f;
+  }, "inpainting: what the masked area starts from: fill, original (default), latent-noise, latent-nothing");
+  sub.add_flag("--inpaint-full-res", r.inpaint_full_res, "inpainting: only the masked region (+ padding), at full size");
+  sub.add_option("--inpaint-padding", r.inpaint_full_res_padding, "inpainting: padding of --inpaint-full-res, pixels")
+      ->capture_default_str();
+  sub.add_flag("--invert-mask", r.invert_mask, "inpainting: repaint the black part instead");
+  sub.add_option_function<float>("--hr-scale", [&r](float v) {
+    r.enable_hr = true;
+    r.hr_scale = v;
+  }, "hires fix: upscale the first pass by this factor, then an img2img pass");
+  sub.add_option_function<std::string>("--hr-size", [&r](const std::string& v) {
+    const auto err = parse_size_pair(v, 'x', r.hr_width, r.hr_height);
+    if (!err.empty()) throw CLI::ValidationError("--hr-size", err);
+    r.enable_hr = true;
+  }, "hires fix: the second pass's size WxH (instead of --hr-scale)");
+  sub.add_option_function<std::string>("--hr-upscaler", [&r](const std::string& v) {
+    const auto u = parse_hr_upscaler(v);
+    if (!u) throw CLI::ValidationError("--hr-upscaler", "expected latent, latent-nearest or lanczos, got '" + v + "'");
+    r.hr_upscaler = *u;
+  }, "hires fix: latent (bilinear), latent-nearest or lanczos (decoded, resized, encoded)");
+  sub.add_option("--hr-steps", r.hr_steps, "hires fix: steps of the second pass (0: --steps)")->capture_default_str();
+  sub.add_option("--hr-denoising-strength", r.hr_denoising_strength, "hires fix: denoising strength of the second pass")
+      ->capture_default_str();
+}
+
+}  // namespace
+
 // Adds the request flags shared by generate, compare and bench.
 void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flags) {
-  auto& [sampler, schedule, weights, scale, compute, lora_mode] = flags;
+  auto& [sampler, schedule, weights, scale, compute, lora_mode, init_image, mask] = flags;
   sub.add_option("--lora-mode", lora_mode, "auto (online for FP8, else merge), merge, merge-stochastic, online")
       ->check(CLI::IsMember({"auto", "merge", "merge-stochastic", "online"}))
       ->capture_default_str();
@@ -106,6 +150,7 @@ void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flag
   sub.add_option("--compute", compute, "compute type: fp32 or bf16 (fp16 on CUDA; bf16 is fp16 on cards before compute capability 8.0)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
       ->capture_default_str();
+  add_image_options(sub, r, init_image, mask);
   sub.add_flag("--fp8-compute", r.fp8_compute,
                "with --weights fp8-e4m3 on a CUDA GPU of compute capability 8.9+: Linear layers multiply in FP8 "
                "(_scaled_mm; ComfyUI's fp8_e4m3fn_fast); changes the image");
@@ -115,6 +160,9 @@ void add_model_options(CLI::App& sub, ModelFlags& flags, bool lora_dir) {
   sub.add_option("--model", flags.model, "checkpoint (.safetensors; default: the built-in demo model)");
   sub.add_option("--vocab", flags.vocab, "CLIP vocabulary (.txt.gz, vocab.json, or a folder)");
   if (lora_dir) sub.add_option("--lora-dir", flags.lora_dir, "folder where <lora:NAME:W> prompt tags are looked up");
+  sub.add_option("--embeddings-dir", flags.embeddings_dir,
+                 "textual inversions (NAME.safetensors, used by writing NAME in a prompt; default "
+                 "~/.local/share/fp8studio/embeddings)");
   add_device_option(sub, flags.device);
 }
 
@@ -124,7 +172,10 @@ void add_device_option(CLI::App& sub, std::string& device) {
 }
 
 void finish_request(GenerationRequest& r, const RequestFlags& flags, const StorageSpec& auto_storage) {
-  const auto& [sampler, schedule, weights, scale, compute, lora_mode] = flags;
+  const auto& [sampler, schedule, weights, scale, compute, lora_mode, init_image, mask] = flags;
+  // img2img / inpainting images (read and checked here; their sizes by validate_request)
+  if (!init_image.empty()) r.init_image = read_png(init_image).image;
+  if (!mask.empty()) r.mask = read_png(mask).image;
   r.lora_mode = *parse_lora_mode(lora_mode);
   r.sampler = *parse_sampler(sampler);
   r.schedule = *parse_schedule(schedule);

@@ -1,5 +1,8 @@
 #include "core/sha256.h"
 
+#include <fstream>
+#include <vector>
+
 #include <cstdio>
 #include <algorithm>
 #include <cstring>
@@ -72,6 +75,18 @@ std::string Sha256::hex() {
   char out[65];
   for (int i = 0; i < 8; ++i) std::snprintf(out + 8 * i, 9, "%08x", h_[i]);
   return std::string(out, 64);
+}
+
+std::string sha256_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  Sha256 hash;
+  std::vector<char> chunk(1 << 20);
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    hash.update(chunk.data(), static_cast<std::size_t>(in.gcount()));
+  }
+  return hash.hex();
 }
 
 }  // namespace fp8s

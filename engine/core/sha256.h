@@ -21,4 +21,7 @@ class Sha256 {
   uint64_t total_ = 0;
 };
 
+// The sha256 (hex) of a whole file, read in 1 MiB chunks; "" when it cannot be opened.
+std::string sha256_file(const std::string& path);
+
 }  // namespace fp8s

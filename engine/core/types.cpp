@@ -1,133 +1,96 @@
-// The names and parsers of the user-choice enums (core/types.h, and Fp8Scale from fp8/quantize.h),
-// in one LibTorch-free file that the CLI, the GUI, infotext and the fuzz targets share.
+// The names and parsers of the user-choice enums (core/types.h), in one LibTorch-free file that the
+// CLI, the GUI, infotext and the fuzz targets share. Each enum's spellings are one table.
 #include "core/types.h"
 
-namespace fp8s {
+#include <utility>
 
-const char* weight_type_name(WeightType type) {
-  switch (type) {
-    case WeightType::FP32: return "fp32";
-    case WeightType::FP16: return "fp16";
-    case WeightType::BF16: return "bf16";
-    case WeightType::FP8_E4M3: return "fp8-e4m3";
-    case WeightType::FP8_E5M2: return "fp8-e5m2";
+namespace fp8s {
+namespace {
+
+template <class E, std::size_t N>
+using Names = std::pair<E, const char*>[N];
+
+template <class E, std::size_t N>
+const char* name_in(const Names<E, N>& table, E value) {
+  for (const auto& [e, n] : table) {
+    if (e == value) return n;
   }
-  return "fp32";
+  return table[0].second;
 }
 
-std::optional<WeightType> parse_weight_type(const std::string& name) {
-  for (auto t : {WeightType::FP32, WeightType::FP16, WeightType::BF16, WeightType::FP8_E4M3,
-                 WeightType::FP8_E5M2}) {
-    if (name == weight_type_name(t)) return t;
+template <class E, std::size_t N>
+std::optional<E> parse_in(const Names<E, N>& table, const std::string& name) {
+  for (const auto& [e, n] : table) {
+    if (name == n) return e;
   }
   return std::nullopt;
 }
 
+// Our spelling or the display one (A1111's).
+template <class E, std::size_t N, std::size_t M>
+std::optional<E> parse_either(const Names<E, N>& ours, const Names<E, M>& display, const std::string& name) {
+  if (auto e = parse_in(ours, name)) return e;
+  return parse_in(display, name);
+}
+
+constexpr Names<WeightType, 5> kWeights = {{WeightType::FP32, "fp32"}, {WeightType::FP16, "fp16"}, {WeightType::BF16, "bf16"},
+                                           {WeightType::FP8_E4M3, "fp8-e4m3"}, {WeightType::FP8_E5M2, "fp8-e5m2"}};
+constexpr Names<WeightType, 5> kWeightDisplay = {{WeightType::FP32, "FP32"}, {WeightType::FP16, "FP16"}, {WeightType::BF16, "BF16"},
+                                                 {WeightType::FP8_E4M3, "FP8 E4M3"}, {WeightType::FP8_E5M2, "FP8 E5M2"}};
+constexpr Names<LoraMode, 4> kLoraModes = {{LoraMode::Auto, "auto"}, {LoraMode::Merge, "merge"},
+                                           {LoraMode::MergeStochastic, "merge-stochastic"}, {LoraMode::Online, "online"}};
+constexpr Names<ComputeType, 3> kComputes = {{ComputeType::FP32, "fp32"}, {ComputeType::BF16, "bf16"}, {ComputeType::FP16, "fp16"}};
+constexpr Names<Fp8Scale, 3> kScales = {{Fp8Scale::None, "none"}, {Fp8Scale::Tensor, "tensor"}, {Fp8Scale::Channel, "channel"}};
+// the first spelling of each is the name; the others are accepted (A1111's "Automatic" schedule)
+constexpr Names<Schedule, 5> kSchedules = {{Schedule::Normal, "normal"}, {Schedule::Karras, "karras"}, {Schedule::Normal, "Normal"},
+                                           {Schedule::Normal, "Automatic"}, {Schedule::Karras, "Karras"}};
+constexpr Names<Sampler, 7> kSamplers = {{Sampler::Euler, "euler"}, {Sampler::EulerAncestral, "euler_ancestral"},
+                                         {Sampler::Heun, "heun"}, {Sampler::DpmPP2M, "dpmpp_2m"}, {Sampler::Ddim, "ddim"},
+                                         {Sampler::Lcm, "lcm"}, {Sampler::EulerAncestral, "euler_a"}};
+constexpr Names<Sampler, 6> kSamplerDisplay = {{Sampler::Euler, "Euler"}, {Sampler::EulerAncestral, "Euler a"},
+                                               {Sampler::Heun, "Heun"}, {Sampler::DpmPP2M, "DPM++ 2M"}, {Sampler::Ddim, "DDIM"},
+                                               {Sampler::Lcm, "LCM"}};
+constexpr Names<ResizeMode, 3> kResizeModes = {{ResizeMode::JustResize, "just-resize"}, {ResizeMode::Crop, "crop"}, {ResizeMode::Fill, "fill"}};
+constexpr Names<InpaintFill, 4> kFills = {{InpaintFill::Fill, "fill"}, {InpaintFill::Original, "original"},
+                                          {InpaintFill::LatentNoise, "latent-noise"}, {InpaintFill::LatentNothing, "latent-nothing"}};
+constexpr Names<HrUpscaler, 3> kUpscalers = {{HrUpscaler::Latent, "latent"}, {HrUpscaler::LatentNearest, "latent-nearest"},
+                                             {HrUpscaler::Lanczos, "lanczos"}};
+constexpr Names<HrUpscaler, 3> kUpscalerDisplay = {{HrUpscaler::Latent, "Latent"}, {HrUpscaler::LatentNearest, "Latent (nearest)"},
+                                                   {HrUpscaler::Lanczos, "Lanczos"}};
+
+}  // namespace
+
+const char* weight_type_name(WeightType type) { return name_in(kWeights, type); }
+std::optional<WeightType> parse_weight_type(const std::string& name) { return parse_in(kWeights, name); }
 bool is_fp8(WeightType type) { return type == WeightType::FP8_E4M3 || type == WeightType::FP8_E5M2; }
 Fp8Format fp8_format(WeightType type) { return type == WeightType::FP8_E5M2 ? Fp8Format::E5M2 : Fp8Format::E4M3FN; }
 
-const char* lora_mode_name(LoraMode mode) {
-  switch (mode) {
-    case LoraMode::Auto: return "auto";
-    case LoraMode::Merge: return "merge";
-    case LoraMode::MergeStochastic: return "merge-stochastic";
-    case LoraMode::Online: return "online";
-  }
-  return "auto";
-}
+const char* lora_mode_name(LoraMode mode) { return name_in(kLoraModes, mode); }
+std::optional<LoraMode> parse_lora_mode(const std::string& name) { return parse_in(kLoraModes, name); }
+const char* compute_type_name(ComputeType type) { return name_in(kComputes, type); }
+std::optional<ComputeType> parse_compute_type(const std::string& name) { return parse_in(kComputes, name); }
+const char* fp8_scale_name(Fp8Scale scale) { return name_in(kScales, scale); }
+std::optional<Fp8Scale> parse_fp8_scale(const std::string& name) { return parse_in(kScales, name); }
+const char* schedule_name(Schedule s) { return name_in(kSchedules, s); }
+std::optional<Schedule> parse_schedule(const std::string& name) { return parse_in(kSchedules, name); }
 
-std::optional<LoraMode> parse_lora_mode(const std::string& name) {
-  for (auto m : {LoraMode::Auto, LoraMode::Merge, LoraMode::MergeStochastic, LoraMode::Online}) {
-    if (name == lora_mode_name(m)) return m;
-  }
-  return std::nullopt;
-}
-
-const char* compute_type_name(ComputeType type) {
-  switch (type) {
-    case ComputeType::FP32: return "fp32";
-    case ComputeType::BF16: return "bf16";
-    case ComputeType::FP16: return "fp16";
-  }
-  return "fp32";
-}
-
-std::optional<ComputeType> parse_compute_type(const std::string& name) {
-  if (name == "fp32") return ComputeType::FP32;
-  if (name == "bf16") return ComputeType::BF16;
-  if (name == "fp16") return ComputeType::FP16;
-  return std::nullopt;
-}
-
-const char* fp8_scale_name(Fp8Scale scale) {
-  switch (scale) {
-    case Fp8Scale::None: return "none";
-    case Fp8Scale::Tensor: return "tensor";
-    case Fp8Scale::Channel: return "channel";
-  }
-  return "none";
-}
-
-std::optional<Fp8Scale> parse_fp8_scale(const std::string& name) {
-  if (name == "none") return Fp8Scale::None;
-  if (name == "tensor") return Fp8Scale::Tensor;
-  if (name == "channel") return Fp8Scale::Channel;
-  return std::nullopt;
-}
-
-const char* schedule_name(Schedule s) { return s == Schedule::Karras ? "karras" : "normal"; }
-
-std::optional<Schedule> parse_schedule(const std::string& name) {
-  if (name == "normal" || name == "Normal" || name == "Automatic") return Schedule::Normal;
-  if (name == "karras" || name == "Karras") return Schedule::Karras;
-  return std::nullopt;
-}
-
-const char* sampler_name(Sampler s) {
-  switch (s) {
-    case Sampler::Euler: return "euler";
-    case Sampler::EulerAncestral: return "euler_ancestral";
-    case Sampler::Heun: return "heun";
-    case Sampler::DpmPP2M: return "dpmpp_2m";
-    case Sampler::Ddim: return "ddim";
-    case Sampler::Lcm: return "lcm";
-  }
-  return "euler";
-}
-
-const char* sampler_display_name(Sampler s) {
-  switch (s) {
-    case Sampler::Euler: return "Euler";
-    case Sampler::EulerAncestral: return "Euler a";
-    case Sampler::Heun: return "Heun";
-    case Sampler::DpmPP2M: return "DPM++ 2M";
-    case Sampler::Ddim: return "DDIM";
-    case Sampler::Lcm: return "LCM";
-  }
-  return "Euler";
-}
-
-std::optional<Sampler> parse_sampler(const std::string& name) {
-  for (auto s : {Sampler::Euler, Sampler::EulerAncestral, Sampler::Heun, Sampler::DpmPP2M,
-                 Sampler::Ddim, Sampler::Lcm}) {
-    if (name == sampler_name(s) || name == sampler_display_name(s)) return s;
-  }
-  if (name == "euler_a") return Sampler::EulerAncestral;
-  return std::nullopt;
-}
+const char* sampler_name(Sampler s) { return name_in(kSamplers, s); }
+const char* sampler_display_name(Sampler s) { return name_in(kSamplerDisplay, s); }
+std::optional<Sampler> parse_sampler(const std::string& name) { return parse_either(kSamplers, kSamplerDisplay, name); }
 
 std::string storage_display_name(const StorageSpec& storage) {
-  std::string s;
-  switch (storage.weights) {
-    case WeightType::FP32: s = "FP32"; break;
-    case WeightType::FP16: s = "FP16"; break;
-    case WeightType::BF16: s = "BF16"; break;
-    case WeightType::FP8_E4M3: s = "FP8 E4M3"; break;
-    case WeightType::FP8_E5M2: s = "FP8 E5M2"; break;
-  }
+  std::string s = name_in(kWeightDisplay, storage.weights);
   if (is_fp8(storage.weights) && storage.scale != Fp8Scale::None) s += std::string(" /") + fp8_scale_name(storage.scale);
   if (storage.fp8_vae) s += " +VAE";
   return s;
 }
+
+const char* resize_mode_name(ResizeMode mode) { return name_in(kResizeModes, mode); }
+std::optional<ResizeMode> parse_resize_mode(const std::string& name) { return parse_in(kResizeModes, name); }
+const char* inpaint_fill_name(InpaintFill fill) { return name_in(kFills, fill); }
+std::optional<InpaintFill> parse_inpaint_fill(const std::string& name) { return parse_in(kFills, name); }
+const char* hr_upscaler_name(HrUpscaler u) { return name_in(kUpscalers, u); }
+const char* hr_upscaler_display_name(HrUpscaler u) { return name_in(kUpscalerDisplay, u); }
+std::optional<HrUpscaler> parse_hr_upscaler(const std::string& name) { return parse_either(kUpscalers, kUpscalerDisplay, name); }
 
 }  // namespace fp8s

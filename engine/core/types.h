@@ -47,6 +47,24 @@ const char* sampler_name(Sampler s);          // euler, euler_ancestral, ...
 const char* sampler_display_name(Sampler s);  // A1111's: "Euler a", "DPM++ 2M", ...
 std::optional<Sampler> parse_sampler(const std::string& name);  // also accepts A1111's names
 
+// img2img's resize modes (A1111's "Just resize", "Crop and resize", "Resize and fill").
+enum class ResizeMode { JustResize, Crop, Fill };
+const char* resize_mode_name(ResizeMode mode);  // just-resize, crop, fill
+std::optional<ResizeMode> parse_resize_mode(const std::string& name);
+
+// What the masked area starts from (A1111's "Masked content": fill, original, latent noise,
+// latent nothing).
+enum class InpaintFill { Fill, Original, LatentNoise, LatentNothing };
+const char* inpaint_fill_name(InpaintFill fill);  // fill, original, latent-noise, latent-nothing
+std::optional<InpaintFill> parse_inpaint_fill(const std::string& name);
+
+// Hires fix upscalers: the latent bilinear (A1111 "Latent") or nearest ("Latent (nearest)"), or the
+// decoded image resized with Lanczos and encoded again ("Lanczos").
+enum class HrUpscaler { Latent, LatentNearest, Lanczos };
+const char* hr_upscaler_name(HrUpscaler u);          // latent, latent-nearest, lanczos
+const char* hr_upscaler_display_name(HrUpscaler u);  // A1111's: "Latent", "Latent (nearest)", "Lanczos"
+std::optional<HrUpscaler> parse_hr_upscaler(const std::string& name);  // also A1111's names
+
 // How a LoRA is applied: merged into the weights (round to nearest, or stochastic rounding as
 // ComfyUI does), or kept as factors added at forward time. Auto: online for FP8 storage.
 enum class LoraMode { Auto, Merge, MergeStochastic, Online };

@@ -36,14 +36,7 @@ std::string find_demo_model() {
     }
     const std::string want = expected_demo_sha256();
     if (!want.empty()) {
-      std::ifstream in(path, std::ios::binary);
-      Sha256 hash;
-      std::vector<char> chunk(1 << 20);
-      while (in) {
-        in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-        hash.update(chunk.data(), static_cast<std::size_t>(in.gcount()));
-      }
-      const std::string got = hash.hex();
+      const std::string got = sha256_file(path);
       if (got != want) {
         throw InputError(path + ": the demo model's sha256 is " + got + ", expected " + want +
                          " (the file is corrupt or was replaced: reinstall FP8 Studio)");

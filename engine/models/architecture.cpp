@@ -75,13 +75,17 @@ ModelConfig config_for(const SafetensorsFile& file) {
   ModelConfig m;
   if (d.arch == Arch::SD1) {
     m = preset_sd15();
-  } else if (d.arch == Arch::SDXL_BASE && d.variant.empty()) {
+  } else if (d.arch == Arch::SDXL_BASE && (d.variant.empty() || d.variant == "inpainting")) {
     m = preset_sdxl_base();
   } else {
     throw InputError(file.path() + ": " + d.description() +
                      " checkpoints are not supported yet (supported: SD 1.x, SDXL base)");
   }
   m.unet.in_channels = static_cast<int>(file.at("model.diffusion_model.input_blocks.0.0.weight").shape[1]);
+  if (m.unet.in_channels != 4 && m.unet.in_channels != 9) {
+    throw InputError(file.path() + ": " + d.description() + " checkpoints (a UNet of " + std::to_string(m.unet.in_channels) +
+                     " input channels) are not supported yet (supported: 4, and 9 for inpainting models)");
+  }
   m.ema_scalars = file.find("model_ema.decay") != nullptr;
   return m;
 }

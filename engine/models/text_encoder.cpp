@@ -97,11 +97,15 @@ at::Tensor TextEncoderImpl::block(const Layer& l, const at::Tensor& x, const at:
 }
 
 TextEncoderOutput TextEncoderImpl::forward(const at::Tensor& tokens, int layer, bool final_norm,
-                                           at::ScalarType compute) {
+                                           at::ScalarType compute, const TokenOverrides& overrides) {
   InferenceGuard no_grad;
   const int64_t n = tokens.size(1);
-  auto x = token_embedding_->forward(tokens).to(compute) +
-           position_embedding_.slice(0, 0, n).to(compute).unsqueeze(0);
+  auto tok = token_embedding_->forward(tokens);
+  for (const auto& [pos, vectors] : overrides) {
+    const int64_t k = std::min<int64_t>(vectors.size(0), n - pos);
+    if (k > 0) tok.select(0, 0).slice(0, pos, pos + k).copy_(vectors.slice(0, 0, k).to(tok.options()));
+  }
+  auto x = tok.to(compute) + position_embedding_.slice(0, 0, n).to(compute).unsqueeze(0);
   auto mask = at::full({n, n}, -std::numeric_limits<float>::infinity(), x.options().dtype(at::kFloat)).triu(1);
   at::Tensor selected = layer == 0 ? x : at::Tensor();
   at::Tensor last;

@@ -17,6 +17,9 @@ class EmbeddingImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Embedding);
 
+// Textual-inversion vectors that replace token embeddings: (position in the window, [n, D]).
+using TokenOverrides = std::vector<std::pair<int64_t, at::Tensor>>;
+
 struct TextEncoderOutput {
   at::Tensor hidden;  // [B, 77, D] FP32: the selected layer's output (after the final LN if asked)
   at::Tensor pooled;  // [B, P] FP32: open_clip's projected EOS state (undefined for HF CLIP)
@@ -27,8 +30,10 @@ class TextEncoderImpl : public torch::nn::Module {
   explicit TextEncoderImpl(const TextEncoderConfig& config);
   // `layer` = hidden state index (0 = embeddings, L = last layer's output); `final_norm` applies
   // the final LayerNorm to it. Runs in `compute`, returns FP32.
+  // `overrides` replace the token embeddings at their positions (batch 1), as A1111's
+  // EmbeddingsWithFixes does, before the position embeddings are added.
   TextEncoderOutput forward(const at::Tensor& tokens, int layer, bool final_norm,
-                            at::ScalarType compute);
+                            at::ScalarType compute, const TokenOverrides& overrides = {});
   const TextEncoderConfig& config() const { return config_; }
   // Checkpoint keys under the prefix that the model does not use.
   std::vector<std::string> ignorable_keys() const;

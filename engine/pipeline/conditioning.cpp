@@ -4,6 +4,7 @@
 #include <array>
 #include <vector>
 
+#include "pipeline/embeddings.h"
 #include "pipeline/model.h"
 #include "text/clip_tokenizer.h"
 #include "text/prompt_parser.h"
@@ -32,16 +33,29 @@ struct Encoded {
 
 class PromptEncoder {
  public:
-  PromptEncoder(const Model& model, const ClipTokenizer& tok, const GenerationRequest& r)
-      : model_(model), tok_(tok), r_(r) {}
+  PromptEncoder(const Model& model, const ClipTokenizer& tok, const GenerationRequest& r,
+                const std::vector<const TextualInversion*>& embeddings)
+      : model_(model), tok_(tok), r_(r), embeddings_(embeddings) {
+    for (const auto* e : embeddings) names_.push_back({tok.encode(e->name), e->vectors()});
+  }
+
+  // The chunk's embedding vectors, CLIP-L's (g = false) or CLIP-G's.
+  TokenOverrides overrides(const std::vector<EmbeddingFix>& fixes, bool g) const {
+    TokenOverrides out;
+    for (const auto& f : fixes) {
+      const auto* e = embeddings_[static_cast<std::size_t>(f.embedding)];
+      out.emplace_back(f.position, g ? e->clip_g : e->clip_l);
+    }
+    return out;
+  }
 
   Encoded encode(const std::string& prompt) const {
-    const auto chunks = tokenize_prompt(tok_, prompt);
+    const auto chunks = tokenize_prompt(tok_, prompt, names_);
     std::vector<at::Tensor> parts;
     Encoded out;
     if (!model_.is_sdxl()) {
       for (std::size_t c = 0; c < chunks.ids.size(); ++c) {
-        auto hidden = model_.encode_tokens(ids_tensor(chunks.ids[c]), r_.clip_skip, r_.compute);
+        auto hidden = model_.encode_tokens(ids_tensor(chunks.ids[c]), r_.clip_skip, r_.compute, overrides(chunks.fixes[c], false));
         parts.push_back(apply_emphasis(hidden, chunks.multipliers[c]));
       }
     } else {
@@ -49,7 +63,8 @@ class PromptEncoder {
       auto chunks_g = chunks;
       pad_with_zeros_after_eos(chunks_g, tok_.eos());
       for (std::size_t c = 0; c < chunks.ids.size(); ++c) {
-        auto t = model_.encode_sdxl(ids_tensor(chunks.ids[c]), ids_tensor(chunks_g.ids[c]), r_.compute);
+        auto t = model_.encode_sdxl(ids_tensor(chunks.ids[c]), ids_tensor(chunks_g.ids[c]), r_.compute,
+                                    overrides(chunks.fixes[c], false), overrides(chunks.fixes[c], true));
         parts.push_back(apply_emphasis(t.context, chunks.multipliers[c]));
         if (c == 0) out.pooled = t.pooled;
       }
@@ -62,14 +77,16 @@ class PromptEncoder {
   const Model& model_;
   const ClipTokenizer& tok_;
   const GenerationRequest& r_;
+  const std::vector<const TextualInversion*>& embeddings_;
+  std::vector<TokenEmbedding> names_;
 };
 
 }  // namespace
 
 Conditioning encode_conditioning(const Model& model, const ClipTokenizer& tokenizer, const std::string& prompt,
                                  const std::string& negative, const GenerationRequest& r, int width,
-                                 int height) {
-  const PromptEncoder encoder(model, tokenizer, r);
+                                 int height, const std::vector<const TextualInversion*>& embeddings) {
+  const PromptEncoder encoder(model, tokenizer, r, embeddings);
   Conditioning out;
   const Encoded pos = encoder.encode(prompt);
   // SDXL's unconditional branch: zeroed text for an empty negative prompt (sgm's force_zero_embeddings, as A1111)

@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 
 #include <string>
+#include <vector>
 
 #include "pipeline/request.h"
 
@@ -14,6 +15,7 @@ namespace fp8s {
 
 class Model;
 class ClipTokenizer;
+struct TextualInversion;
 
 // Every tensor is repeated to the request's batch size; y_* are undefined for SD1.
 struct Conditioning {
@@ -23,8 +25,9 @@ struct Conditioning {
 
 // `prompt`/`negative` without their <lora:...> tags. `width`/`height`: the image size the SDXL
 // size conditioning defaults to.
+// `embeddings`: the textual inversions whose names the prompts may use.
 Conditioning encode_conditioning(const Model& model, const ClipTokenizer& tokenizer, const std::string& prompt,
                                  const std::string& negative, const GenerationRequest& request, int width,
-                                 int height);
+                                 int height, const std::vector<const TextualInversion*>& embeddings = {});
 
 }  // namespace fp8s

@@ -20,6 +20,8 @@
 #include "memory/process_memory.h"
 #include "memory/tracking_allocator.h"
 #include "pipeline/conditioning.h"
+#include "pipeline/embeddings.h"
+#include "pipeline/img2img.h"
 #include "pipeline/model.h"
 #include "text/clip_tokenizer.h"
 #include "text/prompt_parser.h"
@@ -109,6 +111,7 @@ void emit_memory(Observer* observer, Phase phase, int step, Clock::time_point st
 
 struct Engine::Impl {
   LoadOptions options;
+  EmbeddingLibrary embeddings{""};
   std::unique_ptr<Model> model;
   std::optional<ClipTokenizer> tokenizer;
   std::string model_hash;
@@ -137,6 +140,7 @@ std::vector<DeviceChoice> available_devices() {
 Engine::Engine(const LoadOptions& options, Observer* observer) : impl_(std::make_unique<Impl>()) {
   const auto start = Clock::now();
   impl_->options = options;
+  impl_->embeddings = EmbeddingLibrary(options.embeddings_dir);
   if (options.checkpoint.empty()) throw std::invalid_argument("Engine: LoadOptions.checkpoint is empty");
   const at::Device device = backend::resolve_device(options.device);  // a bad --device fails before any read
   if (observer) observer->onPhase({Phase::Load, 0});
@@ -201,8 +205,9 @@ void Engine::validate(const GenerationRequest& r) const {
     throw InputError("--fp8-compute multiplies E4M3 weights in FP8: use it with --weights fp8-e4m3");
   }
   const auto& c = impl_->model->config();
-  const int w = r.width ? r.width : impl_->native_size();
-  const int h = r.height ? r.height : impl_->native_size();
+  int w = request_width(r, impl_->native_size());
+  int h = request_height(r, impl_->native_size());
+  if (r.enable_hr) w = r.hr_target_width(w), h = r.hr_target_height(h);  // the larger pass
   const uint64_t need = estimate_working_bytes(c.unet, c.vae, w, h, r.batch_size, r.compute);
   const uint64_t available = available_memory_bytes();
   if (available > 0 && need > available) {
@@ -219,8 +224,8 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
                                   const std::atomic<bool>& cancel) {
   validate(request_in);
   GenerationRequest r = request_in;
-  if (!r.width) r.width = impl_->native_size();
-  if (!r.height) r.height = impl_->native_size();
+  r.width = request_width(r, impl_->native_size());
+  r.height = request_height(r, impl_->native_size());
   r.seed = resolve_seed(r.seed);
   const auto start = Clock::now();
   reset_tracked_peak();
@@ -257,36 +262,60 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
   emit_memory(observer, Phase::Encode, -1, start, device);
   const auto t_encode = Clock::now();
   if (!impl_->tokenizer) impl_->tokenizer = ClipTokenizer::find(impl_->options.vocab, impl_->options.checkpoint);
+  std::vector<int> widths;
+  for (const auto& te : model.config().text_encoders) widths.push_back(te.width);
+  const auto embeddings = impl_->embeddings.used_by({pos.prompt_without_tags, neg.prompt_without_tags}, widths);
   const Conditioning c = encode_conditioning(model, *impl_->tokenizer, pos.prompt_without_tags,
-                                             neg.prompt_without_tags, r, r.width, r.height);
+                                             neg.prompt_without_tags, r, r.width, r.height, embeddings);
+  const std::string ti_hashes = ti_hashes_field(embeddings);
   result.timing.encode_ms = ms_since(t_encode);
 
   const std::string model_name = stem_of(impl_->options.checkpoint);
+  // img2img / inpainting: the images prepared once for the whole request
+  const std::optional<ImageJob> job =
+      r.init_image ? std::optional<ImageJob>(prepare_image_job(r, r.width, r.height)) : std::nullopt;
+  const int hr_steps = r.hr_steps > 0 ? r.hr_steps : r.steps;
   for (int n = 0; n < r.batch_count; ++n) {
     const uint64_t seed = static_cast<uint64_t>(r.seed) + static_cast<uint64_t>(n);
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     auto noise = at::randn({r.batch_size, 4, r.height / 8, r.width / 8}, gen, at::kFloat);
-    SamplingParams p{r.sampler, r.schedule, r.steps, r.cfg, seed};
+    SamplingParams p{r.sampler, r.schedule, r.steps, r.cfg, seed, {}};
+    if (observer) observer->onPhase({Phase::Encode, ms_since(start)});
+    if (job) {
+      const auto t = Clock::now();
+      auto prep = prepare_init(model, *job, r, r.batch_size, gen);  // the posterior drawn after the noise
+      p.init.latent = prep.latent;
+      p.init.keep = prep.keep;
+      p.init.image_cond = prep.image_cond;
+      set_img2img_steps(p.init, r.steps, r.denoising_strength, false);
+      result.timing.encode_ms += ms_since(t);
+    } else if (model.is_inpainting()) {
+      p.init.image_cond = txt2img_image_cond(model, r.batch_size, r.height, r.width, r.compute, gen);
+    }
     if (observer) observer->onPhase({Phase::Sample, ms_since(start)});
     begin_phase(device, &vram);
     auto step_start = Clock::now();
     double denoise_ms = 0;
+    int step_offset = 0;                                // the hires pass numbers its steps after the first's
+    int steps_after = r.enable_hr ? hr_steps : 0;       // and the first pass counts them in its total
+    int first_pass_steps = 0;
     StepCallback on_step = [&](int i, int total, float sigma, const at::Tensor&, const at::Tensor& denoised) {
       backend::synchronize(device);  // the step's device work is done before the clock is read
       const double step_ms = ms_since(step_start);
+      if (step_offset == 0) first_pass_steps = total;
       result.timing.step_ms.push_back(step_ms);
       result.timing.denoise_ms.push_back(denoise_ms);
       if (observer) {
         StepEvent e;
         e.image_index = n;
-        e.step = i + 1;
-        e.steps = total;
+        e.step = step_offset + i + 1;
+        e.steps = step_offset + total + steps_after;
         e.sigma = sigma;
         e.step_ms = step_ms;
         e.denoise_ms = denoise_ms;
         e.preview = latent_preview(denoised);
         observer->onStep(e);
-        emit_memory(observer, Phase::Sample, i + 1, start, device);
+        emit_memory(observer, Phase::Sample, e.step, start, device);
       }
       if (cancel.load()) throw Cancelled();
       denoise_ms = 0;
@@ -294,6 +323,32 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
     };
     auto latent = model.sample(noise, c.cond, c.uncond, p, r.compute, on_step, &cancel,
                                [&](double ms) { denoise_ms += ms; }, c.y_cond, c.y_uncond);
+    if (r.enable_hr) {
+      // hires fix: upscale, then img2img at the hires size from noise of the same seed (A1111)
+      const int hw = r.hr_target_width(r.width), hh = r.hr_target_height(r.height);
+      auto gen2 = at::make_generator<at::CPUGeneratorImpl>(seed);
+      auto noise2 = at::randn({r.batch_size, 4, hh / 8, hw / 8}, gen2, at::kFloat);
+      SamplingParams p2{r.sampler, r.schedule, hr_steps, r.cfg, seed, {}};
+      if (r.hr_upscaler == HrUpscaler::Lanczos) {
+        std::vector<at::Tensor> up;
+        for (const auto& img : to_images(model.vae_decode(latent, r.compute))) {
+          up.push_back(image_tensor(resize_rgb(img, hw, hh, Filter::Lanczos)));
+        }
+        p2.init.latent = encode_latent(model, at::cat(up), r.compute, gen2);
+      } else if (r.hr_upscaler == HrUpscaler::Latent) {
+        p2.init.latent = at::upsample_bilinear2d(latent, {hh / 8, hw / 8}, false);
+      } else {
+        p2.init.latent = at::upsample_nearest2d(latent, {hh / 8, hw / 8});
+      }
+      set_img2img_steps(p2.init, hr_steps, r.hr_denoising_strength, true);
+      if (model.is_inpainting()) p2.init.image_cond = txt2img_image_cond(model, r.batch_size, hh, hw, r.compute, gen2);
+      step_offset = first_pass_steps;
+      steps_after = 0;
+      latent = r.hr_denoising_strength > 0
+                   ? model.sample(noise2, c.cond, c.uncond, p2, r.compute, on_step, &cancel,
+                                  [&](double ms) { denoise_ms += ms; }, c.y_cond, c.y_uncond)
+                   : p2.init.latent;
+    }
     if (observer) observer->onPhase({Phase::Decode, ms_since(start)});
     begin_phase(device, &vram);
     const auto t_decode = Clock::now();
@@ -306,9 +361,10 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
     emit_memory(observer, Phase::Decode, -1, start, device);
     for (auto& img : to_images(decoded)) {
       GeneratedImage g;
-      g.image = std::move(img);
+      g.image = job ? finish_image(*job, img) : std::move(img);
       g.seed = seed;
       g.parameters = format_infotext(r, seed, model_name, impl_->model_hash, r.width, r.height);
+      if (!ti_hashes.empty()) g.parameters += ", " + ti_hashes;
       result.images.push_back(std::move(g));
     }
   }

@@ -17,6 +17,7 @@ struct LoadOptions {
   StorageSpec storage;
   std::string vocab;  // explicit CLIP vocabulary (empty: search as DESIGN.md section 4 says)
   std::string lora_dir;  // where <lora:NAME:W> tags are looked up (NAME.safetensors)
+  std::string embeddings_dir;  // textual inversions: NAME.safetensors, used by writing NAME in a prompt
   std::string device = "auto";  // auto (the first CUDA device, else the CPU), cpu, cuda, cuda:N
 };
 

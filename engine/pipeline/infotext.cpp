@@ -9,6 +9,20 @@
 #include "core/error.h"
 
 namespace fp8s {
+namespace {
+
+// A1111's "Masked content" choices.
+const char* masked_content_name(InpaintFill f) {
+  switch (f) {
+    case InpaintFill::Fill: return "fill";
+    case InpaintFill::Original: return "original";
+    case InpaintFill::LatentNoise: return "latent noise";
+    case InpaintFill::LatentNothing: return "latent nothing";
+  }
+  return "original";
+}
+
+}  // namespace
 
 std::string format_infotext(const GenerationRequest& r, uint64_t seed, const std::string& model_name,
                             const std::string& model_hash, int width, int height) {
@@ -21,6 +35,23 @@ std::string format_infotext(const GenerationRequest& r, uint64_t seed, const std
   if (!model_hash.empty()) o << ", Model hash: " << model_hash;
   o << ", Model: " << model_name;
   if (r.clip_skip != 1) o << ", Clip skip: " << r.clip_skip;
+  if (r.init_image) o << ", Denoising strength: " << r.denoising_strength;
+  if (r.init_image && r.mask) {
+    o << ", Mask blur: " << r.mask_blur;
+    if (r.inpainting_fill != InpaintFill::Original) o << ", Masked content: " << masked_content_name(r.inpainting_fill);
+    if (r.inpaint_full_res) o << ", Inpaint area: Only masked, Masked area padding: " << r.inpaint_full_res_padding;
+    if (r.invert_mask) o << ", Mask mode: Inpaint not masked";
+  }
+  if (r.enable_hr) {
+    o << ", Denoising strength: " << r.hr_denoising_strength;
+    if (r.hr_width > 0 || r.hr_height > 0) {
+      o << ", Hires resize: " << r.hr_target_width(width) << "x" << r.hr_target_height(height);
+    } else {
+      o << ", Hires upscale: " << r.hr_scale;
+    }
+    if (r.hr_steps > 0) o << ", Hires steps: " << r.hr_steps;
+    o << ", Hires upscaler: " << hr_upscaler_display_name(r.hr_upscaler);
+  }
   o << ", FP8 weight: "
     << (is_fp8(r.storage.weights) ? std::string(weight_type_name(r.storage.weights)) : "Disable");
   if (is_fp8(r.storage.weights) && r.storage.scale != Fp8Scale::None) {
@@ -86,6 +117,7 @@ GenerationRequest parse_infotext(const std::string& text) {
     }
     return static_cast<T>(d);
   };
+  bool have_strength = false;
   while (i < p.size()) {
     auto colon = p.find(": ", i);
     if (colon == std::string::npos) break;
@@ -120,10 +152,41 @@ GenerationRequest parse_infotext(const std::string& text) {
       if (auto c = parse_compute_type(value)) r.compute = *c;
     } else if (key == "FP8 scale") {
       if (auto s = parse_fp8_scale(value)) r.storage.scale = *s;
+    } else if (key == "Denoising strength") {
+      r.denoising_strength = number(value, r.denoising_strength);
+      have_strength = true;
+    } else if (key == "Mask blur") {
+      r.mask_blur = number(value, r.mask_blur);
+    } else if (key == "Masked content") {
+      for (auto f : {InpaintFill::Fill, InpaintFill::Original, InpaintFill::LatentNoise, InpaintFill::LatentNothing}) {
+        if (value == masked_content_name(f)) r.inpainting_fill = f;
+      }
+    } else if (key == "Inpaint area") {
+      r.inpaint_full_res = value == "Only masked";
+    } else if (key == "Masked area padding") {
+      r.inpaint_full_res_padding = number(value, r.inpaint_full_res_padding);
+    } else if (key == "Mask mode") {
+      r.invert_mask = value == "Inpaint not masked";
+    } else if (key == "Hires upscale") {
+      r.enable_hr = true;
+      r.hr_scale = number(value, r.hr_scale);
+    } else if (key == "Hires resize") {
+      r.enable_hr = true;
+      auto x = value.find('x');
+      if (x != std::string::npos) {
+        r.hr_width = number(value.substr(0, x), 0);
+        r.hr_height = number(value.substr(x + 1), 0);
+      }
+    } else if (key == "Hires steps") {
+      r.hr_steps = number(value, r.hr_steps);
+    } else if (key == "Hires upscaler") {
+      r.enable_hr = true;
+      if (auto u = parse_hr_upscaler(value)) r.hr_upscaler = *u;
     }
     i = end;
     while (i < p.size() && (p[i] == ',' || p[i] == ' ')) ++i;
   }
+  if (r.enable_hr && have_strength) r.hr_denoising_strength = r.denoising_strength;  // txt2img: the hires pass's
   return r;
 }
 

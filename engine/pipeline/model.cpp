@@ -214,7 +214,8 @@ void Model::set_storage(const StorageSpec& storage) {
   set_loras(loras, mode);
 }
 
-at::Tensor Model::encode_tokens(const at::Tensor& tokens, int clip_skip, ComputeType compute) const {
+at::Tensor Model::encode_tokens(const at::Tensor& tokens, int clip_skip, ComputeType compute,
+                                const TokenOverrides& overrides) const {
   const auto& te = text_.at(0);
   const auto& c = te->config();
   if (clip_skip < 1 || clip_skip > c.layers) {  // validate_request refuses it first
@@ -222,18 +223,20 @@ at::Tensor Model::encode_tokens(const at::Tensor& tokens, int clip_skip, Compute
                                 std::to_string(c.layers));
   }
   const int layer = c.hidden_state_index - (clip_skip - 1);
-  return te->forward(tokens.to(device_), layer, c.final_layer_norm, compute_dtype(compute, device_)).hidden.to(at::kCPU);
+  return te->forward(tokens.to(device_), layer, c.final_layer_norm, compute_dtype(compute, device_), overrides)
+      .hidden.to(at::kCPU);
 }
 
-Model::SdxlText Model::encode_sdxl(const at::Tensor& tokens_l, const at::Tensor& tokens_g,
-                                   ComputeType compute) const {
+Model::SdxlText Model::encode_sdxl(const at::Tensor& tokens_l, const at::Tensor& tokens_g, ComputeType compute,
+                                   const TokenOverrides& overrides_l, const TokenOverrides& overrides_g) const {
   if (!is_sdxl() || text_.size() < 2) throw InputError(file_->path() + ": not an SDXL checkpoint");
   const auto dtype = compute_dtype(compute, device_);
   const auto& cl = text_[0]->config();
   const auto& cg = text_[1]->config();
   SdxlText out;
-  out.hidden_l = text_[0]->forward(tokens_l.to(device_), cl.hidden_state_index, cl.final_layer_norm, dtype).hidden.to(at::kCPU);
-  auto g = text_[1]->forward(tokens_g.to(device_), cg.hidden_state_index, cg.final_layer_norm, dtype);
+  out.hidden_l = text_[0]->forward(tokens_l.to(device_), cl.hidden_state_index, cl.final_layer_norm, dtype, overrides_l)
+                     .hidden.to(at::kCPU);
+  auto g = text_[1]->forward(tokens_g.to(device_), cg.hidden_state_index, cg.final_layer_norm, dtype, overrides_g);
   out.hidden_g = g.hidden.to(at::kCPU);
   out.pooled = g.pooled.to(at::kCPU);
   out.context = at::cat({out.hidden_l, out.hidden_g}, -1);
@@ -279,6 +282,22 @@ at::Tensor Model::vae_encode(const at::Tensor& image, ComputeType compute) const
   return vae_->encode(image.to(device_), compute_dtype(compute, device_)).to(at::kCPU);
 }
 
+at::Tensor Model::vae_moments(const at::Tensor& image, ComputeType compute) const {
+  return vae_->encode_moments(image.to(device_), compute_dtype(compute, device_)).to(at::kCPU);
+}
+
+void set_img2img_steps(SamplingInit& init, int steps, float strength, bool fixed_steps) {
+  const double s = std::min(static_cast<double>(strength), 0.999);
+  if (fixed_steps) {
+    init.schedule_steps = s > 0 ? static_cast<int>(steps / s) : steps;
+    init.t_enc = steps - 1;
+  } else {
+    init.schedule_steps = steps;
+    init.t_enc = static_cast<int>(s * steps);
+  }
+  init.t_enc = std::clamp(init.t_enc, 0, init.schedule_steps - 1);
+}
+
 at::Tensor Model::sample(const at::Tensor& noise, const at::Tensor& cond, const at::Tensor& uncond,
                          const SamplingParams& p, ComputeType compute,
                          const StepCallback& callback, const std::atomic<bool>* cancel,
@@ -292,30 +311,63 @@ at::Tensor Model::sample(const at::Tensor& noise, const at::Tensor& cond, const 
     throw std::invalid_argument("SDXL sampling needs the vector conditioning (y_cond and y_uncond)");
   }
   const at::Tensor y = !is_sdxl() ? at::Tensor() : (use_cfg ? at::cat({y_uncond, y_cond}) : y_cond).to(device_);
+  const auto& init = p.init;
+  const bool img2img = init.latent.defined();
+  const int64_t b = noise.size(0);
+  at::Tensor image_cond = init.image_cond.defined() ? init.image_cond.to(device_) : at::Tensor();
+  if (is_inpainting() && !image_cond.defined()) throw std::invalid_argument("an inpainting UNet needs image_cond");
   const CfgDenoiser cfg([&](const at::Tensor& x_in, const at::Tensor& t) {
     const auto start = std::chrono::steady_clock::now();
-    auto eps = unet(x_in, t, ctx, y, compute, cancel);
+    const at::Tensor input = image_cond.defined() ? at::cat({x_in, image_cond.to(x_in.device()).repeat({x_in.size(0) / b, 1, 1, 1})}, 1) : x_in;
+    auto eps = unet(input, t, ctx, y, compute, cancel);
     if (on_model_ms) {
       on_model_ms(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     }
     return eps;
   }, p.cfg);
-  if (p.sampler == Sampler::Ddim) return sample_ddim(cfg.eps_model(), noise, p.steps, schedule_.alphas_cumprod(), callback);
-  const Denoiser model = cfg.denoiser(schedule_);
-  const auto sigmas = schedule_.get_sigmas(p.schedule, p.steps);
-  auto x = noise * sigmas[0];
-  // Step noise: a second CPU generator seeded like the initial noise (ComfyUI's rule).
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(p.seed);
-  NoiseSource step_noise = [&] { return at::randn(noise.sizes(), gen, at::kFloat); };
-  switch (p.sampler) {
-    case Sampler::Euler: return sample_euler(model, x, sigmas, callback);
-    case Sampler::EulerAncestral: return sample_euler_ancestral(model, x, sigmas, step_noise, callback);
-    case Sampler::Heun: return sample_heun(model, x, sigmas, callback);
-    case Sampler::DpmPP2M: return sample_dpmpp_2m(model, x, sigmas, callback);
-    case Sampler::Lcm: return sample_lcm(model, x, sigmas, step_noise, callback);
-    case Sampler::Ddim: break;
+  // inpainting: outside the mask every step's prediction is the init latent (A1111's CFGDenoiser)
+  auto keep_init = [&](const at::Tensor& denoised) {
+    return init.keep.defined() ? init.latent * init.keep + denoised * (1 - init.keep) : denoised;
+  };
+  const int schedule_steps = img2img ? init.schedule_steps : p.steps;
+  const int first = img2img ? schedule_steps - init.t_enc - 1 : 0;  // the steps skipped
+  at::Tensor x;
+  if (p.sampler == Sampler::Ddim) {
+    const auto& acp = schedule_.alphas_cumprod();
+    const auto ts = ddim_timesteps(schedule_steps);
+    const EpsModel eps = cfg.eps_model();
+    const EpsModel model = !init.keep.defined() ? eps : EpsModel([&](const at::Tensor& xt, int64_t t) {
+      const auto a = acp[t];
+      const auto e = eps(xt, t);
+      const auto x0 = keep_init((xt - at::sqrt(1 - a) * e) / at::sqrt(a));
+      return (xt - at::sqrt(a) * x0) / at::sqrt(1 - a);
+    });
+    // ldm's timesteps can number one more than the steps: the run is their last t_enc + 1
+    const int ddim_first = img2img ? std::max(0, static_cast<int>(ts.size()) - init.t_enc - 1) : 0;
+    const auto a0 = acp[ts[static_cast<std::size_t>(ddim_first)]];
+    x = img2img ? at::sqrt(a0) * init.latent + at::sqrt(1 - a0) * noise : noise;
+    x = sample_ddim(model, x, schedule_steps, acp, callback, ddim_first);
+  } else {
+    const Denoiser denoise = cfg.denoiser(schedule_);
+    const Denoiser model = !init.keep.defined() ? denoise : Denoiser([&](const at::Tensor& xs, const at::Tensor& sigma) {
+      return keep_init(denoise(xs, sigma));
+    });
+    const auto sigmas = schedule_.get_sigmas(p.schedule, schedule_steps).slice(0, first);
+    x = img2img ? init.latent + noise * sigmas[0] : noise * sigmas[0];
+    // Step noise: a second CPU generator seeded like the initial noise (ComfyUI's rule).
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(p.seed);
+    NoiseSource step_noise = [&] { return at::randn(noise.sizes(), gen, at::kFloat); };
+    switch (p.sampler) {
+      case Sampler::Euler: x = sample_euler(model, x, sigmas, callback); break;
+      case Sampler::EulerAncestral: x = sample_euler_ancestral(model, x, sigmas, step_noise, callback); break;
+      case Sampler::Heun: x = sample_heun(model, x, sigmas, callback); break;
+      case Sampler::DpmPP2M: x = sample_dpmpp_2m(model, x, sigmas, callback); break;
+      case Sampler::Lcm: x = sample_lcm(model, x, sigmas, step_noise, callback); break;
+      case Sampler::Ddim: break;
+    }
   }
-  return x;
+  // and the result keeps the init latent outside the mask (A1111's samples * nmask + init * mask)
+  return init.keep.defined() ? init.latent * init.keep + x * (1 - init.keep) : x;
 }
 
 }  // namespace fp8s

@@ -17,6 +17,7 @@
 #include "io/safetensors.h"
 #include "models/architecture.h"
 #include "models/nn.h"
+#include "models/text_encoder.h"
 #include "pipeline/lora_request.h"
 #include "sampling/samplers.h"
 
@@ -34,12 +35,27 @@ struct ComponentBytes {
   uint64_t total() const { return unet + text + vae; }
 };
 
+// img2img and inpainting inputs of a sampling run (all undefined for txt2img).
+struct SamplingInit {
+  at::Tensor latent;       // [B,4,h,w]: the init image's latent (scaled); defined: img2img
+  int schedule_steps = 0;  // the schedule the run is a tail of
+  int t_enc = 0;           // the run is the last t_enc + 1 steps of it (A1111's t_enc)
+  at::Tensor keep;         // [B or 1,1|4,h,w]: 1 = the init latent's (inpainting), blended into every step
+  at::Tensor image_cond;   // [B,5,h,w]: a 9-channel inpainting UNet's mask ++ masked-image latent
+};
+
+// A1111's setup_img2img_steps: img2img runs ⌊min(S, 0.999)·steps⌋ + 1 steps of the `steps`
+// schedule; with `fixed_steps` (the hires pass) it runs exactly `steps` of a schedule of
+// ⌊steps / min(S, 0.999)⌋.
+void set_img2img_steps(SamplingInit& init, int steps, float strength, bool fixed_steps);
+
 struct SamplingParams {
   Sampler sampler = Sampler::Euler;
   Schedule schedule = Schedule::Normal;
   int steps = 20;
   float cfg = 7.0f;
   uint64_t seed = 0;
+  SamplingInit init;
 };
 
 // Decoded images [B,3,H,W] in [-1,1] -> 8-bit RGB: floor(clamp((x + 1) / 2, 0, 1) * 255 + 0.5).
@@ -74,13 +90,15 @@ class Model {
 
   // SD1 text conditioning for 77-token windows: tokens [B,77] -> hidden [B,77,D] (FP32).
   // clip_skip 1 = last layer, 2 = penultimate (then the final LayerNorm, as A1111).
-  at::Tensor encode_tokens(const at::Tensor& tokens, int clip_skip, ComputeType compute) const;
+  at::Tensor encode_tokens(const at::Tensor& tokens, int clip_skip, ComputeType compute,
+                           const TokenOverrides& overrides = {}) const;
   // SDXL conditioning: embedder 0 (CLIP-L) and 1 (OpenCLIP bigG) hidden states, their
   // concatenation (the UNet's context) and the pooled embedder-1 output.
   struct SdxlText {
     at::Tensor hidden_l, hidden_g, context, pooled;
   };
-  SdxlText encode_sdxl(const at::Tensor& tokens_l, const at::Tensor& tokens_g, ComputeType compute) const;
+  SdxlText encode_sdxl(const at::Tensor& tokens_l, const at::Tensor& tokens_g, ComputeType compute,
+                       const TokenOverrides& overrides_l = {}, const TokenOverrides& overrides_g = {}) const;
   // The SDXL vector y = pooled ++ sinusoidal(256) of [orig_h, orig_w, crop_top, crop_left, target_h,
   // target_w] (size_cond [B,6]).
   at::Tensor sdxl_vector(const at::Tensor& pooled, const at::Tensor& size_cond) const;
@@ -92,8 +110,14 @@ class Model {
                   const std::atomic<bool>* cancel = nullptr) const;
   at::Tensor vae_decode(const at::Tensor& latent, ComputeType compute) const;
   at::Tensor vae_encode(const at::Tensor& image, ComputeType compute) const;
+  // The encoder's posterior for images [B,3,H,W] in [-1,1]: mean and log-variance [B,2·z,h,w], FP32.
+  at::Tensor vae_moments(const at::Tensor& image, ComputeType compute) const;
+  float latent_scale() const { return config_.vae.scale_factor; }
+  // A 9-channel UNet (sd-v1-5-inpainting): its input is the latent ++ mask ++ masked-image latent.
+  bool is_inpainting() const { return config_.unet.in_channels == 9; }
   // The whole sampling loop with classifier-free guidance from `noise` (unit normal):
-  // k-diffusion samplers start at noise * sigma_max, DDIM at noise itself.
+  // k-diffusion samplers start at noise * sigma_max, DDIM at noise itself; with params.init from
+  // the init latent noised to the first sigma (timestep) of the truncated schedule.
   at::Tensor sample(const at::Tensor& noise, const at::Tensor& cond, const at::Tensor& uncond,
                     const SamplingParams& params, ComputeType compute,
                     const StepCallback& callback = {},

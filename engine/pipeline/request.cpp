@@ -1,5 +1,6 @@
 #include "pipeline/request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -35,18 +36,83 @@ void validate_loras(const std::vector<LoraRequest>& loras) {
   }
 }
 
-void validate_request(const GenerationRequest& r, int native_size, int text_layers) {
-  const int w = r.width ? r.width : native_size;
-  const int h = r.height ? r.height : native_size;
-  for (auto [v, name] : {std::pair{w, "width"}, std::pair{h, "height"}}) {
-    if (v < 64 || v > 4096) {
-      throw InputError(std::string(name) + " " + std::to_string(v) + " is outside 64..4096 pixels");
+int GenerationRequest::hr_target_width(int w) const {
+  if (hr_width > 0) return hr_width / 8 * 8;
+  if (hr_height > 0) return static_cast<int>(static_cast<int64_t>(w) * hr_height / std::max(1, height ? height : w)) / 8 * 8;
+  return static_cast<int>(w * hr_scale) / 8 * 8;
+}
+
+int GenerationRequest::hr_target_height(int h) const {
+  if (hr_height > 0) return hr_height / 8 * 8;
+  if (hr_width > 0) return static_cast<int>(static_cast<int64_t>(h) * hr_width / std::max(1, width ? width : h)) / 8 * 8;
+  return static_cast<int>(h * hr_scale) / 8 * 8;
+}
+
+namespace {
+
+void check_size(int v, const char* name) {
+  if (v < 64 || v > 4096) {
+    throw InputError(std::string(name) + " " + std::to_string(v) + " is outside 64..4096 pixels");
+  }
+  if (v % 8 != 0) {
+    throw InputError(std::string(name) + " " + std::to_string(v) + " is not a multiple of 8; use e.g. " +
+                     std::to_string((v + 4) / 8 * 8));
+  }
+}
+
+void check_fraction(float v, const char* what) {
+  if (!std::isfinite(v) || v < 0 || v > 1) throw InputError(std::string(what) + " must be between 0 and 1");
+}
+
+// The init image, mask and hires settings (validate_request's second half).
+void validate_image_inputs(const GenerationRequest& r, int w, int h) {
+  if (r.init_image) {
+    const auto& im = *r.init_image;
+    if (im.width < 8 || im.height < 8 || im.pixels.size() != static_cast<std::size_t>(im.width) * im.height * 3) {
+      throw InputError("the init image is empty or smaller than 8x8 pixels");
     }
-    if (v % 8 != 0) {
-      throw InputError(std::string(name) + " " + std::to_string(v) +
-                       " is not a multiple of 8; use e.g. " + std::to_string((v + 4) / 8 * 8));
+    check_fraction(r.denoising_strength, "denoising strength");
+    if (r.enable_hr) throw InputError("hires fix is for txt2img; with an init image use the size you want instead");
+  }
+  if (r.mask) {
+    if (!r.init_image) throw InputError("a mask needs an init image (--init-image) to inpaint");
+    if (r.mask->width != r.init_image->width || r.mask->height != r.init_image->height) {
+      throw InputError("the mask is " + std::to_string(r.mask->width) + "x" + std::to_string(r.mask->height) +
+                       " but the init image is " + std::to_string(r.init_image->width) + "x" +
+                       std::to_string(r.init_image->height) + "; they must be the same size");
+    }
+    if (r.mask_blur < 0 || r.mask_blur > 64) throw InputError("mask blur must be between 0 and 64 pixels");
+    if (r.inpaint_full_res_padding < 0 || r.inpaint_full_res_padding > 1024) {
+      throw InputError("inpaint padding must be between 0 and 1024 pixels");
     }
   }
+  if (r.enable_hr) {
+    if (!std::isfinite(r.hr_scale) || r.hr_scale < 1 || r.hr_scale > 4) throw InputError("hires scale must be between 1 and 4");
+    if (r.hr_width < 0 || r.hr_height < 0) throw InputError("the hires size must be positive");
+    check_size(r.hr_target_width(w), "hires width");
+    check_size(r.hr_target_height(h), "hires height");
+    if (r.hr_steps < 0 || r.hr_steps > 1000) throw InputError("hires steps must be between 0 (= steps) and 1000");
+    check_fraction(r.hr_denoising_strength, "hires denoising strength");
+  }
+}
+
+}  // namespace
+
+int request_width(const GenerationRequest& r, int native_size) {
+  if (r.width) return r.width;
+  return r.init_image ? std::max(64, r.init_image->width / 8 * 8) : native_size;
+}
+
+int request_height(const GenerationRequest& r, int native_size) {
+  if (r.height) return r.height;
+  return r.init_image ? std::max(64, r.init_image->height / 8 * 8) : native_size;
+}
+
+void validate_request(const GenerationRequest& r, int native_size, int text_layers) {
+  const int w = request_width(r, native_size);
+  const int h = request_height(r, native_size);
+  check_size(w, "width");
+  check_size(h, "height");
   if (r.steps < 1 || r.steps > 1000) throw InputError("steps must be between 1 and 1000");
   if (!std::isfinite(r.cfg) || r.cfg < 0 || r.cfg > 100) throw InputError("CFG scale must be between 0 and 100");
   if (r.batch_size < 1 || r.batch_size > 64) throw InputError("batch size must be between 1 and 64");
@@ -58,6 +124,7 @@ void validate_request(const GenerationRequest& r, int native_size, int text_laye
   for (int v : {s.original_width, s.original_height, s.target_width, s.target_height, s.crop_top, s.crop_left}) {
     if (v < 0 || v > 65536) throw InputError("SDXL size conditioning values must be between 0 and 65536");
   }
+  validate_image_inputs(r, w, h);
   validate_loras(r.loras);
   for (const auto& tag : parse_extra_networks(r.prompt).loras) {
     if (!tag.error.empty()) throw InputError(tag.error);

@@ -52,6 +52,32 @@ struct GenerationRequest {
   // FP8 compute (ComfyUI's fp8_e4m3fn_fast): E4M3-stored Linear layers multiply in FP8 through
   // _scaled_mm with a per-tensor activation scale. CUDA compute capability 8.9+ only; changes numerics.
   bool fp8_compute = false;
+
+  // img2img (A1111's StableDiffusionProcessingImg2Img): the init image is resized to the request's
+  // size (0: the image's own, rounded down to a multiple of 8), encoded, noised to the first sigma
+  // of the truncated schedule and sampled from there.
+  std::optional<RgbImage> init_image;
+  float denoising_strength = 0.75f;  // 0..1; also the hires pass's (hr_denoising_strength)
+  ResizeMode resize_mode = ResizeMode::JustResize;
+  // Inpainting (with init_image): mask luminance 255 = repaint.
+  std::optional<RgbImage> mask;
+  int mask_blur = 4;
+  InpaintFill inpainting_fill = InpaintFill::Original;
+  bool inpaint_full_res = false;  // A1111 "Only masked": the masked region (+ padding) at full size
+  int inpaint_full_res_padding = 32;
+  bool invert_mask = false;
+  // Hires fix (txt2img): a first pass at width x height, upscaled by hr_scale (or to hr_width x
+  // hr_height), then an img2img pass of hr_steps (0: steps) at hr_denoising_strength.
+  bool enable_hr = false;
+  float hr_scale = 2.0f;
+  int hr_width = 0, hr_height = 0;
+  HrUpscaler hr_upscaler = HrUpscaler::Latent;
+  int hr_steps = 0;
+  float hr_denoising_strength = 0.7f;
+  // The hires pass's size for a first pass of `width` x `height` (hr_width/hr_height or the scale,
+  // rounded down to multiples of 8 as A1111 does).
+  int hr_target_width(int width) const;
+  int hr_target_height(int height) const;
 };
 
 // Where a request is: one vocabulary for phase events and memory samples.
@@ -142,6 +168,10 @@ struct ModelInfo {
 // of the prompt's <lora:NAME:W> tags); throws InputError naming the value and the allowed range.
 // The only place these are checked: the engine calls it before it allocates anything.
 void validate_request(const GenerationRequest& request, int native_size, int text_layers = 12);
+// The image size a request runs at: its width/height, else the init image's (rounded down to a
+// multiple of 8), else the model's native size.
+int request_width(const GenerationRequest& request, int native_size);
+int request_height(const GenerationRequest& request, int native_size);
 // The LoRA part of validate_request (also for `probe`, which applies LoRAs without a request).
 void validate_loras(const std::vector<LoraRequest>& loras);
 

@@ -112,16 +112,16 @@ std::vector<int64_t> ddim_timesteps(int steps, int64_t train_steps) {
 }
 
 at::Tensor sample_ddim(const EpsModel& model, at::Tensor x, int steps,
-                       const at::Tensor& alphas_cumprod, const StepCallback& callback) {
+                       const at::Tensor& alphas_cumprod, const StepCallback& callback, int first) {
   const auto ts = ddim_timesteps(steps, alphas_cumprod.size(0));
   const int n = static_cast<int>(ts.size());
-  for (int i = 0; i < n; ++i) {
+  for (int i = first; i < n; ++i) {
     const auto a_t = alphas_cumprod[ts[i]];
     const auto a_prev = i + 1 < n ? alphas_cumprod[ts[i + 1]] : alphas_cumprod[0];
     auto eps = model(x, ts[i]);
     auto pred_x0 = (x - at::sqrt(1 - a_t) * eps) / at::sqrt(a_t);
     x = at::sqrt(a_prev) * pred_x0 + at::sqrt(1 - a_prev) * eps;
-    if (callback) callback(i, n, at::sqrt((1 - a_t) / a_t).item<float>(), x, pred_x0);
+    if (callback) callback(i - first, n - first, at::sqrt((1 - a_t) / a_t).item<float>(), x, pred_x0);
   }
   return x;
 }

@@ -34,9 +34,10 @@ at::Tensor sample_dpmpp_2m(const Denoiser& model, at::Tensor x, const at::Tensor
                            const StepCallback& callback = {});
 at::Tensor sample_lcm(const Denoiser& model, at::Tensor x, const at::Tensor& sigmas,
                       const NoiseSource& noise, const StepCallback& callback = {});
-// ldm's DDIMSampler (eta 0, uniform discretisation), starting from x_T = noise.
+// ldm's DDIMSampler (eta 0, uniform discretisation), starting from x_T = noise; `first` > 0 skips
+// that many of the timesteps (img2img: x is then the init latent noised to timestep first).
 at::Tensor sample_ddim(const EpsModel& model, at::Tensor x, int steps,
-                       const at::Tensor& alphas_cumprod, const StepCallback& callback = {});
+                       const at::Tensor& alphas_cumprod, const StepCallback& callback = {}, int first = 0);
 // ldm's uniform DDIM timesteps, in visiting order (e.g. 6 steps: 997, 831, ..., 1).
 std::vector<int64_t> ddim_timesteps(int steps, int64_t train_steps = 1000);
 

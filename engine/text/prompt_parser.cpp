@@ -231,12 +231,24 @@ ExtraNetworks parse_extra_networks(const std::string& prompt) {
   return out;
 }
 
-PromptChunks tokenize_prompt(const ClipTokenizer& tokenizer, const std::string& prompt) {
+PromptChunks tokenize_prompt(const ClipTokenizer& tokenizer, const std::string& prompt,
+                             const std::vector<TokenEmbedding>& embeddings) {
   const auto parsed = parse_prompt_attention(prompt);
   PromptChunks out;
   std::vector<int32_t> tokens;
   std::vector<float> mults;
+  std::vector<EmbeddingFix> fixes;
   int last_comma = -1;
+  // the longest embedding name starting at `at` of `ids` (-1: none)
+  auto embedding_at = [&](const std::vector<int32_t>& ids, std::size_t at) {
+    int best = -1;
+    for (std::size_t e = 0; e < embeddings.size(); ++e) {
+      const auto& name = embeddings[e].name_ids;
+      if (name.empty() || at + name.size() > ids.size() || !std::equal(name.begin(), name.end(), ids.begin() + static_cast<std::ptrdiff_t>(at))) continue;
+      if (best < 0 || name.size() > embeddings[static_cast<std::size_t>(best)].name_ids.size()) best = static_cast<int>(e);
+    }
+    return best;
+  };
   auto next_chunk = [&](bool is_last) {
     out.token_count += is_last ? static_cast<int>(tokens.size()) : kChunkTokens;
     std::array<int32_t, 77> ids{};
@@ -252,8 +264,10 @@ PromptChunks tokenize_prompt(const ClipTokenizer& tokenizer, const std::string& 
     m[76] = 1.0f;
     out.ids.push_back(ids);
     out.multipliers.push_back(m);
+    out.fixes.push_back(fixes);
     tokens.clear();
     mults.clear();
+    fixes.clear();
     last_comma = -1;
   };
   for (const auto& frag : parsed) {
@@ -261,7 +275,9 @@ PromptChunks tokenize_prompt(const ClipTokenizer& tokenizer, const std::string& 
       next_chunk(false);
       continue;
     }
-    for (int32_t token : tokenizer.encode(frag.text)) {
+    const auto frag_ids = tokenizer.encode(frag.text);
+    for (std::size_t position = 0; position < frag_ids.size();) {
+      const int32_t token = frag_ids[position];
       if (token == tokenizer.comma()) {
         last_comma = static_cast<int>(tokens.size());
       } else if (static_cast<int>(tokens.size()) == kChunkTokens && last_comma != -1 &&
@@ -269,15 +285,36 @@ PromptChunks tokenize_prompt(const ClipTokenizer& tokenizer, const std::string& 
         const std::size_t cut = static_cast<std::size_t>(last_comma) + 1;
         std::vector<int32_t> moved_t(tokens.begin() + cut, tokens.end());
         std::vector<float> moved_m(mults.begin() + cut, mults.end());
+        std::vector<EmbeddingFix> moved_f;  // embeddings in the moved part move with it
+        for (auto it = fixes.begin(); it != fixes.end();) {
+          if (static_cast<std::size_t>(it->position - 1) >= cut) {
+            moved_f.push_back({it->position - static_cast<int>(cut), it->embedding});
+            it = fixes.erase(it);
+          } else {
+            ++it;
+          }
+        }
         tokens.resize(cut);
         mults.resize(cut);
         next_chunk(false);
         tokens = moved_t;
         mults = moved_m;
+        fixes = moved_f;
       }
       if (static_cast<int>(tokens.size()) == kChunkTokens) next_chunk(false);
-      tokens.push_back(token);
-      mults.push_back(static_cast<float>(frag.weight));
+      const int e = embedding_at(frag_ids, position);
+      if (e < 0) {
+        tokens.push_back(token);
+        mults.push_back(static_cast<float>(frag.weight));
+        ++position;
+        continue;
+      }
+      const int n = std::min(embeddings[static_cast<std::size_t>(e)].vectors, kChunkTokens);
+      if (static_cast<int>(tokens.size()) + n > kChunkTokens) next_chunk(false);
+      fixes.push_back({static_cast<int>(tokens.size()) + 1, e});  // + 1: after BOS
+      tokens.insert(tokens.end(), static_cast<std::size_t>(n), 0);
+      mults.insert(mults.end(), static_cast<std::size_t>(n), static_cast<float>(frag.weight));
+      position += embeddings[static_cast<std::size_t>(e)].name_ids.size();
     }
   }
   if (!tokens.empty() || out.ids.empty()) next_chunk(true);

@@ -40,15 +40,32 @@ ExtraNetworks parse_extra_networks(const std::string& prompt);
 
 constexpr int kChunkTokens = 75;
 
+// A textual-inversion embedding as the tokenizer sees it: its name's token ids and how many
+// vectors (tokens of a chunk) it takes.
+struct TokenEmbedding {
+  std::vector<int32_t> name_ids;
+  int vectors = 1;
+};
+
+// An embedding placed in a chunk: its vectors start at `position` of the 77-token window.
+struct EmbeddingFix {
+  int position = 0;
+  int embedding = 0;  // index into the list given to tokenize_prompt
+};
+
 struct PromptChunks {
   std::vector<std::array<int32_t, 77>> ids;
   std::vector<std::array<float, 77>> multipliers;
+  std::vector<std::vector<EmbeddingFix>> fixes;  // per chunk
   int token_count = 0;  // A1111's counter
 };
 
 // A1111 `tokenize_line`: windows of BOS + 75 ids + EOS padded with `pad_id`, comma backtracking
 // of 20 tokens, BREAK; every fragment is tokenized on its own.
-PromptChunks tokenize_prompt(const ClipTokenizer& tokenizer, const std::string& prompt);
+// `embeddings`: where their names' token ids appear, their vectors take as many places (token id 0
+// there), moved whole to the next chunk when they do not fit (A1111's embedding fixes).
+PromptChunks tokenize_prompt(const ClipTokenizer& tokenizer, const std::string& prompt,
+                             const std::vector<TokenEmbedding>& embeddings = {});
 // open_clip padding: every id after the first EOS of each chunk becomes 0 (SDXL's CLIP-G).
 void pad_with_zeros_after_eos(PromptChunks& chunks, int32_t eos);
 

@@ -1,6 +1,7 @@
 #include "GalleryPanel.h"
 
 #include <QListWidget>
+#include <QMenu>
 #include <QVBoxLayout>
 
 #include "ImageView.h"
@@ -23,6 +24,16 @@ GalleryPanel::GalleryPanel(QWidget* parent) : QWidget(parent) {
     Q_EMIT restoreRequested(m_entries.at(static_cast<std::size_t>(i)).request, i);
   });
   connect(m_list, &QListWidget::itemClicked, m_list, &QListWidget::itemActivated);
+  m_list->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(m_list, &QListWidget::customContextMenuRequested, this, [this](const QPoint& at) {
+    QListWidgetItem* item = m_list->itemAt(at);
+    if (!item) return;
+    const int i = item->data(Qt::UserRole).toInt();
+    QMenu menu(this);
+    menu.addAction(tr("Restore settings"), this, [this, i] { Q_EMIT restoreRequested(m_entries.at(static_cast<std::size_t>(i)).request, i); });
+    menu.addAction(tr("Send to img2img"), this, [this, i] { Q_EMIT sendToImg2Img(i); });
+    menu.exec(m_list->viewport()->mapToGlobal(at));
+  });
 }
 
 void GalleryPanel::addResult(const RunResult& result) {

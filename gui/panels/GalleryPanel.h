@@ -32,6 +32,8 @@ class GalleryPanel : public QWidget {
  Q_SIGNALS:
   // A gallery entry was chosen: its request (with the image's actual seed) and its index (at()).
   void restoreRequested(const fp8s::GenerationRequest& request, int index);
+  // "Send to img2img" from an entry's context menu: its image (at()).
+  void sendToImg2Img(int index);
 
  private:
   QListWidget* m_list;

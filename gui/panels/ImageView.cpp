@@ -51,6 +51,11 @@ ImageView::ImageView(QWidget* parent) : QWidget(parent) {
   auto* copyButton = button(tr("Copy"), tr("Copy the image to the clipboard"));
   auto* saveButton = button(tr("Save…"), tr("Save the image as PNG (with its parameters)"));
   auto* folderButton = button(tr("Open folder"), tr("Show the output folder"));
+  auto* sendButton = button(tr("To img2img"), tr("Use this image as the init image of img2img / inpainting"));
+  sendButton->setObjectName(QStringLiteral("sendToImg2ImgButton"));
+  connect(sendButton, &QToolButton::clicked, this, [this] {
+    if (!m_image.isNull()) Q_EMIT sendToImg2Img(m_image);
+  });
   layout->addLayout(tools);
   connect(m_fit, &QToolButton::toggled, this, &ImageView::setFit);
   connect(oneToOne, &QToolButton::clicked, this, [this] {

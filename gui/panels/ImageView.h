@@ -37,6 +37,9 @@ class ImageView : public QWidget {
   void setFit(bool fit);
   void zoom(double factor);
 
+ Q_SIGNALS:
+  void sendToImg2Img(const QImage& image);
+
  protected:
   void resizeEvent(QResizeEvent* e) override;
 

@@ -1,5 +1,7 @@
 #include "PrecisionPanel.h"
 
+#include "Widgets.h"
+
 #include <QComboBox>
 #include <QFormLayout>
 #include <QLabel>
@@ -40,12 +42,9 @@ PrecisionPanel::PrecisionPanel(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   auto* form = new QFormLayout;
-  m_storage = new QComboBox(this);
-  m_storage->setObjectName(QStringLiteral("storageCombo"));
-  m_storage->addItem(tr("FP16"), int(WeightType::FP16));
-  m_storage->addItem(tr("BF16"), int(WeightType::BF16));
-  m_storage->addItem(tr("FP8 E4M3"), int(WeightType::FP8_E4M3));
-  m_storage->addItem(tr("FP8 E5M2"), int(WeightType::FP8_E5M2));
+  m_storage = makeCombo(this, {{tr("FP16"), int(WeightType::FP16)}, {tr("BF16"), int(WeightType::BF16)},
+                               {tr("FP8 E4M3"), int(WeightType::FP8_E4M3)}, {tr("FP8 E5M2"), int(WeightType::FP8_E5M2)}},
+                         QStringLiteral("storageCombo"));
   m_storage->addItem(tr("FP32"), int(WeightType::FP32));
   m_storage->setToolTip(tr("How the UNet and text-encoder weights are kept in memory. FP8 stores one byte "
                            "per weight and decodes it to the compute type just in time."));

@@ -1,5 +1,8 @@
 #include "PromptPanel.h"
 
+#include "HiresGroup.h"
+#include "Widgets.h"
+
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QGridLayout>
@@ -104,16 +107,9 @@ PromptPanel::PromptPanel(QWidget* parent) : QWidget(parent) {
   m_negative->setMaximumHeight(72);
 
   auto* grid = new QGridLayout;
-  m_steps = new QSpinBox(this);
-  m_steps->setObjectName(QStringLiteral("stepsSpin"));
-  m_steps->setRange(1, 150);
-  m_steps->setValue(20);
-  m_cfg = new QDoubleSpinBox(this);
-  m_cfg->setObjectName(QStringLiteral("cfgSpin"));
-  m_cfg->setRange(1.0, 30.0);
-  m_cfg->setSingleStep(0.5);
+  m_steps = makeSpin(this, 1, 150, 20, QStringLiteral("stepsSpin"));
+  m_cfg = makeDoubleSpin(this, 1.0, 30.0, 0.5, 7.0, QStringLiteral("cfgSpin"));
   m_cfg->setDecimals(1);
-  m_cfg->setValue(7.0);
   m_sampler = new QComboBox(this);
   m_sampler->setObjectName(QStringLiteral("samplerCombo"));
   for (auto s : kSamplers) m_sampler->addItem(QString::fromLatin1(sampler_display_name(s)), int(s));
@@ -165,18 +161,17 @@ PromptPanel::PromptPanel(QWidget* parent) : QWidget(parent) {
   seedRow->addWidget(reuse);
   grid->addWidget(new QLabel(tr("Sampler")), 0, 0);
   grid->addLayout(samplerRow, 0, 1);
-  grid->addWidget(new QLabel(tr("Steps")), 0, 2);
-  grid->addWidget(m_steps, 0, 3);
+  addLabelled(grid, 0, 2, tr("Steps"), m_steps);
   grid->addWidget(new QLabel(tr("Size")), 1, 0);
   grid->addLayout(sizeRow, 1, 1);
-  grid->addWidget(new QLabel(tr("CFG")), 1, 2);
-  grid->addWidget(m_cfg, 1, 3);
+  addLabelled(grid, 1, 2, tr("CFG"), m_cfg);
   grid->addWidget(new QLabel(tr("Seed")), 2, 0);
   grid->addLayout(seedRow, 2, 1);
-  grid->addWidget(new QLabel(tr("Batch")), 2, 2);
-  grid->addWidget(m_batchCount, 2, 3);
+  addLabelled(grid, 2, 2, tr("Batch"), m_batchCount);
   grid->setColumnStretch(1, 1);
   layout->addLayout(grid);
+  m_hires = new HiresGroup(this);
+  layout->addWidget(m_hires);
 
   connect(dice, &QToolButton::clicked, this, [this] { m_seed->setText(QStringLiteral("-1")); });
   connect(reuse, &QToolButton::clicked, this, [this] {
@@ -209,6 +204,7 @@ void PromptPanel::fillRequest(GenerationRequest& r) const {
   r.width = m_width->value();
   r.height = m_height->value();
   r.batch_count = m_batchCount->value();
+  m_hires->fillRequest(r);
 }
 
 void PromptPanel::setFromRequest(const GenerationRequest& r) {
@@ -222,6 +218,7 @@ void PromptPanel::setFromRequest(const GenerationRequest& r) {
   if (r.width > 0) m_width->setValue(r.width);
   if (r.height > 0) m_height->setValue(r.height);
   m_batchCount->setValue(std::max(1, r.batch_count));
+  m_hires->setFromRequest(r);
 }
 
 void PromptPanel::setLastSeed(int64_t seed) { m_lastSeed = seed; }

@@ -64,6 +64,7 @@ class PromptPanel : public QWidget {
   QSpinBox* m_height;
   QComboBox* m_sizePreset;
   QSpinBox* m_batchCount;
+  class HiresGroup* m_hires;
   int64_t m_lastSeed = -1;
   std::shared_ptr<const ClipTokenizer> m_tokenizer;
   QString m_tokenizerWhy;

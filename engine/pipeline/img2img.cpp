@@ -1,0 +1,106 @@
+#include "pipeline/img2img.h"
+
+#include <algorithm>
+
+#include "pipeline/model.h"
+
+namespace fp8s {
+
+ImageJob prepare_image_job(const GenerationRequest& r, int width, int height) {
+  ImageJob job;
+  const RgbImage& init = *r.init_image;
+  if (!r.mask) {
+    job.source = resize_to(init, width, height, r.resize_mode);
+    return job;
+  }
+  GrayImage mask = luminance(*r.mask);
+  if (r.invert_mask) mask = inverted(mask);
+  mask = blur_mask(mask, r.mask_blur);
+  if (r.inpaint_full_res) {
+    // the mask's region (+ padding, grown to the output's aspect ratio) processed at full size
+    Rect region = mask_crop_region(mask, r.inpaint_full_res_padding);
+    region = expand_crop_region(region, width, height, mask.width, mask.height);
+    job.paste_region = region;
+    job.original = init;
+    job.overlay_mask = mask;
+    job.mask = resize_to(crop(mask, region), width, height, ResizeMode::Fill);
+    job.source = resize_to(crop(init, region), width, height, ResizeMode::Fill);
+  } else {
+    job.mask = resize_to(mask, width, height, r.resize_mode);
+    job.source = resize_to(init, width, height, r.resize_mode);
+    job.original = job.source;
+    job.overlay_mask = *job.mask;
+    for (auto& v : job.overlay_mask.pixels) v = static_cast<uint8_t>(std::min(255, 2 * v));  // A1111 doubles it
+  }
+  if (r.inpainting_fill == InpaintFill::Fill) job.source = fill_masked(job.source, *job.mask);
+  return job;
+}
+
+at::Tensor image_tensor(const RgbImage& image) {
+  auto t = at::from_blob(const_cast<uint8_t*>(image.pixels.data()), {1, image.height, image.width, 3}, at::kByte);
+  return t.permute({0, 3, 1, 2}).to(at::kFloat).div(127.5).sub(1).contiguous();
+}
+
+at::Tensor encode_latent(const Model& model, const at::Tensor& images, ComputeType compute, at::Generator& gen) {
+  const auto moments = model.vae_moments(images, compute);
+  const int64_t z = moments.size(1) / 2;
+  const auto mean = moments.slice(1, 0, z);
+  const auto logvar = moments.slice(1, z).clamp(-30.0, 20.0);
+  const auto eps = at::randn(mean.sizes(), gen, at::kFloat);
+  return (mean + at::exp(0.5 * logvar) * eps) * model.latent_scale();
+}
+
+namespace {
+
+// [1,1,H,W] float of a mask /255.
+at::Tensor mask_tensor(const GrayImage& m) {
+  return at::from_blob(const_cast<uint8_t*>(m.pixels.data()), {1, 1, m.height, m.width}, at::kByte).to(at::kFloat).div(255);
+}
+
+}  // namespace
+
+PreparedInit prepare_init(const Model& model, const ImageJob& job, const GenerationRequest& r, int batch,
+                          at::Generator& gen) {
+  PreparedInit out;
+  const at::Tensor image = image_tensor(job.source).repeat({batch, 1, 1, 1});
+  out.latent = encode_latent(model, image, r.compute, gen);
+  const int64_t lh = out.latent.size(2), lw = out.latent.size(3);
+  at::Tensor nmask;  // 1 = repaint, at latent size
+  if (job.mask) {
+    // A1111: the mask resized to the latent, rounded to 0/1
+    nmask = mask_tensor(resize_gray(*job.mask, static_cast<int>(lw), static_cast<int>(lh), Filter::Bilinear)).round();
+    out.keep = (1 - nmask).expand({batch, 4, lh, lw}).contiguous();
+    if (r.inpainting_fill == InpaintFill::LatentNoise) {
+      out.latent = out.latent * out.keep + at::randn(out.latent.sizes(), gen, at::kFloat) * (1 - out.keep);
+    } else if (r.inpainting_fill == InpaintFill::LatentNothing) {
+      out.latent = out.latent * out.keep;
+    }
+  }
+  if (model.is_inpainting()) {
+    // ldm's LatentInpaintDiffusion: mask (rounded, image size, then nearest to the latent) ++ the
+    // latent of the image with the masked part zeroed
+    at::Tensor m = job.mask ? mask_tensor(*job.mask).round() : at::ones({1, 1, image.size(2), image.size(3)});
+    const auto masked = encode_latent(model, image * (1 - m), r.compute, gen);
+    m = at::upsample_nearest2d(m, {lh, lw}).expand({batch, 1, lh, lw});
+    out.image_cond = at::cat({m, masked}, 1);
+  }
+  return out;
+}
+
+at::Tensor txt2img_image_cond(const Model& model, int batch, int height, int width, ComputeType compute,
+                              at::Generator& gen) {
+  const auto grey = encode_latent(model, at::zeros({batch, 3, height, width}), compute, gen);
+  return at::cat({at::ones({batch, 1, grey.size(2), grey.size(3)}), grey}, 1);
+}
+
+RgbImage finish_image(const ImageJob& job, const RgbImage& decoded) {
+  if (job.overlay_mask.pixels.empty()) return decoded;  // plain img2img: nothing to restore
+  RgbImage generated = decoded;
+  if (job.paste_region) {
+    const Rect& r = *job.paste_region;
+    generated = paste(job.original, resize_to(decoded, r.width(), r.height(), ResizeMode::Crop), r.x1, r.y1);
+  }
+  return overlay_original(generated, job.original, job.overlay_mask);
+}
+
+}  // namespace fp8s
