@@ -142,7 +142,6 @@ void MainWindow::buildUi() {
   group(tr("Model"), m_model, 0);
   group(tr("Precision — the FP8 toggle"), m_precision, 0);
   group(tr("LoRA"), m_lora, 1);
-  group(tr("img2img / inpaint"), m_img2img, 1);
   auto* leftScroll = new QScrollArea;
   leftScroll->setWidget(left);
   leftScroll->setWidgetResizable(true);
@@ -197,6 +196,7 @@ void MainWindow::buildUi() {
   m_gallery = new GalleryPanel;
   m_log = new LogPanel;
   m_tabs->addTab(m_charts, tr("Charts"));
+  m_tabs->addTab(m_img2img, tr("img2img / inpaint"));
   m_tabs->addTab(m_compare, tr("Compare"));
   m_tabs->addTab(m_gallery, tr("Gallery"));
   m_tabs->addTab(m_log, tr("Log"));
@@ -229,9 +229,13 @@ void MainWindow::buildUi() {
   connect(m_model, &ModelPanel::reportChanged, this, [this] { m_precision->setReport(m_model->report()); });
   connect(m_precision, &PrecisionPanel::compareRequested, this, &MainWindow::compare);
   connect(m_precision, &PrecisionPanel::deviceChanged, this, [this] { loadModel(m_loadedPath); });
-  connect(m_image, &ImageView::sendToImg2Img, m_img2img, &Img2ImgPanel::setInitImage);
+  auto toImg2Img = [this](const QImage& image) {
+    m_img2img->setInitImage(image);
+    m_tabs->setCurrentWidget(m_img2img);
+  };
+  connect(m_image, &ImageView::sendToImg2Img, this, toImg2Img);
   connect(m_gallery, &GalleryPanel::sendToImg2Img, this,
-          [this](int index) { m_img2img->setInitImage(toQImage(m_gallery->at(index).image.image)); });
+          [this, toImg2Img](int index) { toImg2Img(toQImage(m_gallery->at(index).image.image)); });
   connect(m_gallery, &GalleryPanel::restoreRequested, this, [this](const GenerationRequest& r, int index) {
     m_prompt->setFromRequest(r);
     m_img2img->setFromRequest(r);

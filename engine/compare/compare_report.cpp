@@ -82,6 +82,10 @@ void write_compare(CompareReport& report, const std::string& folder) {
                    {"steps", request.steps},
                    {"size", std::to_string(first.width) + "x" + std::to_string(first.height)},
                    {"sampler", sampler_name(request.sampler)},
+                   {"img2img", request.init_image.has_value()},
+                   {"inpainting", request.mask.has_value()},
+                   {"denoising_strength", request.denoising_strength},
+                   {"hires", request.enable_hr},
                    {"compute", compute_type_name(request.compute)},
                    {"source_note", report.source_note},
                    {"device", report.device},
@@ -91,7 +95,20 @@ void write_compare(CompareReport& report, const std::string& folder) {
   std::ostringstream md;
   md << "# FP8 Studio compare\n\n" << "Model `" << report.model << "`, " << first.width << "x" << first.height
      << ", " << request.steps << " steps " << sampler_display_name(request.sampler) << ", CFG " << request.cfg
-     << ", seed " << request.seed << ", compute " << compute_type_name(request.compute) << ".\n\n"
+     << ", seed " << request.seed << ", compute " << compute_type_name(request.compute) << "."
+     << (request.init_image ? std::string(request.mask ? " Inpainting" : " img2img") + " from a " +
+                                  std::to_string(request.init_image->width) + "x" + std::to_string(request.init_image->height) +
+                                  " init image, denoising strength " + fmt(request.denoising_strength) + " (the last " +
+                                  std::to_string(report.modes.empty() ? 0 : report.modes.front().result.timing.step_ms.size()) +
+                                  " steps of the schedule)."
+                            : std::string())
+     << (request.enable_hr ? " Hires fix: " + std::to_string(request.hr_target_width(request.width)) + "x" +
+                                 std::to_string(request.hr_target_height(request.height)) + " (" +
+                                 hr_upscaler_display_name(request.hr_upscaler) + "), " +
+                                 std::to_string(request.hr_steps ? request.hr_steps : request.steps) +
+                                 " steps at denoising strength " + fmt(request.hr_denoising_strength) + "; the step times cover both passes."
+                           : std::string())
+     << "\n\n"
      << (report.source_note.empty() ? "" : "**Note:** " + report.source_note + ".\n\n")
      << "Device: " << report.device << ".\n\n"
      << "| mode | UNet MB | text MB | VAE MB | weights MB | peak tracked MB | peak RSS MB (this mode) |"

@@ -230,6 +230,7 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
   const auto start = Clock::now();
   reset_tracked_peak();
   GenerationResult result;
+  trim_heap();  // what earlier requests freed goes back to the kernel: the peak below is this request's
   result.rss_peak_is_per_request = reset_rss_peak();  // peaks are per request where the kernel permits
   result.seed = static_cast<uint64_t>(r.seed);
   result.timing.load_ms = impl_->load_ms;
