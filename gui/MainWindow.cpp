@@ -196,7 +196,11 @@ void MainWindow::buildUi() {
   m_gallery = new GalleryPanel;
   m_log = new LogPanel;
   m_tabs->addTab(m_charts, tr("Charts"));
-  m_tabs->addTab(m_img2img, tr("img2img / inpaint"));
+  m_img2imgTab = new QScrollArea;  // the canvas takes the room there is; the form scrolls in a small window
+  m_img2imgTab->setWidget(m_img2img);
+  m_img2imgTab->setWidgetResizable(true);
+  m_img2imgTab->setFrameShape(QFrame::NoFrame);
+  m_tabs->addTab(m_img2imgTab, tr("img2img / inpaint"));
   m_tabs->addTab(m_compare, tr("Compare"));
   m_tabs->addTab(m_gallery, tr("Gallery"));
   m_tabs->addTab(m_log, tr("Log"));
@@ -231,7 +235,7 @@ void MainWindow::buildUi() {
   connect(m_precision, &PrecisionPanel::deviceChanged, this, [this] { loadModel(m_loadedPath); });
   auto toImg2Img = [this](const QImage& image) {
     m_img2img->setInitImage(image);
-    m_tabs->setCurrentWidget(m_img2img);
+    showImg2Img();
   };
   connect(m_image, &ImageView::sendToImg2Img, this, toImg2Img);
   connect(m_gallery, &GalleryPanel::sendToImg2Img, this,
@@ -375,6 +379,8 @@ void MainWindow::compare() {
   const QString out = m_folders.outputs;
   QMetaObject::invokeMethod(m_worker, [w = m_worker, r, fp8, out] { w->compare(r, fp8, out); }, Qt::QueuedConnection);
 }
+
+void MainWindow::showImg2Img() { m_tabs->setCurrentWidget(m_img2imgTab); }
 
 void MainWindow::interrupt() {
   if (!m_busy) return;

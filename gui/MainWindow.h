@@ -12,6 +12,7 @@
 #include "EngineWorker.h"
 #include "GuiTypes.h"
 
+class QScrollArea;
 class QLabel;
 class QProgressBar;
 class QPushButton;
@@ -59,6 +60,7 @@ class MainWindow : public QMainWindow {
   PromptPanel* promptPanel() const { return m_prompt; }
   LoraPanel* loraPanel() const { return m_lora; }
   Img2ImgPanel* img2imgPanel() const { return m_img2img; }
+  void showImg2Img();  // brings the img2img / inpaint tab to the front
   PrecisionPanel* precisionPanel() const { return m_precision; }
   ChartsPanel* chartsPanel() const { return m_charts; }
   CompareView* compareView() const { return m_compare; }
@@ -107,6 +109,7 @@ class MainWindow : public QMainWindow {
   PromptPanel* m_prompt = nullptr;
   LoraPanel* m_lora = nullptr;
   Img2ImgPanel* m_img2img = nullptr;
+  QScrollArea* m_img2imgTab = nullptr;
   PrecisionPanel* m_precision = nullptr;
   ImageView* m_image = nullptr;
   ChartsPanel* m_charts = nullptr;

@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
   if (parser.isSet(initImage)) {
     QString error;
     if (!window.img2imgPanel()->openImage(parser.value(initImage), &error)) std::fprintf(stderr, "error: %s\n", qPrintable(error));
-    window.tabs()->setCurrentWidget(window.img2imgPanel());
+    window.showImg2Img();
     if (parser.isSet(mask)) {
       const QImage m(parser.value(mask));
       if (m.isNull() || m.size() != window.img2imgPanel()->canvas()->image().size()) {
