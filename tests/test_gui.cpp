@@ -337,17 +337,23 @@ class TestGui : public QObject {
       QTRY_VERIFY(!w->isBusy());
     }
     {  // the UI thread stays responsive while the engine works (one-second bound)
-      child<QSpinBox>(w.get(), "stepsSpin")->setValue(20);
+      child<QSpinBox>(w.get(), "stepsSpin")->setValue(40);
       QSignalSpy finished(worker, &EngineWorker::finished);
       QSignalSpy started(worker, &EngineWorker::runStarted);
-      // the clock starts before generate(): a generate() that blocked the UI thread counts
+      // the clock starts before generate(): a generate() that blocked the UI thread counts; and the
+      // UI's timer must fire while the run is still going (a blocking generate() finishes first)
       QElapsedTimer t;
       t.start();
       bool fired = false;
-      QTimer::singleShot(10, [&] { fired = true; });
+      int finished_when_fired = -1;
+      QTimer::singleShot(10, [&] {
+        fired = true;
+        finished_when_fired = static_cast<int>(finished.count());
+      });
       w->generate();
       QTRY_VERIFY_WITH_TIMEOUT(fired, 1000);
       QVERIFY2(t.elapsed() < 1000, qPrintable(QString("the UI thread was blocked for %1 ms").arg(t.elapsed())));
+      QCOMPARE(finished_when_fired, 0);
       QVERIFY(started.count() == 1 || started.wait(5000));  // the engine really was working meanwhile
       QVERIFY(arrived(finished, 60000));
     }
