@@ -32,6 +32,7 @@
 #include "panels/CompareView.h"
 #include "panels/GalleryPanel.h"
 #include "panels/ImageView.h"
+#include "panels/EmbeddingsPanel.h"
 #include "panels/Img2ImgPanel.h"
 #include "panels/LogPanel.h"
 #include "panels/LoraPanel.h"
@@ -87,6 +88,7 @@ MainWindow::MainWindow(QSettings* settings, bool autoLoad, QWidget* parent)
 
   m_model->setModelsFolder(m_folders.models);
   m_lora->setFolder(m_folders.loras);
+  m_embeddings->setFolder(m_folders.data + QStringLiteral("/embeddings"));
   m_model->restoreSettings(*m_settings);
   m_prompt->restoreSettings(*m_settings);
   m_img2img->restoreSettings(*m_settings);
@@ -142,6 +144,8 @@ void MainWindow::buildUi() {
   group(tr("Model"), m_model, 0);
   group(tr("Precision — the FP8 toggle"), m_precision, 0);
   group(tr("LoRA"), m_lora, 1);
+  m_embeddings = new EmbeddingsPanel;
+  group(tr("Embeddings (textual inversion)"), m_embeddings, 0);
   auto* leftScroll = new QScrollArea;
   leftScroll->setWidget(left);
   leftScroll->setWidgetResizable(true);
@@ -238,6 +242,7 @@ void MainWindow::buildUi() {
     showImg2Img();
   };
   connect(m_image, &ImageView::sendToImg2Img, this, toImg2Img);
+  connect(m_embeddings, &EmbeddingsPanel::insertRequested, m_prompt, &PromptPanel::appendWord);
   connect(m_gallery, &GalleryPanel::sendToImg2Img, this,
           [this, toImg2Img](int index) { toImg2Img(toQImage(m_gallery->at(index).image.image)); });
   connect(m_gallery, &GalleryPanel::restoreRequested, this, [this](const GenerationRequest& r, int index) {

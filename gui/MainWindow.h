@@ -29,6 +29,7 @@ class ImageView;
 class LogPanel;
 class LoraPanel;
 class Img2ImgPanel;
+class EmbeddingsPanel;
 class ModelPanel;
 class PrecisionPanel;
 class PromptPanel;
@@ -60,6 +61,7 @@ class MainWindow : public QMainWindow {
   PromptPanel* promptPanel() const { return m_prompt; }
   LoraPanel* loraPanel() const { return m_lora; }
   Img2ImgPanel* img2imgPanel() const { return m_img2img; }
+  EmbeddingsPanel* embeddingsPanel() const { return m_embeddings; }
   void showImg2Img();  // brings the img2img / inpaint tab to the front
   PrecisionPanel* precisionPanel() const { return m_precision; }
   ChartsPanel* chartsPanel() const { return m_charts; }
@@ -109,6 +111,7 @@ class MainWindow : public QMainWindow {
   PromptPanel* m_prompt = nullptr;
   LoraPanel* m_lora = nullptr;
   Img2ImgPanel* m_img2img = nullptr;
+  EmbeddingsPanel* m_embeddings = nullptr;
   QScrollArea* m_img2imgTab = nullptr;
   PrecisionPanel* m_precision = nullptr;
   ImageView* m_image = nullptr;

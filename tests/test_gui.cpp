@@ -6,6 +6,7 @@
 #include <QDoubleSpinBox>
 #include <QElapsedTimer>
 #include <QGroupBox>
+#include <QListWidget>
 #include <QToolButton>
 #include <QLineEdit>
 #include <QPlainTextEdit>
@@ -28,6 +29,7 @@
 #include "panels/ChartsPanel.h"
 #include "panels/CompareView.h"
 #include "panels/GalleryPanel.h"
+#include "panels/EmbeddingsPanel.h"
 #include "panels/Img2ImgPanel.h"
 #include "panels/LoraPanel.h"
 #include "panels/MaskCanvas.h"
@@ -260,6 +262,41 @@ class TestGui : public QObject {
     auto* table = child<QTableWidget>(&p, "loraTable");
     auto* box = qobject_cast<QCheckBox*>(table->cellWidget(0, 0));
     QVERIFY(box && box->toolTip().contains("Rank"));
+  }
+
+  // Embeddings are listed like LoRAs (off the UI thread); a click adds the name to the prompt, and
+  // a pickled file is shown but cannot be chosen.
+  void embeddingsPanelListsAndInserts() {
+    const QString folder = m_dir.filePath("embeddings");
+    QDir().mkpath(folder);
+    {
+      std::vector<float> v(2 * 64, 0.5f);
+      SafetensorsWriter w((folder + "/bad-hands.safetensors").toStdString(), {{"emb_params", Dtype::F32, {2, 64}}}, {});
+      w.append(v.data(), v.size() * 4);
+      w.commit();
+    }
+    QFile pickle(folder + "/old.pt");
+    QVERIFY(pickle.open(QIODevice::WriteOnly));
+    pickle.write("PK");
+    pickle.close();
+    EmbeddingsPanel p;
+    QSignalSpy listed(&p, &EmbeddingsPanel::listed);
+    p.setFolder(folder);
+    QVERIFY(listed.wait(10000));
+    QCOMPARE(p.count(), 2);
+    auto* list = child<QListWidget>(&p, "embeddingsList");
+    QVERIFY(list->item(0)->toolTip().contains("emb_params: 2×64"));
+    QVERIFY(!(list->item(1)->flags() & Qt::ItemIsEnabled));  // old.pt
+    QSignalSpy insert(&p, &EmbeddingsPanel::insertRequested);
+    p.show();
+    QTest::mouseClick(list->viewport(), Qt::LeftButton, {}, list->visualItemRect(list->item(0)).center());
+    QCOMPARE(insert.count(), 1);
+    QCOMPARE(insert.at(0).at(0).toString(), QString("bad-hands"));
+    PromptPanel prompt;
+    prompt.setFromRequest(GenerationRequest{});
+    prompt.promptEdit()->setPlainText("a cat");
+    prompt.appendWord("bad-hands", false);
+    QCOMPARE(prompt.promptEdit()->toPlainText(), QString("a cat, bad-hands"));
   }
 
   void settingsRoundTrip() {

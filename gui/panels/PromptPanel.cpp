@@ -223,6 +223,12 @@ void PromptPanel::setFromRequest(const GenerationRequest& r) {
 
 void PromptPanel::setLastSeed(int64_t seed) { m_lastSeed = seed; }
 
+void PromptPanel::appendWord(const QString& word, bool negative) {
+  QPlainTextEdit* edit = negative ? m_negative : m_prompt;
+  const QString text = edit->toPlainText().trimmed();
+  edit->setPlainText(text.isEmpty() ? word : text + QStringLiteral(", ") + word);
+}
+
 void PromptPanel::setTokenizer(std::shared_ptr<const ClipTokenizer> tokenizer, const QString& why) {
   m_tokenizer = std::move(tokenizer);
   m_tokenizerWhy = why;

@@ -35,6 +35,8 @@ class PromptPanel : public QWidget {
   // Sets the same fields from a request (a gallery entry, a dropped PNG's parameters).
   void setFromRequest(const GenerationRequest& r);
   void setLastSeed(int64_t seed);
+  // Appends `word` to the prompt (or the negative prompt), comma-separated.
+  void appendWord(const QString& word, bool negative);
   // The tokenizer for the counters (nullptr: counters show "?" with `why` as tooltip).
   void setTokenizer(std::shared_ptr<const ClipTokenizer> tokenizer, const QString& why = {});
   void setNativeSize(int size);  // the model's size; "native" preset and default
