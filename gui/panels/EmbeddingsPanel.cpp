@@ -8,20 +8,16 @@
 #include <QVBoxLayout>
 
 #include "Background.h"
+#include "Widgets.h"
 #include "io/safetensors.h"
 
 namespace fp8s::gui {
 
 EmbeddingsPanel::EmbeddingsPanel(QWidget* parent) : QWidget(parent) {
-  auto* layout = new QVBoxLayout(this);
-  layout->setContentsMargins(0, 0, 0, 0);
-  auto* row = new QHBoxLayout;
-  m_folderLabel = new QLabel(this);
-  m_folderLabel->setWordWrap(true);
-  auto* refreshButton = new QPushButton(tr("Refresh"), this);
-  row->addWidget(m_folderLabel, 1);
-  row->addWidget(refreshButton);
-  layout->addLayout(row);
+  const FolderRow top = makeFolderRow(this);
+  auto* layout = top.layout;
+  m_folderLabel = top.label;
+  auto* refreshButton = top.refresh;
   m_list = new QListWidget(this);
   m_list->setObjectName(QStringLiteral("embeddingsList"));
   m_list->setToolTip(tr("Click: add to the prompt; right click: add to the negative prompt"));

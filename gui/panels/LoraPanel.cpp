@@ -17,6 +17,7 @@
 #include <QVBoxLayout>
 
 #include "Background.h"
+#include "Widgets.h"
 
 namespace fp8s::gui {
 namespace {
@@ -38,18 +39,13 @@ QString tooltipOf(const LoraInfo& info) {
 }  // namespace
 
 LoraPanel::LoraPanel(QWidget* parent) : QWidget(parent) {
-  auto* layout = new QVBoxLayout(this);
-  layout->setContentsMargins(0, 0, 0, 0);
-  auto* top = new QHBoxLayout;
-  m_folderLabel = new QLabel(this);
-  m_folderLabel->setWordWrap(true);
-  auto* refresh = new QPushButton(tr("Refresh"), this);
+  const FolderRow top = makeFolderRow(this);
+  auto* layout = top.layout;
+  m_folderLabel = top.label;
+  auto* refresh = top.refresh;
   auto* open = new QPushButton(tr("Folder"), this);
   open->setToolTip(tr("Open the LoRA folder"));
-  top->addWidget(m_folderLabel, 1);
-  top->addWidget(refresh);
-  top->addWidget(open);
-  layout->addLayout(top);
+  top.row->addWidget(open);
   m_table = new QTableWidget(0, 3, this);
   m_table->setObjectName(QStringLiteral("loraTable"));
   m_table->setHorizontalHeaderLabels({tr("LoRA"), tr("Weight"), QString()});

@@ -4,7 +4,10 @@
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QGridLayout>
+#include <QHBoxLayout>
 #include <QLabel>
+#include <QPushButton>
+#include <QVBoxLayout>
 #include <QSpinBox>
 
 #include <initializer_list>
@@ -35,6 +38,28 @@ inline QComboBox* makeCombo(QWidget* parent, std::initializer_list<std::pair<QSt
   for (const auto& [text, data] : items) c->addItem(text, data);
   if (!name.isEmpty()) c->setObjectName(name);
   return c;
+}
+
+// A panel's top row: the folder it lists (a wrapping label) and its Refresh button, in a
+// margin-less vertical layout set on `panel`.
+struct FolderRow {
+  QVBoxLayout* layout;
+  QHBoxLayout* row;
+  QLabel* label;
+  QPushButton* refresh;
+};
+inline FolderRow makeFolderRow(QWidget* panel) {
+  FolderRow f;
+  f.layout = new QVBoxLayout(panel);
+  f.layout->setContentsMargins(0, 0, 0, 0);
+  f.row = new QHBoxLayout;
+  f.label = new QLabel(panel);
+  f.label->setWordWrap(true);
+  f.refresh = new QPushButton(QObject::tr("Refresh"), panel);
+  f.row->addWidget(f.label, 1);
+  f.row->addWidget(f.refresh);
+  f.layout->addLayout(f.row);
+  return f;
 }
 
 // A label and its widget side by side in a grid.
