@@ -189,6 +189,9 @@ std::vector<float> Engine::unet_probe(const StorageSpec& storage, ComputeType co
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   auto x = at::randn({1, 4, latent_size, latent_size}, gen, at::kFloat);
   auto ctx = at::randn({1, 77, model.config().unet.context_dim}, gen, at::kFloat);
+  if (model.is_inpainting()) {  // a 9-channel UNet: a full mask and an empty masked-image latent
+    x = at::cat({x, at::ones({1, 1, latent_size, latent_size}), at::zeros({1, 4, latent_size, latent_size})}, 1);
+  }
   auto eps = model.unet(x, at::full({1}, 500.0f), ctx, {}, compute).contiguous();
   return std::vector<float>(eps.data_ptr<float>(), eps.data_ptr<float>() + eps.numel());
 }
