@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "compare/compare.h"
 #include "core/error.h"
 #include "io/image_metrics.h"
 #include "io/image_ops.h"
@@ -362,6 +363,51 @@ class TestImg2Img : public QObject {
     }
     test::write_bytes((folder + "/pickled.pt").toStdString(), "PK\x03\x04");
     QVERIFY_THROWS_EXCEPTION(InputError, library.used_by({"a pickled cat"}, widths));
+  }
+
+  // SDXL too (its size conditioning and pooled vector through both passes), and compare in
+  // inpainting mode: each storage mode keeps the init image outside a hard mask.
+  void sdxlAndCompareInEveryMode() {
+    if (m_vocab.isEmpty()) QSKIP("needs the CLIP vocabulary from ../shared/reference/clip");
+    SyntheticOptions s;
+    s.config = *preset_by_name("tiny-sdxl");
+    s.seed = 4;
+    const QString sdxl = m_dir.path() + "/tiny-sdxl.safetensors";
+    s.out = sdxl.toStdString();
+    make_synthetic(s);
+    LoadOptions o;
+    o.checkpoint = sdxl.toStdString();
+    o.vocab = m_vocab.toStdString();
+    Engine e(o);
+    std::atomic<bool> never{false};
+    auto r = small(3);
+    r.init_image = pattern(64, 64, 5);
+    r.denoising_strength = 0.6f;
+    QCOMPARE(e.generate(r, nullptr, never).images.at(0).image.width, 64);
+    r.init_image.reset();
+    r.enable_hr = true;
+    r.hr_scale = 1.5f;
+    QCOMPARE(e.generate(r, nullptr, never).images.at(0).image.width, 96);
+    auto engine4 = engine();
+    CompareOptions c;
+    c.request = small(3);
+    c.request.init_image = pattern(64, 64, 6);
+    c.request.mask = left_mask(64, 64, 20);
+    c.request.mask_blur = 0;
+    c.modes = parse_modes("fp16,fp8-e4m3", Fp8Scale::Tensor);
+    c.unet_error = false;
+    const auto report = measure_compare(engine4, c);
+    QCOMPARE(report.modes.size(), std::size_t(2));
+    for (const auto& m : report.modes) {
+      const auto& out = m.result.images.at(0).image;
+      for (int y = 0; y < 64; ++y) {
+        for (int x = 20; x < 64; ++x) {
+          const std::size_t i = (static_cast<std::size_t>(y) * 64 + x) * 3;
+          QCOMPARE(out.pixels[i], c.request.init_image->pixels[i]);
+        }
+      }
+    }
+    QVERIFY(report.modes[1].result.weight_bytes < report.modes[0].result.weight_bytes);
   }
 
   void badImageInputsAreRefusedBeforeWork() {
