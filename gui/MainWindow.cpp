@@ -359,6 +359,11 @@ void MainWindow::loadModel(const QString& path) {
 std::optional<GenerationRequest> MainWindow::beginRun() {
   if (m_busy) return std::nullopt;
   m_errorBanner->hide();
+  if (const QString problem = m_img2img->problem(); !problem.isEmpty()) {
+    showError(problem);
+    showImg2Img();
+    return std::nullopt;
+  }
   GenerationRequest r = currentRequest();
   m_targetWidth = r.width;
   m_targetHeight = r.height;

@@ -530,6 +530,13 @@ class TestGui : public QObject {
     loadTiny(*w);
     redCircleRun(*w, 3);
     auto* panel = w->img2imgPanel();
+    panel->setMode(ImageMode::Inpaint);  // without an init image: a message, no run
+    QSignalSpy none(w->worker(), &EngineWorker::runStarted);
+    w->generate();
+    QVERIFY(w->lastError().contains("needs an init image"));
+    QVERIFY(!w->isBusy());
+    QCOMPARE(none.count(), 0);
+    panel->setMode(ImageMode::Txt2Img);
     QImage init(64, 64, QImage::Format_RGB888);
     init.fill(QColor(30, 90, 200));
     panel->setInitImage(init);

@@ -136,6 +136,13 @@ bool Img2ImgPanel::openImage(const QString& path, QString* error) {
   return true;
 }
 
+QString Img2ImgPanel::problem() const {
+  if (mode() == ImageMode::Txt2Img || !m_canvas->image().isNull()) return {};
+  return tr("%1 needs an init image: open one in the img2img / inpaint tab, drop one there, or send one "
+            "from the image view or the gallery (or switch the mode to txt2img)")
+      .arg(m_mode->currentText());
+}
+
 void Img2ImgPanel::fillRequest(GenerationRequest& r) const {
   if (mode() == ImageMode::Txt2Img || m_canvas->image().isNull()) return;
   r.init_image = toRgb(m_canvas->image());

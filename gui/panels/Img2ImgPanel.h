@@ -33,6 +33,8 @@ class Img2ImgPanel : public QWidget {
   // Reads an image file as the init image; false (with `error`) when it is not one.
   bool openImage(const QString& path, QString* error = nullptr);
   MaskCanvas* canvas() const { return m_canvas; }
+  // Why the current mode cannot run ("" when it can): img2img and inpaint need an init image.
+  QString problem() const;
   // Writes init_image, mask and the img2img settings (nothing in txt2img mode).
   void fillRequest(GenerationRequest& r) const;
   // The settings of a restored request (the images stay).
