@@ -236,6 +236,16 @@ void MainWindow::buildUi() {
   connect(m_model, &ModelPanel::modelChosen, this, &MainWindow::loadModel);
   connect(m_model, &ModelPanel::reportChanged, this, [this] { m_precision->setReport(m_model->report()); });
   connect(m_precision, &PrecisionPanel::compareRequested, this, &MainWindow::compare);
+  // the request is what the panels say, as they say it
+  connect(m_prompt, &PromptPanel::changed, this, [this](const GenerationRequest& r) { m_promptState = r; });
+  connect(m_precision, &PrecisionPanel::changed, this, [this](const PrecisionSettings& p) { m_precisionState = p; });
+  connect(m_lora, &LoraPanel::changed, this, [this](const LoraSettings& l) { m_loraState = l; });
+  connect(m_img2img, &Img2ImgPanel::changed, this, [this](const GenerationRequest& r) { m_imageState = r; });
+  // their state before the first change
+  m_prompt->fillRequest(m_promptState);
+  m_precisionState = m_precision->settings();
+  m_loraState = m_lora->settings();
+  m_img2img->fillRequest(m_imageState);
   connect(m_precision, &PrecisionPanel::deviceChanged, this, [this] { loadModel(m_loadedPath); });
   auto toImg2Img = [this](const QImage& image) {
     m_img2img->setInitImage(image);
@@ -334,15 +344,12 @@ void MainWindow::connectWorker() {
 }
 
 GenerationRequest MainWindow::currentRequest() const {
-  GenerationRequest r;
-  m_prompt->fillRequest(r);
-  const auto p = m_precision->settings();
-  r.storage = p.storage;
-  r.compute = p.compute;
-  const auto l = m_lora->settings();
-  r.loras = l.loras;
-  r.lora_mode = l.mode;
-  m_img2img->fillRequest(r);
+  GenerationRequest r = m_promptState;
+  r.storage = m_precisionState.storage;
+  r.compute = m_precisionState.compute;
+  r.loras = m_loraState.loras;
+  r.lora_mode = m_loraState.mode;
+  Img2ImgPanel::applyTo(m_imageState, r);
   return r;
 }
 

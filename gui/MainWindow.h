@@ -10,6 +10,8 @@
 #include <optional>
 
 #include "EngineWorker.h"
+#include "panels/LoraPanel.h"
+#include "panels/PrecisionPanel.h"
 #include "GuiTypes.h"
 
 class QScrollArea;
@@ -53,6 +55,7 @@ class MainWindow : public QMainWindow {
   ~MainWindow() override;
 
   // The request the panels describe right now.
+  // The request the panels' changed signals have assembled (no panel is read here).
   GenerationRequest currentRequest() const;
   // The demo checkpoint made on first run (random weights until the trained demo model exists).
   QString demoModelPath() const;
@@ -135,6 +138,11 @@ class MainWindow : public QMainWindow {
   double m_stepMsSum = 0;  // this run's steps so far (the ETA)
   int m_stepCount = 0;
   bool m_busy = false;
+  // What each panel last said it holds (their changed signals)
+  GenerationRequest m_promptState;
+  PrecisionSettings m_precisionState;
+  LoraSettings m_loraState;
+  GenerationRequest m_imageState;
   QString m_lastError;
   QString m_deviceText;       // the loaded model's device (ModelInfo::device)
   bool m_gpu = false;

@@ -299,6 +299,25 @@ class TestGui : public QObject {
     QCOMPARE(prompt.promptEdit()->toPlainText(), QString("a cat, bad-hands"));
   }
 
+  // The window's request is what the panels' changed signals carry, not a read of their widgets.
+  void requestComesFromThePanelsSignals() {
+    auto s = freshSettings("signals.ini");
+    auto w = window(*s);
+    child<QSpinBox>(w.get(), "stepsSpin")->setValue(13);  // a widget edit arrives through the signal
+    QCOMPARE(w->currentRequest().steps, 13);
+    GenerationRequest said;
+    said.prompt = "only in the signal";
+    said.steps = 7;
+    Q_EMIT w->promptPanel()->changed(said);
+    QCOMPARE(w->currentRequest().prompt, std::string("only in the signal"));
+    QCOMPARE(w->currentRequest().steps, 7);
+    QCOMPARE(child<QSpinBox>(w.get(), "stepsSpin")->value(), 13);  // the widget was not the source
+    PrecisionSettings p;
+    p.storage = {WeightType::BF16, Fp8Scale::None, false};
+    Q_EMIT w->precisionPanel()->changed(p);
+    QCOMPARE(w->currentRequest().storage.weights, WeightType::BF16);
+  }
+
   void settingsRoundTrip() {
     auto s1 = freshSettings("roundtrip.ini");
     GenerationRequest want;

@@ -28,6 +28,11 @@ HiresGroup::HiresGroup(QWidget* parent) : QGroupBox(tr("Hires fix"), parent) {
   addLabelled(grid, 0, 2, tr("Upscaler"), m_upscaler);
   addLabelled(grid, 1, 0, tr("Hires steps"), m_steps);
   addLabelled(grid, 1, 2, tr("Denoising"), m_strength);
+  connect(this, &QGroupBox::toggled, this, &HiresGroup::changed);
+  connect(m_scale, &QDoubleSpinBox::valueChanged, this, &HiresGroup::changed);
+  connect(m_upscaler, &QComboBox::currentIndexChanged, this, &HiresGroup::changed);
+  connect(m_steps, &QSpinBox::valueChanged, this, &HiresGroup::changed);
+  connect(m_strength, &QDoubleSpinBox::valueChanged, this, &HiresGroup::changed);
 }
 
 void HiresGroup::fillRequest(GenerationRequest& r) const {

@@ -20,6 +20,9 @@ class HiresGroup : public QGroupBox {
   void fillRequest(GenerationRequest& r) const;  // enable_hr and the hr_* fields
   void setFromRequest(const GenerationRequest& r);
 
+ Q_SIGNALS:
+  void changed();  // any of its values (or the check box)
+
  private:
   QDoubleSpinBox* m_scale;
   QComboBox* m_upscaler;

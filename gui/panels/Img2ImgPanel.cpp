@@ -97,9 +97,13 @@ Img2ImgPanel::Img2ImgPanel(QWidget* parent) : QWidget(parent) {
   connect(invert, &QPushButton::clicked, m_canvas, &MaskCanvas::invertMask);
   connect(m_mode, &QComboBox::currentIndexChanged, this, [this] {
     updateEnabled();
-    Q_EMIT changed();
+    emitChanged();
   });
-  connect(m_canvas, &MaskCanvas::maskChanged, this, &Img2ImgPanel::changed);
+  connect(m_canvas, &MaskCanvas::maskChanged, this, &Img2ImgPanel::emitChanged);
+  for (auto* sp : {m_blur, m_padding}) connect(sp, &QSpinBox::valueChanged, this, &Img2ImgPanel::emitChanged);
+  for (auto* c : {m_resize, m_fill}) connect(c, &QComboBox::currentIndexChanged, this, &Img2ImgPanel::emitChanged);
+  connect(m_strength, &QDoubleSpinBox::valueChanged, this, &Img2ImgPanel::emitChanged);
+  connect(m_onlyMasked, &QCheckBox::toggled, this, &Img2ImgPanel::emitChanged);
   updateEnabled();
 }
 
@@ -122,7 +126,7 @@ void Img2ImgPanel::updateEnabled() {
 void Img2ImgPanel::setInitImage(const QImage& image) {
   m_canvas->setImage(image);
   if (mode() == ImageMode::Txt2Img) setMode(ImageMode::Img2Img);
-  Q_EMIT changed();
+  emitChanged();
 }
 
 bool Img2ImgPanel::openImage(const QString& path, QString* error) {
@@ -141,6 +145,24 @@ QString Img2ImgPanel::problem() const {
   return tr("%1 needs an init image: open one in the img2img / inpaint tab, drop one there, or send one "
             "from the image view or the gallery (or switch the mode to txt2img)")
       .arg(m_mode->currentText());
+}
+
+void Img2ImgPanel::emitChanged() {
+  GenerationRequest r;
+  fillRequest(r);
+  Q_EMIT changed(r);
+}
+
+void Img2ImgPanel::applyTo(const GenerationRequest& images, GenerationRequest& r) {
+  r.init_image = images.init_image;
+  r.denoising_strength = images.denoising_strength;
+  r.resize_mode = images.resize_mode;
+  r.mask = images.mask;
+  r.mask_blur = images.mask_blur;
+  r.inpainting_fill = images.inpainting_fill;
+  r.inpaint_full_res = images.inpaint_full_res;
+  r.inpaint_full_res_padding = images.inpaint_full_res_padding;
+  r.invert_mask = images.invert_mask;
 }
 
 void Img2ImgPanel::fillRequest(GenerationRequest& r) const {

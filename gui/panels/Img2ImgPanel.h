@@ -37,6 +37,8 @@ class Img2ImgPanel : public QWidget {
   QString problem() const;
   // Writes init_image, mask and the img2img settings (nothing in txt2img mode).
   void fillRequest(GenerationRequest& r) const;
+  // Copies the fields fillRequest writes (init image, mask, their settings) from `images` into `r`.
+  static void applyTo(const GenerationRequest& images, GenerationRequest& r);
   // The settings of a restored request (the images stay).
   void setFromRequest(const GenerationRequest& r);
 
@@ -44,7 +46,8 @@ class Img2ImgPanel : public QWidget {
   void restoreSettings(const QSettings& s);
 
  Q_SIGNALS:
-  void changed();
+  // Any input changed: fillRequest's fields in an otherwise default request.
+  void changed(const fp8s::GenerationRequest& images);
 
  protected:
   void dragEnterEvent(QDragEnterEvent* e) override;
@@ -52,6 +55,7 @@ class Img2ImgPanel : public QWidget {
 
  private:
   void updateEnabled();
+  void emitChanged();
 
   QComboBox* m_mode;
   MaskCanvas* m_canvas;

@@ -73,7 +73,7 @@ LoraPanel::LoraPanel(QWidget* parent) : QWidget(parent) {
       QDesktopServices::openUrl(QUrl::fromLocalFile(m_folder));
     }
   });
-  connect(m_mode, &QComboBox::currentIndexChanged, this, &LoraPanel::changed);
+  connect(m_mode, &QComboBox::currentIndexChanged, this, [this] { Q_EMIT changed(settings()); });
 }
 
 void LoraPanel::setFolder(const QString& folder) {
@@ -147,9 +147,9 @@ void LoraPanel::showList(std::vector<LoraInfo> infos, const QString& error) {
     connect(spin, &QDoubleSpinBox::valueChanged, slider, [this, slider](double v) {
       const QSignalBlocker b(slider);
       slider->setValue(static_cast<int>(std::lround(v * 100)));
-      Q_EMIT changed();
+      Q_EMIT changed(settings());
     });
-    connect(box, &QCheckBox::toggled, this, &LoraPanel::changed);
+    connect(box, &QCheckBox::toggled, this, [this] { Q_EMIT changed(settings()); });
     m_table->setCellWidget(r, 0, box);
     m_table->setCellWidget(r, 1, slider);
     m_table->setCellWidget(r, 2, spinHolder);
@@ -163,7 +163,7 @@ void LoraPanel::showList(std::vector<LoraInfo> infos, const QString& error) {
   } else {
     m_table->clearSpans();
   }
-  Q_EMIT changed();
+  Q_EMIT changed(settings());
   Q_EMIT listed();
 }
 

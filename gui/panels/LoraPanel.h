@@ -44,7 +44,7 @@ class LoraPanel : public QWidget {
   void refresh();
 
  Q_SIGNALS:
-  void changed();
+  void changed(const fp8s::gui::LoraSettings& settings);
   void listed();  // the folder's LoRAs are in the table
 
  private:

@@ -112,6 +112,7 @@ void PrecisionPanel::setSettings(const PrecisionSettings& p) {
     m_vae->setCurrentIndex(p.storage.fp8_vae ? 1 : 0);
   }
   update();
+  Q_EMIT changed(settings());
 }
 
 StorageSpec PrecisionPanel::compareStorage() const {

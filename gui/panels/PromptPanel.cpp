@@ -187,9 +187,21 @@ PromptPanel::PromptPanel(QWidget* parent) : QWidget(parent) {
   });
   connect(m_prompt, &QPlainTextEdit::textChanged, this, [this] { updateCounter(false); });
   connect(m_negative, &QPlainTextEdit::textChanged, this, [this] { updateCounter(true); });
+  for (auto* e : {m_prompt, m_negative}) connect(e, &QPlainTextEdit::textChanged, this, &PromptPanel::emitChanged);
+  for (auto* sp : {m_steps, m_width, m_height, m_batchCount}) connect(sp, &QSpinBox::valueChanged, this, &PromptPanel::emitChanged);
+  for (auto* c : {m_sampler, m_schedule}) connect(c, &QComboBox::currentIndexChanged, this, &PromptPanel::emitChanged);
+  connect(m_cfg, &QDoubleSpinBox::valueChanged, this, &PromptPanel::emitChanged);
+  connect(m_seed, &QLineEdit::textChanged, this, &PromptPanel::emitChanged);
+  connect(m_hires, &HiresGroup::changed, this, &PromptPanel::emitChanged);
 }
 
 PromptPanel::~PromptPanel() = default;
+
+void PromptPanel::emitChanged() {
+  GenerationRequest r;
+  fillRequest(r);
+  Q_EMIT changed(r);
+}
 
 void PromptPanel::fillRequest(GenerationRequest& r) const {
   r.prompt = m_prompt->toPlainText().toStdString();

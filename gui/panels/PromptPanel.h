@@ -49,9 +49,13 @@ class PromptPanel : public QWidget {
 
  Q_SIGNALS:
   void generateRequested();
+  // Any field changed: the request fields this panel owns (prompt, sampling, size, seed, batch,
+  // hires fix), in an otherwise default request.
+  void changed(const fp8s::GenerationRequest& prompt);
 
  private:
   void updateCounter(bool negative);
+  void emitChanged();
 
   QPlainTextEdit* m_prompt;
   QPlainTextEdit* m_negative;
