@@ -2,7 +2,23 @@
 
 #include "EngineWorker.h"
 
+#include <QDir>
+#include <QStandardPaths>
+
 namespace fp8s::gui {
+
+AppFolders AppFolders::defaults() {
+  AppFolders f;
+  QString data = QStandardPaths::writableLocation(QStandardPaths::GenericDataLocation);
+  if (data.isEmpty()) data = QDir::homePath() + QStringLiteral("/.local/share");
+  f.data = data + QStringLiteral("/fp8studio");  // where the engine also looks for the CLIP vocabulary
+  f.models = f.data + QStringLiteral("/models");
+  f.loras = f.data + QStringLiteral("/loras");
+  QString pictures = QStandardPaths::writableLocation(QStandardPaths::PicturesLocation);
+  if (pictures.isEmpty()) pictures = QDir::homePath();
+  f.outputs = pictures + QStringLiteral("/FP8 Studio");
+  return f;
+}
 
 void registerMetaTypes() {
   qRegisterMetaType<fp8s::GenerationRequest>();

@@ -36,6 +36,15 @@ struct CompareResult {
   QString sourceNote() const { return QString::fromStdString(report.source_note); }
 };
 
+// Where the app keeps its files (QSettings may override each folder).
+struct AppFolders {
+  QString data;     // ~/.local/share/fp8studio
+  QString models;   // data/models
+  QString loras;    // data/loras
+  QString outputs;  // ~/Pictures/FP8 Studio
+  static AppFolders defaults();
+};
+
 // The label of a storage choice as the charts' legends and the compare table show it.
 inline QString storageLabel(const StorageSpec& storage) { return QString::fromStdString(storage_display_name(storage)); }
 

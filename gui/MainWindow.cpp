@@ -49,19 +49,6 @@ static void initResources() { Q_INIT_RESOURCE(fp8studio); }
 
 namespace fp8s::gui {
 
-AppFolders AppFolders::defaults() {
-  AppFolders f;
-  QString data = QStandardPaths::writableLocation(QStandardPaths::GenericDataLocation);
-  if (data.isEmpty()) data = QDir::homePath() + QStringLiteral("/.local/share");
-  f.data = data + QStringLiteral("/fp8studio");  // where the engine also looks for the CLIP vocabulary
-  f.models = f.data + QStringLiteral("/models");
-  f.loras = f.data + QStringLiteral("/loras");
-  QString pictures = QStandardPaths::writableLocation(QStandardPaths::PicturesLocation);
-  if (pictures.isEmpty()) pictures = QDir::homePath();
-  f.outputs = pictures + QStringLiteral("/FP8 Studio");
-  return f;
-}
-
 MainWindow::MainWindow(QSettings* settings, bool autoLoad, QWidget* parent)
     : QMainWindow(parent), m_settings(settings), m_folders(AppFolders::defaults()) {
   initResources();

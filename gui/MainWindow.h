@@ -36,15 +36,6 @@ class ModelPanel;
 class PrecisionPanel;
 class PromptPanel;
 
-// Where the app keeps its files (QSettings may override each folder).
-struct AppFolders {
-  QString data;     // ~/.local/share/fp8studio
-  QString models;   // data/models
-  QString loras;    // data/loras
-  QString outputs;  // ~/Pictures/FP8 Studio
-  static AppFolders defaults();
-};
-
 class MainWindow : public QMainWindow {
   Q_OBJECT
 
