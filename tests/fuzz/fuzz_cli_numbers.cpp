@@ -28,8 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const CLI::Error&) {
     return 0;
   }
-  fp8s::cli::finish_request(r, flags);
   try {
+    fp8s::cli::finish_request(r, flags);  // reads --init-image / --mask: InputError when unreadable
     r.loras = fp8s::cli::parse_lora_flags(loras);
     fp8s::validate_request(r, 512);
   } catch (const fp8s::InputError&) {
