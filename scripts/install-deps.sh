@@ -44,7 +44,7 @@ if [ ! -f "$vocab_dir/$vocab_name" ]; then
   tmp="$vocab_dir/$vocab_name.partial"
   if [ -f "$vocab_src" ]; then
     cp "$vocab_src" "$tmp"
-  elif command -v curl >/dev/null && curl -fsSL --max-time 60 -o "$tmp" "$vocab_url"; then
+  elif command -v curl >/dev/null && curl -fsSL --connect-timeout 10 --max-time 60 -o "$tmp" "$vocab_url"; then
     :
   else
     rm -f "$tmp"
