@@ -11,7 +11,6 @@
 #include "io/png.h"
 #include "models/synthetic.h"
 #include "pipeline/engine.h"
-#include "text/clip_tokenizer.h"
 
 namespace fp8s::gui {
 namespace {
@@ -73,22 +72,16 @@ void EngineWorker::loadModel(const ModelRequest& request) {
     SignalObserver observer(this, run);  // the load's memory samples reach the chart
     m_engine = std::make_unique<Engine>(options, &observer);
     m_hasModel.store(true);
-    m_vocab = options.vocab;
     Q_EMIT modelLoaded(m_engine->info());
-    reloadTokenizer();
+    Q_EMIT tokenizerChanged(m_engine->tokenizer(), {});  // the engine's own, found before the weights
+  } catch (const MissingVocabulary& e) {
+    Q_EMIT failed(-1, QString::fromStdString(e.what()));
+    Q_EMIT tokenizerChanged(nullptr, QString::fromStdString(e.what()));
+    Q_EMIT vocabularyMissing(QString::fromStdString(e.what()));
   } catch (const std::exception& e) {
     Q_EMIT failed(-1, QString::fromStdString(e.what()));
   }
   Q_EMIT busyChanged(false, BusyKind::Idle, QString());
-}
-
-void EngineWorker::reloadTokenizer() {
-  if (!m_engine) return;
-  try {
-    Q_EMIT tokenizerChanged(std::make_shared<const ClipTokenizer>(ClipTokenizer::find(m_vocab, m_engine->info().path)), {});
-  } catch (const std::exception& e) {
-    Q_EMIT tokenizerChanged(nullptr, QString::fromStdString(e.what()));
-  }
 }
 
 void EngineWorker::finishRun(RunResult& out, const QString& outputDir) {

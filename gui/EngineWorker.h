@@ -53,8 +53,6 @@ class EngineWorker : public QObject {
 
  public Q_SLOTS:
   void loadModel(const fp8s::gui::ModelRequest& request);
-  // Looks the loaded model's CLIP vocabulary up again (after one was installed): tokenizerChanged.
-  void reloadTokenizer();
   // Generates `request` as the next run (runStarted says which); images go into `outputDir` (not
   // saved when empty).
   void generate(const fp8s::GenerationRequest& request, const QString& outputDir);
@@ -66,6 +64,8 @@ class EngineWorker : public QObject {
   void modelLoaded(const fp8s::ModelInfo& info);
   // The loaded checkpoint's CLIP tokenizer (for the prompt's token counter), or why there is none.
   void tokenizerChanged(std::shared_ptr<const fp8s::ClipTokenizer> tokenizer, const QString& why);
+  // The model could not load because no CLIP vocabulary was found (after `failed`).
+  void vocabularyMissing(const QString& why);
   void runStarted(int run, const fp8s::StorageSpec& storage);
   // A model load, with its own run id: its memory samples arrive as memory(run, ...).
   void loadStarted(int run, const fp8s::StorageSpec& storage);
@@ -84,8 +84,7 @@ class EngineWorker : public QObject {
   void reportFailure(int run);
 
   std::unique_ptr<Engine> m_engine;
-  int m_nextRun = 1;
-  std::string m_vocab;  // the loaded model's explicit vocabulary (LoadOptions::vocab)  // the run ids: owned here, announced by runStarted
+  int m_nextRun = 1;  // the run ids: owned here, announced by runStarted
   std::atomic<bool> m_cancel{false};
   std::atomic<bool> m_hasModel{false};
   StepHook m_stepHook;

@@ -155,7 +155,7 @@ void MainWindow::buildUi() {
   connect(m_vocabOffer, &VocabOffer::failed, this, &MainWindow::showError);
   connect(m_vocabOffer, &VocabOffer::installed, this, [this](const QString& path) {
     statusBar()->showMessage(tr("CLIP vocabulary installed: %1").arg(path), 6000);
-    QMetaObject::invokeMethod(m_worker, &EngineWorker::reloadTokenizer, Qt::QueuedConnection);
+    loadModel(m_loadedPath);  // the load that stopped for want of it
   });
   m_vocabOffer->hide();
   centreLayout->addWidget(m_vocabOffer);
@@ -265,11 +265,8 @@ void MainWindow::connectWorker() {
     log().info("model loaded: {}", info.path);
     Q_EMIT modelReady();
   });
-  connect(m_worker, &EngineWorker::tokenizerChanged, this,
-          [this](std::shared_ptr<const ClipTokenizer> t, const QString& why) {
-            if (!t) offerVocabulary(why);
-            m_prompt->setTokenizer(std::move(t), why);
-          });
+  connect(m_worker, &EngineWorker::vocabularyMissing, this, &MainWindow::offerVocabulary);
+  connect(m_worker, &EngineWorker::tokenizerChanged, m_prompt, &PromptPanel::setTokenizer);
   connect(m_worker, &EngineWorker::loadStarted, this,
           [this](int run, const StorageSpec& storage) { m_charts->beginRun(run, storage, true); });
   connect(m_worker, &EngineWorker::runStarted, this, [this](int run, const StorageSpec& storage) {
@@ -409,8 +406,8 @@ void MainWindow::setBusy(bool busy, BusyKind kind, const QString& what) {
   }
 }
 
-void MainWindow::offerVocabulary(const QString& why) {
-  if (!why.contains(QLatin1String("CLIP vocabulary")) || m_settings->value(QStringLiteral("vocab/offered")).toBool()) return;
+void MainWindow::offerVocabulary() {
+  if (m_settings->value(QStringLiteral("vocab/offered")).toBool()) return;
   m_settings->setValue(QStringLiteral("vocab/offered"), true);  // once: a "Not now" is not asked again
   m_vocabOffer->show();
 }

@@ -121,7 +121,7 @@ class MainWindow : public QMainWindow {
   QLabel* m_errorBanner = nullptr;
   class VocabOffer* m_vocabOffer = nullptr;  // "download the CLIP vocabulary?", shown once ever
   // The loaded model has no CLIP vocabulary: offers the download (once; the choice is remembered).
-  void offerVocabulary(const QString& why);
+  void offerVocabulary();
   QLabel* m_statusMemory = nullptr;
 
   int m_currentRun = 0;

@@ -218,24 +218,39 @@ class TestGui : public QObject {
     QVERIFY(p.predictionText().contains("less than FP16"));
   }
 
-  // A model without a CLIP vocabulary: the download is offered once, not on every load.
+  // A model that cannot load for want of a CLIP vocabulary: the download is offered once, not on
+  // every load, and not for other failures.
   void vocabularyDownloadIsOfferedOnce() {
     auto s = freshSettings("vocab.ini");
-    const QString why = "the CLIP vocabulary (bpe_simple_vocab_16e6.txt.gz or vocab.json + merges.txt) was not found";
+    auto loadWithoutVocabulary = [this](MainWindow& w, const QString& vocab) {
+      QSignalSpy failed(w.worker(), &EngineWorker::failed);
+      const ModelRequest r{m_model, vocab, m_loras, {}, StorageSpec{}, QStringLiteral("cpu"), {}};
+      QMetaObject::invokeMethod(w.worker(), [wk = w.worker(), r] { wk->loadModel(r); }, Qt::QueuedConnection);
+      QVERIFY(arrived(failed, 60000));
+      QTRY_VERIFY(!w.isBusy());
+    };
+    const QString absent = m_dir.filePath("no-such-vocab.txt.gz");
     {
       auto w = window(*s);
       auto* offer = child<QWidget>(w.get(), "vocabOffer");
       QVERIFY(!offer->isVisible());
       Q_EMIT w->worker()->tokenizerChanged(nullptr, "some other tokenizer failure");
       QVERIFY(!offer->isVisible());  // only a missing vocabulary is offered
-      Q_EMIT w->worker()->tokenizerChanged(nullptr, why);
+      QSignalSpy failed(w->worker(), &EngineWorker::failed);
+      w->loadModel(m_dir.filePath("no-such-model.safetensors"));
+      QVERIFY(arrived(failed, 60000));
+      QTRY_VERIFY(!w->isBusy());
+      QVERIFY(!offer->isVisible());  // nor a missing checkpoint
+      QSignalSpy missing(w->worker(), &EngineWorker::vocabularyMissing);
+      loadWithoutVocabulary(*w, absent);
+      QCOMPARE(missing.count(), 1);
       QVERIFY(offer->isVisible());
       offer->hide();
-      Q_EMIT w->worker()->tokenizerChanged(nullptr, why);
+      loadWithoutVocabulary(*w, absent);
       QVERIFY(!offer->isVisible());
     }
     auto w = window(*s);
-    Q_EMIT w->worker()->tokenizerChanged(nullptr, why);
+    loadWithoutVocabulary(*w, absent);
     QVERIFY(!child<QWidget>(w.get(), "vocabOffer")->isVisible());  // remembered in the settings
   }
 

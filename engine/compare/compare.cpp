@@ -124,12 +124,12 @@ std::vector<RetentionRow> measure_retention(Engine& engine, const GenerationRequ
 
 CompareReport measure_compare(Engine& engine, const CompareOptions& o, const CompareHooks& hooks) {
   CompareReport report;
-  report.model = engine.info().path;
+  const auto info = engine.info();
+  report.model = info.path;
   report.request = o.request;
   GenerationRequest& request = report.request;
   request.seed = resolve_seed(request.seed);  // every mode gets the same seed
   engine.validate(request);
-  const auto info = engine.info();
   report.source_note = info.source_note;  // logged once by the model
   report.device = info.device;
   report.gpu = info.gpu;

@@ -18,6 +18,12 @@ class InputError : public Error {
   using Error::Error;
 };
 
+// The CLIP vocabulary was not found (an InputError the GUI answers with its download offer).
+class MissingVocabulary : public InputError {
+ public:
+  using InputError::InputError;
+};
+
 // Something failed while running (out of memory, I/O failure mid-write): the CLI exits with code 1.
 class RuntimeFailure : public Error {
  public:

@@ -19,9 +19,8 @@ std::string lower(std::string s) {
   return s;
 }
 
-// Whether `word` stands in `text` as a word (not inside a longer name).
-bool has_word(const std::string& text, const std::string& word) {
-  const std::string t = lower(text), w = lower(word);
+// Whether `w` stands in `t` as a word (not inside a longer name); both lower-case.
+bool has_word(const std::string& t, const std::string& w) {
   for (std::size_t at = t.find(w); at != std::string::npos; at = t.find(w, at + 1)) {
     auto part = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; };
     const bool left = at == 0 || !part(t[at - 1]);
@@ -74,10 +73,12 @@ std::vector<const TextualInversion*> EmbeddingLibrary::used_by(const std::vector
     if (entry.is_regular_file(ec)) files.push_back(entry.path());
   }
   std::sort(files.begin(), files.end());
+  std::vector<std::string> lowered;
+  for (const auto& t : texts) lowered.push_back(lower(t));
   for (const auto& p : files) {
-    const std::string ext = lower(p.extension().string()), stem = p.stem().string();
+    const std::string ext = lower(p.extension().string()), stem = lower(p.stem().string());
     if (ext != ".safetensors" && ext != ".pt" && ext != ".bin" && ext != ".ckpt") continue;
-    if (std::none_of(texts.begin(), texts.end(), [&](const std::string& t) { return has_word(t, stem); })) continue;
+    if (std::none_of(lowered.begin(), lowered.end(), [&](const std::string& t) { return has_word(t, stem); })) continue;
     if (ext != ".safetensors") {
       throw InputError(p.string() + ": pickled embeddings are refused (loading them can run code); use a .safetensors embedding");
     }

@@ -110,10 +110,11 @@ void emit_memory(Observer* observer, Phase phase, int step, Clock::time_point st
 }  // namespace
 
 struct Engine::Impl {
+  explicit Impl(const LoadOptions& o) : options(o), embeddings(o.embeddings_dir) {}
   LoadOptions options;
-  EmbeddingLibrary embeddings{""};
+  EmbeddingLibrary embeddings;
   std::unique_ptr<Model> model;
-  std::optional<ClipTokenizer> tokenizer;
+  std::shared_ptr<const ClipTokenizer> tokenizer;  // found before the weights are read
   std::string model_hash;
   double load_ms = 0;
 
@@ -137,10 +138,8 @@ std::vector<DeviceChoice> available_devices() {
   return out;
 }
 
-Engine::Engine(const LoadOptions& options, Observer* observer) : impl_(std::make_unique<Impl>()) {
+Engine::Engine(const LoadOptions& options, Observer* observer) : impl_(std::make_unique<Impl>(options)) {
   const auto start = Clock::now();
-  impl_->options = options;
-  impl_->embeddings = EmbeddingLibrary(options.embeddings_dir);
   if (options.checkpoint.empty()) throw std::invalid_argument("Engine: LoadOptions.checkpoint is empty");
   const at::Device device = backend::resolve_device(options.device);  // a bad --device fails before any read
   if (observer) observer->onPhase({Phase::Load, 0});
@@ -149,7 +148,7 @@ Engine::Engine(const LoadOptions& options, Observer* observer) : impl_(std::make
   // The vocabulary is looked up before the weights are read (a real checkpoint is GBs): a missing
   // one fails in a moment. A missing checkpoint is left to the loader, whose error names it.
   if (std::filesystem::exists(options.checkpoint)) {
-    impl_->tokenizer = ClipTokenizer::find(options.vocab, options.checkpoint);
+    impl_->tokenizer = std::make_shared<const ClipTokenizer>(ClipTokenizer::find(options.vocab, options.checkpoint));
   }
   impl_->model = std::make_unique<Model>(impl_->options.checkpoint, options.storage, device);
   if (device.is_cuda()) log().info("running on {}", backend::describe_device(device));
@@ -161,6 +160,8 @@ Engine::Engine(const LoadOptions& options, Observer* observer) : impl_(std::make
 Engine::~Engine() = default;
 Engine::Engine(Engine&&) noexcept = default;
 Engine& Engine::operator=(Engine&&) noexcept = default;
+
+std::shared_ptr<const ClipTokenizer> Engine::tokenizer() const { return impl_->tokenizer; }
 
 ModelInfo Engine::info() const {
   ModelInfo i;
@@ -265,7 +266,6 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
   begin_phase(device, &vram);
   emit_memory(observer, Phase::Encode, -1, start, device);
   const auto t_encode = Clock::now();
-  if (!impl_->tokenizer) impl_->tokenizer = ClipTokenizer::find(impl_->options.vocab, impl_->options.checkpoint);
   std::vector<int> widths;
   for (const auto& te : model.config().text_encoders) widths.push_back(te.width);
   const auto embeddings = impl_->embeddings.used_by({pos.prompt_without_tags, neg.prompt_without_tags}, widths);
@@ -284,8 +284,8 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     auto noise = at::randn({r.batch_size, 4, r.height / 8, r.width / 8}, gen, at::kFloat);
     SamplingParams p{r.sampler, r.schedule, r.steps, r.cfg, seed, {}};
-    if (observer) observer->onPhase({Phase::Encode, ms_since(start)});
     if (job) {
+      if (observer) observer->onPhase({Phase::Encode, ms_since(start)});  // the init image, this seed's posterior
       const auto t = Clock::now();
       auto prep = prepare_init(model, *job, r, r.batch_size, gen);  // the posterior drawn after the noise
       p.init.latent = prep.latent;

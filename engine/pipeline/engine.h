@@ -12,6 +12,8 @@
 
 namespace fp8s {
 
+class ClipTokenizer;
+
 struct LoadOptions {
   std::string checkpoint;  // required (front ends resolve the default, the demo model)
   StorageSpec storage;
@@ -40,6 +42,8 @@ class Engine {
   GenerationResult generate(const GenerationRequest& request, Observer* observer,
                             const std::atomic<bool>& cancel);
   ModelInfo info() const;
+  // The model's CLIP tokenizer (looked up before the weights were read), for token counters.
+  std::shared_ptr<const ClipTokenizer> tokenizer() const;
   // The UNet's output (FP32, flattened) for fixed random inputs drawn from `seed` (latent
   // `latent_size`², t = 500), with weights in `storage`: measures what a storage type changes.
   std::vector<float> unet_probe(const StorageSpec& storage, ComputeType compute, uint64_t seed,

@@ -166,11 +166,11 @@ ClipTokenizer ClipTokenizer::find(const std::string& explicit_path, const std::s
   for (std::size_t i = 0; i < paths.size(); ++i) {
     const auto& p = paths[i];
     if (is_file(p) || (is_dir(p) && !vocab_in(p).empty())) return load(p);
-    if (i == 0 && !explicit_path.empty()) throw InputError(explicit_path + ": CLIP vocabulary not found");
+    if (i == 0 && !explicit_path.empty()) throw MissingVocabulary(explicit_path + ": CLIP vocabulary not found");
   }
   std::string looked;
   for (const auto& p : paths) looked += (looked.empty() ? "" : ", ") + p;
-  throw InputError(
+  throw MissingVocabulary(
       "the CLIP vocabulary (bpe_simple_vocab_16e6.txt.gz or vocab.json + merges.txt) was not found; "
       "looked in: " + looked +
       ". Get bpe_simple_vocab_16e6.txt.gz from the openai/CLIP repository (clip/ folder) and pass "
