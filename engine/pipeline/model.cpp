@@ -313,12 +313,13 @@ at::Tensor Model::sample(const at::Tensor& noise, const at::Tensor& cond, const 
   const at::Tensor y = !is_sdxl() ? at::Tensor() : (use_cfg ? at::cat({y_uncond, y_cond}) : y_cond).to(device_);
   const auto& init = p.init;
   const bool img2img = init.latent.defined();
-  const int64_t b = noise.size(0);
-  at::Tensor image_cond = init.image_cond.defined() ? init.image_cond.to(device_) : at::Tensor();
-  if (is_inpainting() && !image_cond.defined()) throw std::invalid_argument("an inpainting UNet needs image_cond");
+  if (is_inpainting() && !init.image_cond.defined()) throw std::invalid_argument("an inpainting UNet needs image_cond");
+  // a 9-channel UNet's extra inputs, on the device and doubled for CFG once, like the context
+  const at::Tensor image_cond = !init.image_cond.defined() ? at::Tensor()
+                                : (use_cfg ? init.image_cond.repeat({2, 1, 1, 1}) : init.image_cond).to(device_);
   const CfgDenoiser cfg([&](const at::Tensor& x_in, const at::Tensor& t) {
     const auto start = std::chrono::steady_clock::now();
-    const at::Tensor input = image_cond.defined() ? at::cat({x_in, image_cond.to(x_in.device()).repeat({x_in.size(0) / b, 1, 1, 1})}, 1) : x_in;
+    const at::Tensor input = image_cond.defined() ? at::cat({x_in, image_cond}, 1) : x_in;
     auto eps = unet(input, t, ctx, y, compute, cancel);
     if (on_model_ms) {
       on_model_ms(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
