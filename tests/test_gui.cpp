@@ -593,6 +593,22 @@ class TestGui : public QObject {
     panel->canvas()->invertMask();
     QCOMPARE(at(*w->currentRequest().mask, 60, 60), 255);
     panel->canvas()->invertMask();
+    {  // a mouse drag paints too, and the request has it once the button is released
+      auto* canvas = panel->canvas();
+      w->showImg2Img();
+      const QRect shown = QRect(QPoint(0, 0), canvas->size());
+      const int side = std::min(shown.width(), shown.height());
+      const QPoint corner((shown.width() - side) / 2, (shown.height() - side) / 2);
+      auto toWidget = [&](int x, int y) { return corner + QPoint(x * side / 64, y * side / 64); };
+      QCOMPARE(at(*w->currentRequest().mask, 56, 8), 0);
+      QTest::mousePress(canvas, Qt::LeftButton, {}, toWidget(52, 8));
+      QTest::mouseMove(canvas, toWidget(58, 8));
+      QTest::mouseRelease(canvas, Qt::LeftButton, {}, toWidget(58, 8));
+      QCOMPARE(at(*w->currentRequest().mask, 56, 8), 255);
+      QTest::mousePress(canvas, Qt::RightButton, {}, toWidget(55, 8));  // the right button erases
+      QTest::mouseRelease(canvas, Qt::RightButton, {}, toWidget(55, 8));
+      QCOMPARE(at(*w->currentRequest().mask, 55, 8), 0);
+    }
     QSignalSpy finished(w->worker(), &EngineWorker::finished);
     w->generate();
     QVERIFY(arrived(finished, 60000));

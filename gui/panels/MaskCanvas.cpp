@@ -52,6 +52,11 @@ void MaskCanvas::invertMask() {
 
 void MaskCanvas::stroke(const QPointF& from, const QPointF& to, bool erase) {
   if (m_mask.isNull()) return;
+  paintStroke(from, to, erase);
+  Q_EMIT maskChanged();
+}
+
+void MaskCanvas::paintStroke(const QPointF& from, const QPointF& to, bool erase) {
   QPainter p(&m_mask);
   p.setRenderHint(QPainter::Antialiasing, false);
   p.setPen(QPen(erase ? Qt::black : Qt::white, m_brush, Qt::SolidLine, Qt::RoundCap, Qt::RoundJoin));
@@ -64,7 +69,6 @@ void MaskCanvas::stroke(const QPointF& from, const QPointF& to, bool erase) {
   }
   p.end();
   update();
-  Q_EMIT maskChanged();
 }
 
 QRectF MaskCanvas::imageRect() const {
@@ -107,16 +111,20 @@ void MaskCanvas::mousePressEvent(QMouseEvent* e) {
   m_drawing = true;
   m_erasing = m_eraser || e->button() == Qt::RightButton;
   m_last = toImage(e->position());
-  stroke(m_last, m_last, m_erasing);
+  paintStroke(m_last, m_last, m_erasing);
 }
 
 void MaskCanvas::mouseMoveEvent(QMouseEvent* e) {
   if (!m_drawing) return;
   const QPointF p = toImage(e->position());
-  stroke(m_last, p, m_erasing);
+  paintStroke(m_last, p, m_erasing);
   m_last = p;
 }
 
-void MaskCanvas::mouseReleaseEvent(QMouseEvent*) { m_drawing = false; }
+void MaskCanvas::mouseReleaseEvent(QMouseEvent*) {
+  if (!m_drawing) return;
+  m_drawing = false;
+  Q_EMIT maskChanged();  // once per drag: the request (a copy of image and mask) is rebuilt here
+}
 
 }  // namespace fp8s::gui

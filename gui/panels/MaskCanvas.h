@@ -22,7 +22,8 @@ class MaskCanvas : public QWidget {
   void setBrushSize(int pixels) { m_brush = pixels; }
   int brushSize() const { return m_brush; }
   void setEraser(bool on) { m_eraser = on; }
-  // Paints (or erases) a brush stroke from `from` to `to`, in image coordinates (also for tests).
+  // Paints (or erases) a brush stroke from `from` to `to`, in image coordinates, and says so
+  // (maskChanged). Mouse drags paint without it and say it once, on release.
   void stroke(const QPointF& from, const QPointF& to, bool erase);
 
  public Q_SLOTS:
@@ -39,6 +40,7 @@ class MaskCanvas : public QWidget {
   void mouseReleaseEvent(QMouseEvent* e) override;
 
  private:
+  void paintStroke(const QPointF& from, const QPointF& to, bool erase);
   QRectF imageRect() const;  // where the image is drawn
   QPointF toImage(const QPointF& widget) const;
 
