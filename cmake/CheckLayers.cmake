@@ -1,12 +1,13 @@
 # `cmake -DENGINE=<engine folder> -P CheckLayers.cmake`: fails when an engine file includes a folder
 # above its own or beside it. The layers, bottom up (issue 18): core < memory < io, text, sampling,
-# fp8 < backend < models < lora < pipeline < compare, demo < cli.
+# fp8, kernels < backend < models < lora < pipeline < compare, demo < cli.
 set(level_core 0)
 set(level_memory 1)
 set(level_io 2)
 set(level_text 2)
 set(level_sampling 2)
 set(level_fp8 2)
+set(level_kernels 2)
 set(level_backend 3)
 set(level_models 4)
 set(level_lora 5)

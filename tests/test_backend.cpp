@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "core/error.h"
 #include "fp8/codec.h"
+#include "kernels/attention_amx.h"
 #include "models/architecture.h"
 #include "models/nn.h"
 #include "models/synthetic.h"
@@ -175,6 +176,39 @@ class TestBackend : public QObject {
     auto fused16 = backend::fused_attention(q.to(at::kBFloat16), k.to(at::kBFloat16), v.to(at::kBFloat16), scale, {});
     const double err16 = (fused16.to(at::kFloat) - sliced_attention(q, k, v, scale)).abs().max().item<double>();
     QVERIFY2(err16 < 0.05, qPrintable(QString("bf16 max abs diff %1").arg(err16)));
+  }
+
+  // The AMX kernel against attention computed exactly (FP64) from the same BF16 inputs, within the
+  // bound its header derives: p rounded to BF16 (<= 2^-9 relative each, so <= 2^-9 · max|v| in all)
+  // and the output rounded to BF16 (<= 2^-9 · |exact|). Shapes cover a partial key block, a partial
+  // query block and chunk, d not a multiple of 16, cross-attention's 77 keys and strided heads.
+  void amxAttentionIsWithinBf16RoundingOfTheExactResult() {
+    if (!kernels::amx_attention_available()) QSKIP("this CPU (or FP8S_AMX=0) has no AMX-BF16 tile unit");
+    at::manual_seed(11);
+    struct Shape { int64_t b, h, nq, nk, d; };
+    double largest = 0;
+    for (const Shape s : {Shape{2, 3, 37, 29, 16}, Shape{1, 2, 300, 77, 40}, Shape{2, 1, 130, 200, 48},
+                          Shape{1, 1, 16, 64, 33}, Shape{1, 2, 5, 1, 8}}) {
+      // [B, N, H, d] memory viewed as [B, H, N, d], as the UNet's heads are
+      auto make = [&](int64_t n, double spread) {
+        return (at::randn({s.b, n, s.h, s.d}) * spread).to(at::kBFloat16).transpose(1, 2);
+      };
+      auto q = make(s.nq, 2.0), k = make(s.nk, 2.0), v = make(s.nk, 1.0);
+      const double scale = 1.0 / std::sqrt(double(s.d));
+      auto got = attention(q, k, v, scale).to(at::kDouble);
+      auto qd = q.to(at::kDouble), kd = k.to(at::kDouble), vd = v.to(at::kDouble);
+      auto exact = at::matmul(at::softmax(at::matmul(qd, kd.transpose(-1, -2)) * scale, -1), vd);
+      const double vmax = vd.abs().max().item<double>(), u = std::ldexp(1.0, -9);
+      auto bound = exact.abs() * u + vmax * (u + u * u + 1e-5);
+      const double worst = ((got - exact).abs() - bound).max().item<double>();
+      const QString what = QString("b%1 h%2 nq%3 nk%4 d%5: max error %6 above the bound, max|err| %7")
+                               .arg(s.b).arg(s.h).arg(s.nq).arg(s.nk).arg(s.d).arg(worst)
+                               .arg((got - exact).abs().max().item<double>());
+      QVERIFY2(worst <= 0, qPrintable(what));
+      largest = std::max(largest, (got - exact).abs().max().item<double>());
+    }
+    // one key is softmax 1 (the output is v, exact); the others show BF16 rounding
+    QVERIFY2(largest > 0, "every result is exact in FP64: not the BF16 kernel");
   }
 
   void deviceChoicesAreCheckedWithClearErrors() {

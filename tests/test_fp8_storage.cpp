@@ -60,10 +60,14 @@ class TestFp8Storage : public QObject {
           f16_to_f32(raw.data(), w.data(), w.size());
           std::vector<uint8_t> codes(w.size());
           const auto scales = quantize_weight(w.data(), rec.shape[0], static_cast<int64_t>(w.size()), format, scale, codes.data());
-          auto decoded = layer->decoded_weight(at::kFloat).clone();
+          // a convolution's codes are kept channels_last (its activations are, for BF16 compute):
+          // compared element by element in the file's OIHW order
+          if (layer->weight.dim() == 4) QVERIFY2(layer->weight.is_contiguous(at::MemoryFormat::ChannelsLast), key.c_str());
+          const auto stored = layer->weight.contiguous();
+          auto decoded = layer->decoded_weight(at::kFloat).contiguous().clone();
           const int64_t cols = static_cast<int64_t>(w.size()) / rec.shape[0];
           for (std::size_t i = 0; i < w.size(); ++i) {
-            QCOMPARE(layer->weight.data_ptr<uint8_t>()[i], codes[i]);
+            QCOMPARE(stored.data_ptr<uint8_t>()[i], codes[i]);
             const float sc = scales.empty() ? 1.0f : scales[scales.size() == 1 ? 0 : i / cols];
             const float want = decode_fp8(codes[i], format) * sc;
             if (decoded.data_ptr<float>()[i] != want) QFAIL(key.c_str());

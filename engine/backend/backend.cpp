@@ -165,6 +165,7 @@ at::Tensor encode_native_fp8(const at::Tensor& x, Fp8Format format) {
 }
 
 bool has_fused_attention() { return FP8S_TORCH2 != 0; }
+bool has_mixed_type_norms() { return FP8S_TORCH2 != 0; }
 
 at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                            const at::Tensor& mask) {

@@ -51,6 +51,10 @@ at::Tensor codes_as_native_fp8(const at::Tensor& codes, Fp8Format format);
 // first (E5M2 keeps ±inf, as the codec does).
 at::Tensor encode_native_fp8(const at::Tensor& x, Fp8Format format);
 
+// LibTorch >= 2.0: CPU group_norm/layer_norm take BF16 input with FP32 weights (FP32 inside);
+// 1.13 refuses the mix ("expected scalar type BFloat16 but found Float").
+bool has_mixed_type_norms();
+
 // LibTorch >= 2.0: at::scaled_dot_product_attention (fused flash/memory-efficient kernels).
 bool has_fused_attention();
 // softmax(q kᵀ · scale + mask) v over [B, heads, N, d]; mask additive (broadcast), may be undefined.

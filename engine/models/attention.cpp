@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "kernels/attention_amx.h"
 #include "models/nn.h"
 #include "models/op_profile.h"
 
@@ -42,15 +43,54 @@ at::Tensor sliced_attention(const at::Tensor& q, const at::Tensor& k, const at::
   return out;
 }
 
+namespace {
+
+enum class AttentionPath { Best, Amx, Fused, Sliced };
+
+// FP8S_ATTENTION=amx|fused|sliced picks one kernel (to measure one against another); unset: the
+// best the build and CPU have: LibTorch 2.x's fused kernel (on this CPU as fast as ours or faster),
+// else ours on a CPU with AMX (1.13: 4-5x faster than its sliced path), else the sliced path.
+AttentionPath requested_path() {
+  static const AttentionPath path = [] {
+    const char* e = std::getenv("FP8S_ATTENTION");
+    const std::string s = e != nullptr ? e : "";
+    return s == "amx" ? AttentionPath::Amx : s == "fused" ? AttentionPath::Fused : s == "sliced" ? AttentionPath::Sliced : AttentionPath::Best;
+  }();
+  return path;
+}
+
+// BF16 on the CPU without a mask, d <= 48 (SD1.5's 64² level, where its attention time goes, has
+// heads of 40): the AMX kernel, where this CPU has the tile unit.
+bool amx_fits(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask) {
+  auto ok = [](const at::Tensor& t) { return t.is_cpu() && t.scalar_type() == at::kBFloat16 && t.dim() == 4 && t.stride(3) == 1; };
+  return !mask.defined() && ok(q) && ok(k) && ok(v) && q.size(3) <= 48 && k.size(3) == q.size(3) &&
+         v.size(3) == q.size(3) && kernels::amx_attention_available();
+}
+
+at::Tensor amx_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale) {
+  const int64_t b = q.size(0), h = q.size(1), nq = q.size(2), nk = k.size(2), d = q.size(3);
+  // written as [B, N, H, d], so the caller's transpose(1, 2).reshape(B, N, H·d) is a view
+  auto out = at::empty({b, nq, h, d}, q.options());
+  auto view = [](const at::Tensor& t) {
+    return kernels::Bf16View{reinterpret_cast<const uint16_t*>(t.data_ptr()), t.stride(0), t.stride(1), t.stride(2)};
+  };
+  kernels::attention_bf16_amx(view(q), view(k), view(v),
+                              {reinterpret_cast<uint16_t*>(out.data_ptr()), out.stride(0), out.stride(2), out.stride(1)},
+                              b, h, nq, nk, d, static_cast<float>(scale));
+  return out.transpose(1, 2);
+}
+
+}  // namespace
+
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                      const at::Tensor& mask, int64_t budget_bytes) {
-  // FP8S_ATTENTION=sliced keeps the 1.13 path on a 2.x build (to measure one against the other).
-  static const bool sliced_only = [] {
-    const char* e = std::getenv("FP8S_ATTENTION");
-    return e != nullptr && std::string(e) == "sliced";
-  }();
   const OpTimer timer(OpKind::Attention);
-  if (backend::has_fused_attention() && !sliced_only) return backend::fused_attention(q, k, v, scale, mask);
+  const auto path = requested_path();
+  const bool fused = backend::has_fused_attention();
+  if ((path == AttentionPath::Amx || (path == AttentionPath::Best && !fused)) && amx_fits(q, k, v, mask)) {
+    return amx_attention(q, k, v, scale);
+  }
+  if (fused && path != AttentionPath::Sliced) return backend::fused_attention(q, k, v, scale, mask);
   return sliced_attention(q, k, v, scale, mask, budget_bytes);
 }
 

@@ -39,6 +39,11 @@ at::ScalarType float_storage_dtype(WeightType type) {
   }
 }
 
+at::MemoryFormat activation_format(at::ScalarType compute, const at::Device& device) {
+  const bool half = compute == at::kBFloat16 || compute == at::kHalf;
+  return half && device.is_cpu() ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+}
+
 namespace {
 
 std::atomic<uint64_t> g_decode_ns{0};
@@ -46,8 +51,9 @@ std::atomic<uint64_t> g_decode_weights{0};
 
 // One scratch buffer per compute dtype and thread: a layer's decoded weight lives there only
 // until its matmul/conv returns, and the next layer reuses the same memory, so decoding adds one
-// weight's worth of memory (the largest) instead of an allocation per layer.
-at::Tensor scratch(at::ScalarType dtype, at::IntArrayRef sizes) {
+// weight's worth of memory (the largest) instead of an allocation per layer. `like`'s strides
+// (a channels_last convolution weight) when given, else contiguous.
+at::Tensor scratch(at::ScalarType dtype, at::IntArrayRef sizes, const at::Tensor& like = {}) {
   thread_local std::map<at::ScalarType, at::Tensor> buffers;
   int64_t n = 1;
   for (auto d : sizes) n *= d;
@@ -56,7 +62,8 @@ at::Tensor scratch(at::ScalarType dtype, at::IntArrayRef sizes) {
     buf = at::Tensor();  // free the smaller one first
     buf = at::empty({n}, at::TensorOptions().dtype(dtype));
   }
-  return buf.narrow(0, 0, n).view(sizes);
+  auto flat = buf.narrow(0, 0, n);
+  return like.defined() ? flat.as_strided(sizes, like.strides()) : flat.view(sizes);
 }
 
 // A per-output-channel scale [N] shaped to broadcast over a `dims`-dimensional weight [N, ...].
@@ -101,12 +108,13 @@ at::Tensor QuantisedLayer::decoded_weight(at::ScalarType dtype) const {
     const OpTimer timer(OpKind::Cast);
     return scratch(dtype, weight.sizes()).copy_(weight);
   }
-  // FP8 codes -> compute dtype, then the per-tensor or per-channel scale.
+  // FP8 codes -> compute dtype, then the per-tensor or per-channel scale: element by element in
+  // memory order, into a buffer of the codes' strides (a convolution's codes are channels_last).
   const OpTimer timer(OpKind::Decode);
   const auto start = std::chrono::steady_clock::now();
-  at::Tensor codes = weight.is_contiguous() ? weight : weight.contiguous();
+  at::Tensor codes = weight.is_non_overlapping_and_dense() ? weight : weight.contiguous();
   const at::ScalarType target = dtype == at::kBFloat16 || dtype == at::kHalf ? dtype : at::kFloat;
-  at::Tensor out = scratch(target, codes.sizes());
+  at::Tensor out = scratch(target, codes.sizes(), codes);
   decode_fp8_into(codes, format, scale_weight, out);
   if (target != dtype) out = out.to(dtype);
   g_decode_ns.fetch_add(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -172,7 +180,11 @@ QConv2dImpl::QConv2dImpl(int64_t in, int64_t out, int64_t kernel, int64_t stride
 }
 
 at::Tensor QConv2dImpl::forward(const at::Tensor& x) const {
-  const at::Tensor w = decoded_weight(x.scalar_type());
+  at::Tensor w = decoded_weight(x.scalar_type());
+  // The weight in the activations' memory format (a CPU weight is kept channels_last for 16-bit
+  // compute; FP32 compute, the reference path, gets an NCHW copy and NCHW numerics).
+  const auto format = x.suggest_memory_format();
+  if (w.suggest_memory_format() != format) w = w.contiguous(format);
   const OpTimer timer(OpKind::Conv);
   auto y = at::conv2d(x, w, bias_as(x.scalar_type()), {stride_, stride_}, {padding_, padding_});
   for (const auto& l : online_loras) {
@@ -195,10 +207,21 @@ GroupNormImpl::GroupNormImpl(int64_t groups, int64_t channels, double eps)
   bias_ = register_parameter("bias", at::zeros({channels}, build_device()), false);
 }
 
+namespace {
+// BF16 activations on the CPU are normalised by LibTorch 2.x's mixed-type kernels: BF16 in and out,
+// FP32 weights, statistics and arithmetic inside (the FP32 round trip's numbers, rounded once at the
+// end as before) without an FP32 copy of the whole activation each way. Not while training (the
+// demo's BF16 training keeps the autograd path it was written with).
+bool native_bf16_norm(const at::Tensor& x) {
+  return x.is_cpu() && x.scalar_type() == at::kBFloat16 && backend::has_mixed_type_norms() && !training_active();
+}
+}  // namespace
+
 at::Tensor GroupNormImpl::forward(const at::Tensor& x) const {
   const OpTimer timer(OpKind::Norm);
-  return at::group_norm(x.to(at::kFloat), groups_, weight_.to(at::kFloat), bias_.to(at::kFloat), eps_)
-      .to(x.scalar_type());
+  const auto w = weight_.to(at::kFloat), b = bias_.to(at::kFloat);
+  if (native_bf16_norm(x)) return at::group_norm(x, groups_, w, b, eps_);
+  return at::group_norm(x.to(at::kFloat), groups_, w, b, eps_).to(x.scalar_type());
 }
 
 LayerNormImpl::LayerNormImpl(int64_t channels, double eps) : eps_(eps) {
@@ -208,9 +231,9 @@ LayerNormImpl::LayerNormImpl(int64_t channels, double eps) : eps_(eps) {
 
 at::Tensor LayerNormImpl::forward(const at::Tensor& x) const {
   const OpTimer timer(OpKind::Norm);
-  return at::layer_norm(x.to(at::kFloat), {weight_.size(0)}, weight_.to(at::kFloat),
-                        bias_.to(at::kFloat), eps_)
-      .to(x.scalar_type());
+  const auto w = weight_.to(at::kFloat), b = bias_.to(at::kFloat);
+  if (native_bf16_norm(x)) return at::layer_norm(x, {weight_.size(0)}, w, b, eps_);
+  return at::layer_norm(x.to(at::kFloat), {weight_.size(0)}, w, b, eps_).to(x.scalar_type());
 }
 
 std::shared_ptr<torch::nn::Module> container(torch::nn::Module& parent, const std::string& name) {
@@ -288,6 +311,9 @@ void place_layer(QuantisedLayer& layer, const at::Tensor& stored, bool fp8, Fp8F
   if (fp8) layer.format = format;
   at::Tensor w = stored;
   if (fp8 && !device.is_cpu() && backend::has_native_fp8()) w = backend::codes_as_native_fp8(stored, format);
+  // A CPU convolution's 16-bit weight or FP8 codes kept channels_last, as its 16-bit activations
+  // are (activation_format): oneDNN then reorders it from OHWI, and FP8 decodes straight into that.
+  if (device.is_cpu() && w.dim() == 4 && w.scalar_type() != at::kFloat) w = w.contiguous(at::MemoryFormat::ChannelsLast);
   layer.weight.set_data(w.to(device));
   if (scale.defined()) layer.register_scale(scale.to(device));
 }

@@ -62,6 +62,12 @@ at::Tensor placeholder(at::IntArrayRef sizes);
 // The dtype of every non-quantised float tensor for a storage type (FP8 keeps the rest in FP16).
 at::ScalarType float_storage_dtype(WeightType type);
 
+// The memory format of a model's image-shaped activations: channels_last (NHWC) for 16-bit compute
+// on the CPU, where oneDNN's convolutions read and write NHWC natively (an NCHW tensor costs a
+// reorder in and a copy out per convolution, and every attention block a permuting copy each way);
+// NCHW for FP32 (the reference numerics stay as they are) and on other devices.
+at::MemoryFormat activation_format(at::ScalarType compute, const at::Device& device);
+
 // A Linear or Conv2d layer whose weight is kept in its storage type (float, or FP8 codes as
 // uint8 plus an optional F32 scale) and decoded into the input's dtype just before use.
 class QuantisedLayer {
@@ -135,7 +141,7 @@ class LayerNormImpl : public torch::nn::Module {
 TORCH_MODULE(LayerNorm);
 
 // softmax(q kᵀ · scale + mask) v: the fused kernel where the build has it (LibTorch 2.x), else
-// sliced_attention. FP8S_ATTENTION=sliced forces the sliced path.
+// sliced_attention; BF16 on an AMX CPU without it: kernels/attention_amx. FP8S_ATTENTION=amx|fused|sliced picks one.
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                      const at::Tensor& mask = {}, int64_t budget_bytes = 256ll << 20);
 

@@ -95,7 +95,7 @@ at::Tensor SpatialTransformerImpl::forward(const at::Tensor& x_in, const at::Ten
   const int64_t b = x_in.size(0), c = x_in.size(1), h = x_in.size(2), w = x_in.size(3);
   auto x = norm_->forward(x_in);
   if (!linear_) x = proj_in_conv_->forward(x);
-  x = x.permute({0, 2, 3, 1}).reshape({b, h * w, c});
+  x = x.permute({0, 2, 3, 1}).reshape({b, h * w, c});  // a view of channels_last activations
   if (linear_) x = proj_in_linear_->forward(x);
   for (const auto& blk : blocks_) {
     auto n1 = blk.norm1->forward(x);
@@ -105,7 +105,7 @@ at::Tensor SpatialTransformerImpl::forward(const at::Tensor& x_in, const at::Ten
     x = x + blk.ff_out->forward(ff[0] * at::gelu(ff[1]));
   }
   if (linear_) x = proj_out_linear_->forward(x);
-  x = x.reshape({b, h, w, c}).permute({0, 3, 1, 2}).contiguous();
+  x = x.reshape({b, h, w, c}).permute({0, 3, 1, 2}).contiguous(x_in.suggest_memory_format());
   if (!linear_) x = proj_out_conv_->forward(x);
   return x + x_in;
 }
@@ -221,7 +221,7 @@ at::Tensor UNetImpl::forward(const at::Tensor& x, const at::Tensor& t, const at:
   const auto emb_silu = at::silu(emb);
   const auto ctx = context.to(compute);
   std::vector<at::Tensor> skips;
-  auto h = x.to(compute);
+  auto h = x.to(compute).contiguous(activation_format(compute, x.device()));
   for (const auto& b : input_) {
     check_cancel(cancel);
     h = run_block(b, h, emb_silu, ctx, nullptr);
@@ -238,7 +238,7 @@ at::Tensor UNetImpl::forward(const at::Tensor& x, const at::Tensor& t, const at:
     h = run_block(b, h, emb_silu, ctx, skips.empty() ? nullptr : &skips.back());
   }
   h = out_conv_->forward(at::silu(out_norm_->forward(h)));
-  return h.to(at::kFloat);
+  return h.to(at::kFloat).contiguous();
 }
 
 }  // namespace fp8s

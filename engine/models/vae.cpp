@@ -29,10 +29,11 @@ VaeAttentionImpl::VaeAttentionImpl(int64_t c) {
 at::Tensor VaeAttentionImpl::forward(const at::Tensor& x) const {
   const int64_t b = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
   auto n = norm_->forward(x);
-  auto tokens = [&](const at::Tensor& t) { return t.reshape({b, 1, c, h * w}).transpose(2, 3); };
+  // [b, c, h, w] -> [b, 1, h*w, c]: a view of channels_last activations
+  auto tokens = [&](const at::Tensor& t) { return t.permute({0, 2, 3, 1}).reshape({b, 1, h * w, c}); };
   auto a = attention(tokens(q_->forward(n)), tokens(k_->forward(n)), tokens(v_->forward(n)),
                             1.0 / std::sqrt(double(c)));
-  return x + proj_->forward(a.transpose(2, 3).reshape({b, c, h, w}));
+  return x + proj_->forward(a.reshape({b, h, w, c}).permute({0, 3, 1, 2}).contiguous(x.suggest_memory_format()));
 }
 
 VaeImpl::VaeImpl(const VaeConfig& c) : config_(c) {
@@ -94,19 +95,19 @@ at::Tensor VaeImpl::encode(const at::Tensor& image, at::ScalarType compute) {
 
 at::Tensor VaeImpl::encode_moments(const at::Tensor& image, at::ScalarType compute) {
   InferenceGuard no_grad;
-  auto h = enc_in_->forward(image.to(compute));
+  auto h = enc_in_->forward(image.to(compute).contiguous(activation_format(compute, image.device())));
   for (const auto& level : down_) {
     for (const auto& b : level.blocks) h = b->forward(h);
     if (level.resample) h = level.resample->forward(at::constant_pad_nd(h, {0, 1, 0, 1}, 0));
   }
   h = enc_mid2_->forward(enc_attn_->forward(enc_mid1_->forward(h)));
   h = enc_out_->forward(at::silu(enc_norm_->forward(h)));
-  return quant_->forward(h).to(at::kFloat);
+  return quant_->forward(h).to(at::kFloat).contiguous();
 }
 
 at::Tensor VaeImpl::decode(const at::Tensor& latent, at::ScalarType compute) {
   InferenceGuard no_grad;
-  auto z = post_quant_->forward((latent.to(at::kFloat) / config_.scale_factor).to(compute));
+  auto z = post_quant_->forward((latent.to(at::kFloat) / config_.scale_factor).to(compute).contiguous(activation_format(compute, latent.device())));
   auto h = dec_in_->forward(z);
   h = dec_mid2_->forward(dec_attn_->forward(dec_mid1_->forward(h)));
   for (int i = static_cast<int>(up_.size()) - 1; i >= 0; --i) {
@@ -116,7 +117,7 @@ at::Tensor VaeImpl::decode(const at::Tensor& latent, at::ScalarType compute) {
     }
   }
   h = dec_out_->forward(at::silu(dec_norm_->forward(h)));
-  return h.to(at::kFloat);
+  return h.to(at::kFloat).contiguous();
 }
 
 }  // namespace fp8s

@@ -1,6 +1,8 @@
 """Times batch-2 BF16 forwards of diffusers' UNet2DConditionModel (SDPA attention) built from the
 SD1.5 configuration below, with the UNet weights of an ldm-layout checkpoint converted as diffusers'
-single-file loader converts them. Prints one JSON object: the forward times in ms."""
+single-file loader converts them: as diffusers runs by default (NCHW), and with
+`unet.to(memory_format=torch.channels_last)` (what a tuned CPU user would add), alternated forward by
+forward. Prints one JSON object: the forward times in ms per memory format."""
 import argparse
 import json
 import os
@@ -44,15 +46,18 @@ def main():
     x = torch.randn(2, 4, h, h, generator=g).to(torch.bfloat16)
     ctx = torch.randn(2, 77, 768, generator=g).to(torch.bfloat16)
     t = torch.full((2,), 500.0)
-    times = []
+    times = {"nchw": [], "channels_last": []}
+    formats = {"nchw": torch.contiguous_format, "channels_last": torch.channels_last}
     with torch.inference_mode():
-        unet(x, t, ctx)  # warm-up
-        for _ in range(a.repeat):
-            start = time.perf_counter()
-            unet(x, t, ctx)
-            times.append((time.perf_counter() - start) * 1000)
+        for _ in range(a.repeat + 1):  # the first forward of each format is a warm-up
+            for name, fmt in formats.items():
+                unet.to(memory_format=fmt)
+                xi = x.contiguous(memory_format=fmt)
+                start = time.perf_counter()
+                unet(xi, t, ctx)
+                times[name].append((time.perf_counter() - start) * 1000)
     print(json.dumps({"torch": torch.__version__, "attention": type(unet.attn_processors[next(iter(unet.attn_processors))]).__name__,
-                      "size": a.size, "forward_ms": times}))
+                      "size": a.size, "forward_ms": {k: v[1:] for k, v in times.items()}}))
 
 
 if __name__ == "__main__":
