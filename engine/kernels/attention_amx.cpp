@@ -4,10 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <string>
 #include <vector>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
@@ -42,7 +40,6 @@ struct alignas(64) TileConfig {
 };
 
 bool cpu_and_os_allow_amx() {
-  if (const char* e = std::getenv("FP8S_AMX"); e != nullptr && std::string(e) == "0") return false;
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
   const bool avx512 = ((b >> 16) & 1) && ((b >> 30) & 1) && ((b >> 31) & 1);  // F, BW, VL
@@ -122,7 +119,10 @@ FP8S_AMX_TARGET void attend_rows(const uint16_t* q, int64_t q_stride, const uint
   const __m512 c_v = _mm512_set1_ps(c);
   const int64_t blocks = nk_pad / kKeyBlock;
   const int last_valid = static_cast<int>(nk - (blocks - 1) * kKeyBlock);
-  const __mmask16 all = 0xFFFF;
+  // the real keys among lanes [first, first + 16) of block kb (only the last block has padding)
+  auto valid_lanes = [&](int64_t kb, int first) {
+    return kb == blocks - 1 ? lanes_below(last_valid, first) : static_cast<__mmask16>(0xFFFF);
+  };
   const __m512 minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   auto scores = [&](int64_t kb) {  // tiles 0-1 = q kᵀ for keys [32 kb, 32 kb + 32)
     const uint16_t* kt = kp + kb * 4 * kTile;
@@ -153,8 +153,7 @@ FP8S_AMX_TARGET void attend_rows(const uint16_t* q, int64_t q_stride, const uint
       scores(kb);
       _tile_stored(0, s[0], kKeyBlock * 4);
       _tile_stored(1, s[0] + 16, kKeyBlock * 4);
-      const bool last = kb == blocks - 1;
-      const __mmask16 m0 = last ? lanes_below(last_valid, 0) : all, m1 = last ? lanes_below(last_valid, 16) : all;
+      const __mmask16 m0 = valid_lanes(kb, 0), m1 = valid_lanes(kb, 16);
       for (int i = 0; i < kRows; ++i) {
         mx[i] = _mm512_mask_max_ps(mx[i], m0, mx[i], _mm512_load_ps(s[0] + i * kKeyBlock));
         mx[i] = _mm512_mask_max_ps(mx[i], m1, mx[i], _mm512_load_ps(s[0] + i * kKeyBlock + 16));
@@ -171,8 +170,7 @@ FP8S_AMX_TARGET void attend_rows(const uint16_t* q, int64_t q_stride, const uint
       _tile_stored(0, sb, kKeyBlock * 4);
       _tile_stored(1, sb + 16, kKeyBlock * 4);
       if (kb + 1 < blocks) scores(kb + 1);
-      const bool last = kb == blocks - 1;
-      const __mmask16 m0 = last ? lanes_below(last_valid, 0) : all, m1 = last ? lanes_below(last_valid, 16) : all;
+      const __mmask16 m0 = valid_lanes(kb, 0), m1 = valid_lanes(kb, 16);
       for (int i = 0; i < kRows; ++i) {
         const __m512 shift = _mm512_set1_ps(m[i]);
         const __m512 x0 = _mm512_maskz_mov_ps(m0, exp2_ps(_mm512_fmsub_ps(_mm512_load_ps(sb + i * kKeyBlock), c_v, shift)));

@@ -14,18 +14,17 @@
 namespace fp8s::kernels {
 
 // True when this CPU has AMX-BF16 and AVX512-BF16 and the kernel lets the process use the tiles
-// (asked once). FP8S_AMX=0 turns it off.
+// (asked once).
 bool amx_attention_available();
 
-// One strided BF16 operand [batch, heads, tokens, d] (element strides; d is contiguous).
-struct Bf16View {
-  const uint16_t* data;
+// One strided BF16 tensor [batch, heads, tokens, d] (element strides; d is contiguous).
+template <typename Bits>
+struct Strided {
+  Bits* data;
   int64_t batch_stride, head_stride, token_stride;
 };
-struct Bf16Out {
-  uint16_t* data;
-  int64_t batch_stride, head_stride, token_stride;
-};
+using Bf16View = Strided<const uint16_t>;
+using Bf16Out = Strided<uint16_t>;
 
 // out = softmax(q kᵀ · scale) v, BF16 bits in and out, d in 1..48; threads over (batch, head,
 // block of queries). Call only when amx_attention_available().

@@ -1,8 +1,9 @@
-// The attention kernels of nn.h: the fused one of LibTorch 2.x (through backend/) and the sliced one.
+// The attention kernels of nn.h: the fused one of LibTorch 2.x (through backend/), the AMX one (kernels/) and the sliced one.
 #include <ATen/ATen.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 
 #include "backend/backend.h"
@@ -67,7 +68,10 @@ bool amx_fits(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, con
          v.size(3) == q.size(3) && kernels::amx_attention_available();
 }
 
+}  // namespace
+
 at::Tensor amx_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale) {
+  if (!amx_fits(q, k, v, {})) throw std::invalid_argument("amx_attention: needs BF16 CPU [B, H, N, d <= 48] inputs and an AMX CPU");
   const int64_t b = q.size(0), h = q.size(1), nq = q.size(2), nk = k.size(2), d = q.size(3);
   // written as [B, N, H, d], so the caller's transpose(1, 2).reshape(B, N, H·d) is a view
   auto out = at::empty({b, nq, h, d}, q.options());
@@ -79,8 +83,6 @@ at::Tensor amx_attention(const at::Tensor& q, const at::Tensor& k, const at::Ten
                               b, h, nq, nk, d, static_cast<float>(scale));
   return out.transpose(1, 2);
 }
-
-}  // namespace
 
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                      const at::Tensor& mask, int64_t budget_bytes) {

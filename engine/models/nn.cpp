@@ -44,6 +44,10 @@ at::MemoryFormat activation_format(at::ScalarType compute, const at::Device& dev
   return half && device.is_cpu() ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
 }
 
+at::Tensor as_activation(const at::Tensor& x, at::ScalarType compute) {
+  return x.to(compute, /*non_blocking=*/false, /*copy=*/false, activation_format(compute, x.device()));
+}
+
 namespace {
 
 std::atomic<uint64_t> g_decode_ns{0};

@@ -67,6 +67,8 @@ at::ScalarType float_storage_dtype(WeightType type);
 // reorder in and a copy out per convolution, and every attention block a permuting copy each way);
 // NCHW for FP32 (the reference numerics stay as they are) and on other devices.
 at::MemoryFormat activation_format(at::ScalarType compute, const at::Device& device);
+// `x` (image-shaped) in the compute dtype and its activation_format, in one copy.
+at::Tensor as_activation(const at::Tensor& x, at::ScalarType compute);
 
 // A Linear or Conv2d layer whose weight is kept in its storage type (float, or FP8 codes as
 // uint8 plus an optional F32 scale) and decoded into the input's dtype just before use.
@@ -155,6 +157,10 @@ std::shared_ptr<torch::nn::Module> container(torch::nn::Module& parent, const st
 at::Tensor sliced_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             double scale, const at::Tensor& mask = {},
                             int64_t budget_bytes = 256ll << 20);
+
+// The same over BF16 [B, heads, N, d <= 48] CPU inputs (d contiguous), no mask, by the AMX kernel
+// (kernels/attention_amx.h); only where kernels::amx_attention_available().
+at::Tensor amx_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale);
 
 struct LoadReport {
   std::size_t tensors = 0;

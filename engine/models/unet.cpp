@@ -231,7 +231,7 @@ at::Tensor UNetImpl::forward(const at::Tensor& x, const at::Tensor& t, const at:
   const auto emb_silu = at::silu(emb);
   const auto ctx = context.to(compute);
   std::vector<at::Tensor> skips;
-  auto h = x.to(compute).contiguous(activation_format(compute, x.device()));
+  auto h = as_activation(x, compute);
   for (const auto& b : input_) {
     check_cancel(cancel);
     h = run_block(b, h, emb_silu, ctx, nullptr);

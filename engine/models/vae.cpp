@@ -95,7 +95,7 @@ at::Tensor VaeImpl::encode(const at::Tensor& image, at::ScalarType compute) {
 
 at::Tensor VaeImpl::encode_moments(const at::Tensor& image, at::ScalarType compute) {
   InferenceGuard no_grad;
-  auto h = enc_in_->forward(image.to(compute).contiguous(activation_format(compute, image.device())));
+  auto h = enc_in_->forward(as_activation(image, compute));
   for (const auto& level : down_) {
     for (const auto& b : level.blocks) h = b->forward(h);
     if (level.resample) h = level.resample->forward(at::constant_pad_nd(h, {0, 1, 0, 1}, 0));
@@ -107,7 +107,7 @@ at::Tensor VaeImpl::encode_moments(const at::Tensor& image, at::ScalarType compu
 
 at::Tensor VaeImpl::decode(const at::Tensor& latent, at::ScalarType compute) {
   InferenceGuard no_grad;
-  auto z = post_quant_->forward((latent.to(at::kFloat) / config_.scale_factor).to(compute).contiguous(activation_format(compute, latent.device())));
+  auto z = post_quant_->forward(as_activation(latent.to(at::kFloat) / config_.scale_factor, compute));
   auto h = dec_in_->forward(z);
   h = dec_mid2_->forward(dec_attn_->forward(dec_mid1_->forward(h)));
   for (int i = static_cast<int>(up_.size()) - 1; i >= 0; --i) {

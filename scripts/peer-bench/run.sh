@@ -50,11 +50,10 @@ for r in range(1, rounds + 1):
     for fmt, v in p["forward_ms"].items():
         peer.setdefault(fmt, []).extend(v)
     for i, cli in enumerate(clis):
-        version = cli  # the build folder says which LibTorch
         for m in json.load(open(f"{work}/ours-{r}-{i}.json"))["generate"]:
-            ours.setdefault((version, m["mode"]), []).extend(m["step_ms"])
+            ours.setdefault((cli, m["mode"]), []).extend(m["step_ms"])
             # this round's median over the same round's diffusers median: the machine's drift cancels
-            paired.setdefault((version, m["mode"]), []).append(
+            paired.setdefault((cli, m["mode"]), []).append(
                 statistics.median(m["step_ms"]) / statistics.median(p["forward_ms"]["nchw"]))
 floor = {512: 1700, 256: 400}.get(size)
 def row(name, v, ref):
@@ -66,10 +65,10 @@ print(f"| {size}² UNet step, batch 2 (CFG) | median s | range s | n | ratio to 
 print("|---|---|---|---|---|---|")
 for fmt, v in peer.items():
     row(f"PyTorch {info['torch']} + diffusers, BF16 ({info['attention']}, {fmt})", v, ref)
-for (version, mode), v in ours.items():
-    row(f"FP8 Studio {mode} storage ({version})", v, ref)
-for (version, mode), v in paired.items():
-    print(f"\nper-round ratio to diffusers (NCHW), {mode} storage ({version}): median {statistics.median(v):.2f}, "
+for (cli, mode), v in ours.items():  # the build folder says which LibTorch
+    row(f"FP8 Studio {mode} storage ({cli})", v, ref)
+for (cli, mode), v in paired.items():
+    print(f"\nper-round ratio to diffusers (NCHW), {mode} storage ({cli}): median {statistics.median(v):.2f}, "
           f"range {min(v):.2f}-{max(v):.2f}", end="")
 print(f"\n\n{rounds} rounds alternating peer and FP8 Studio runs; diffusers: 3 timed forwards per format after a "
       f"warm-up, formats alternated; FP8 Studio: bench --repeat 1 (3 steps per mode after a warm-up run) per build.")
