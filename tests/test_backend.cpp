@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "core/error.h"
 #include "fp8/codec.h"
+#include "fp8/quantize.h"
 #include "kernels/attention_amx.h"
 #include "models/architecture.h"
 #include "models/nn.h"
@@ -209,6 +210,67 @@ class TestBackend : public QObject {
     }
     // one key is softmax 1 (the output is v, exact); the others show BF16 rounding
     QVERIFY2(largest > 0, "every result is exact in FP64: not the BF16 kernel");
+  }
+
+  // Packed convolution weights (LibTorch >= 2.4): packing then unpacking gives the weight back
+  // bit for bit, and a convolution on the packed elements is the convolution of the same BF16
+  // inputs computed exactly (FP64), within the output's BF16 rounding (2^-8 relative, generous)
+  // plus FP32 accumulation (2^-16 of the sum of |x||w|). Shapes: padded channel blocks (4 in or
+  // out), 1x1, stride 2, an odd size.
+  static void checkConvWithinBound(const at::Tensor& got, const at::Tensor& x, const at::Tensor& w,
+                                   const at::Tensor& bias, int64_t stride, int64_t padding, const QString& what) {
+    const auto xd = x.to(at::kDouble), wd = w.to(at::kDouble);
+    const auto exact = at::conv2d(xd, wd, bias.to(at::kDouble), {stride, stride}, {padding, padding});
+    const auto mass = at::conv2d(xd.abs(), wd.abs(), {}, {stride, stride}, {padding, padding}) + bias.to(at::kDouble).abs().view({1, -1, 1, 1});
+    const auto excess = (got.to(at::kDouble) - exact).abs() - exact.abs() * std::ldexp(1.0, -8) - mass * std::ldexp(1.0, -16);
+    QVERIFY2(got.sizes() == exact.sizes(), qPrintable(what));
+    QVERIFY2(excess.max().item<double>() <= 0, qPrintable(what + QString(": error above the bound by %1").arg(excess.max().item<double>())));
+  }
+
+  void packedConvolutionsMatchTheExactConvolution() {
+    if (!backend::has_packed_conv()) QSKIP("this build does not pack convolution weights (LibTorch < 2.4, or no oneDNN BF16)");
+    at::manual_seed(3);
+    struct Shape { int64_t out, in, k, stride, size; };
+    for (const Shape s : {Shape{64, 4, 3, 1, 16}, Shape{4, 64, 3, 1, 16}, Shape{96, 64, 1, 1, 12},
+                          Shape{64, 64, 3, 2, 17}, Shape{128, 96, 3, 1, 8}}) {
+      const int64_t padding = s.k / 2;
+      const QString what = QString("%1x%2x%3x%3 stride %4").arg(s.out).arg(s.in).arg(s.k).arg(s.stride);
+      const auto w = (at::randn({s.out, s.in, s.k, s.k}) * 0.1).to(at::kBFloat16).contiguous(at::MemoryFormat::ChannelsLast);
+      const auto x = at::randn({2, s.in, s.size, s.size}).to(at::kBFloat16).contiguous(at::MemoryFormat::ChannelsLast);
+      const auto bias = at::randn({s.out}).to(at::kBFloat16);
+      auto [elements, layout] = backend::pack_conv_weight(w, s.stride, padding);
+      QVERIFY2(layout.elements >= w.numel() && elements.numel() == layout.elements, qPrintable(what));
+      QVERIFY2(at::equal(backend::unpack_conv_weight(elements, layout), w), qPrintable(what));
+      const auto y = backend::packed_conv2d(x, elements, layout, bias, s.stride, padding);
+      QVERIFY2(y.is_contiguous(at::MemoryFormat::ChannelsLast), qPrintable(what));
+      checkConvWithinBound(y, x, w, bias, s.stride, padding, what);
+
+      // The layer: BF16 storage and FP8 codes both packed; codes come back as stored; the packed
+      // forward (BF16) and the unpacking fallback (FP32 compute) both convolve the stored weight.
+      for (const bool fp8 : {false, true}) {
+        QConv2d layer(s.in, s.out, s.k, s.stride);
+        layer->bias.set_data(bias.to(at::kFloat));
+        layer->weight.set_data(at::empty({1}, at::kBFloat16).expand(w.sizes()));
+        layer->fp8 = fp8;
+        const auto w32 = w.to(at::kFloat);
+        store_layer_weight(*layer, w32, StorageSpec{fp8 ? WeightType::FP8_E4M3 : WeightType::BF16, Fp8Scale::None, false});
+        QVERIFY2(layer->packed.defined(), qPrintable(what));
+        if (fp8) {
+          std::vector<uint8_t> codes(static_cast<std::size_t>(w.numel()));
+          const auto wc = w32.contiguous();
+          quantize_weight(wc.data_ptr<float>(), s.out, w.numel(), Fp8Format::E4M3FN, Fp8Scale::None, codes.data());
+          const auto want = at::from_blob(codes.data(), w.sizes(), at::kByte);
+          QVERIFY2(at::equal(layer->stored_weight().contiguous(), want), qPrintable(what + ": codes"));
+        } else {
+          QVERIFY2(at::equal(layer->stored_weight(), w), qPrintable(what + ": BF16 weight"));
+        }
+        const auto stored = layer->decoded_weight(at::kFloat).clone();
+        checkConvWithinBound(layer->forward(x), x, stored.to(at::kBFloat16), bias, s.stride, padding, what + " layer");
+        const auto y32 = layer->forward(x.to(at::kFloat).contiguous());
+        const auto ref32 = at::conv2d(x.to(at::kFloat), stored, bias.to(at::kFloat), {s.stride, s.stride}, {padding, padding});
+        QVERIFY2(at::allclose(y32, ref32, 1e-5, 1e-4), qPrintable(what + " FP32 fallback"));
+      }
+    }
   }
 
   void deviceChoicesAreCheckedWithClearErrors() {

@@ -8,6 +8,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 
+#include "backend/backend.h"
 #include "models/convert.h"
 #include "io/png.h"
 #include "memory/tracking_allocator.h"
@@ -62,8 +63,12 @@ class TestFp8Storage : public QObject {
           const auto scales = quantize_weight(w.data(), rec.shape[0], static_cast<int64_t>(w.size()), format, scale, codes.data());
           // a convolution's codes are kept channels_last (its activations are, for BF16 compute):
           // compared element by element in the file's OIHW order
-          if (layer->weight.dim() == 4) QVERIFY2(layer->weight.is_contiguous(at::MemoryFormat::ChannelsLast), key.c_str());
-          const auto stored = layer->weight.contiguous();
+          // (or packed in oneDNN's order where the build packs them: stored_weight unpacks)
+          const auto logical = layer->stored_weight();
+          if (logical.dim() == 4) QVERIFY2(logical.is_contiguous(at::MemoryFormat::ChannelsLast), key.c_str());
+          const bool packable = logical.dim() == 4 && scale != Fp8Scale::Channel && backend::has_packed_conv();
+          QVERIFY2(layer->packed.defined() == packable, key.c_str());
+          const auto stored = logical.contiguous();
           auto decoded = layer->decoded_weight(at::kFloat).contiguous().clone();
           const int64_t cols = static_cast<int64_t>(w.size()) / rec.shape[0];
           for (std::size_t i = 0; i < w.size(); ++i) {
@@ -95,7 +100,7 @@ class TestFp8Storage : public QObject {
       QCOMPARE(layer->fp8, other->fp8);
       if (!layer->fp8) continue;
       QCOMPARE(layer->format, Fp8Format::E5M2);
-      QVERIFY(at::equal(layer->weight, other->weight));  // the file's codes, as they are
+      QVERIFY(at::equal(layer->stored_weight(), other->stored_weight()));  // the file's codes, as they are
       // decoded_weight returns a view of a shared scratch buffer: copy before the next decode
       const auto mine = layer->decoded_weight(at::kFloat).clone();
       QVERIFY(at::equal(mine, other->decoded_weight(at::kFloat)));

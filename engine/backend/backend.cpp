@@ -12,6 +12,25 @@
 #define FP8S_TORCH2 0
 #endif
 
+// The oneDNN operators behind packed convolution weights (PyTorch's own prepacking for its CPU
+// compiler): LibTorch >= 2.4.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#define FP8S_PACKED_CONV_API 1
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+#include <cstdlib>
+#include <cstring>
+namespace at::native {
+// Exported by libtorch_cpu (AOTInductor loads its packed weights with it) but declared in no
+// installed header: an oneDNN tensor over `data` (no copy) in the layout of a serialized descriptor.
+TORCH_API at::Tensor mkldnn_tensor_from_data_ptr(void* data, at::IntArrayRef dims, at::ScalarType dtype,
+                                                 at::Device device, const uint8_t* desc, int64_t desc_size);
+}  // namespace at::native
+#else
+#define FP8S_PACKED_CONV_API 0
+#endif
+
 #ifdef FP8S_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -176,6 +195,94 @@ at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::T
 #else
   (void)q, (void)k, (void)v, (void)scale, (void)mask;
   throw RuntimeFailure("fused attention needs LibTorch 2.0 or newer (this build: " + torch_version() + ")");
+#endif
+}
+
+#if FP8S_PACKED_CONV_API
+namespace {
+
+// Calls a registered operator by name with boxed arguments; returns its outputs.
+torch::jit::Stack call_op(const char* name, torch::jit::Stack args) {
+  c10::Dispatcher::singleton().findSchemaOrThrow(name, "").callBoxed(&args);
+  return args;
+}
+
+std::vector<int64_t> pair(int64_t v) { return {v, v}; }
+
+at::Tensor packed_view(const at::Tensor& elements, const PackedLayout& layout) {
+  if (elements.scalar_type() != at::kBFloat16 || elements.numel() != layout.elements || !elements.is_contiguous()) {
+    throw RuntimeFailure("packed convolution weight: " + std::to_string(elements.numel()) +
+                         " elements where the layout holds " + std::to_string(layout.elements));
+  }
+  return at::native::mkldnn_tensor_from_data_ptr(elements.data_ptr(), layout.sizes, at::kBFloat16, at::kCPU,
+                                                 layout.desc.data_ptr<uint8_t>(), layout.desc.numel());
+}
+
+}  // namespace
+#endif
+
+bool has_packed_conv() {
+#if FP8S_PACKED_CONV_API
+  static const bool available = [] {
+    if (const char* e = std::getenv("FP8S_PACKED_CONV"); e && std::string(e) == "0") return false;
+    if (!at::globalContext().userEnabledMkldnn()) return false;
+    try {
+      for (const char* name : {"mkldnn::_reorder_convolution_weight", "mkldnn::_convolution_pointwise",
+                               "mkldnn::_get_mkldnn_serialized_md", "mkldnn::data_ptr", "mkldnn::_nbytes"}) {
+        c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
+      }
+      return call_op("mkldnn::_is_mkldnn_bf16_supported", {})[0].toBool();
+    } catch (const c10::Error&) {
+      return false;
+    }
+  }();
+  return available;
+#else
+  return false;
+#endif
+}
+
+std::pair<at::Tensor, PackedLayout> pack_conv_weight(const at::Tensor& w, int64_t stride, int64_t padding) {
+#if FP8S_PACKED_CONV_API
+  if (!has_packed_conv()) throw RuntimeFailure("packed convolution weights are not available in this build");
+  const at::Tensor packed = call_op("mkldnn::_reorder_convolution_weight",
+                                    {w.to(at::kCPU, at::kBFloat16).contiguous(), pair(padding), pair(stride),
+                                     pair(1), int64_t{1}, c10::IValue()})[0].toTensor();
+  PackedLayout layout;
+  layout.desc = call_op("mkldnn::_get_mkldnn_serialized_md", {packed})[0].toTensor().clone();
+  layout.sizes = w.sizes().vec();
+  const int64_t bytes = call_op("mkldnn::_nbytes", {packed})[0].toInt();
+  const auto* data = reinterpret_cast<const void*>(call_op("mkldnn::data_ptr", {packed})[0].toInt());
+  layout.elements = bytes / 2;
+  at::Tensor elements = at::empty({layout.elements}, at::kBFloat16);
+  std::memcpy(elements.data_ptr(), data, static_cast<std::size_t>(bytes));
+  return {elements, layout};
+#else
+  (void)w, (void)stride, (void)padding;
+  throw RuntimeFailure("packed convolution weights need LibTorch 2.4 or newer (this build: " + torch_version() + ")");
+#endif
+}
+
+at::Tensor unpack_conv_weight(const at::Tensor& elements, const PackedLayout& layout) {
+#if FP8S_PACKED_CONV_API
+  return packed_view(elements, layout).to_dense().contiguous(at::MemoryFormat::ChannelsLast);
+#else
+  (void)elements, (void)layout;
+  throw RuntimeFailure("packed convolution weights need LibTorch 2.4 or newer (this build: " + torch_version() + ")");
+#endif
+}
+
+at::Tensor packed_conv2d(const at::Tensor& x, const at::Tensor& elements, const PackedLayout& layout,
+                         const at::Tensor& bias, int64_t stride, int64_t padding) {
+#if FP8S_PACKED_CONV_API
+  return call_op("mkldnn::_convolution_pointwise",
+                 {x, packed_view(elements, layout), bias.defined() ? c10::IValue(bias) : c10::IValue(),
+                  pair(padding), pair(stride), pair(1), int64_t{1}, std::string("none"),
+                  c10::List<std::optional<at::Scalar>>(), c10::IValue()})[0]
+      .toTensor();
+#else
+  (void)x, (void)elements, (void)layout, (void)bias, (void)stride, (void)padding;
+  throw RuntimeFailure("packed convolution weights need LibTorch 2.4 or newer (this build: " + torch_version() + ")");
 #endif
 }
 

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "fp8/codec.h"
 
@@ -54,6 +56,26 @@ at::Tensor encode_native_fp8(const at::Tensor& x, Fp8Format format);
 // LibTorch >= 2.0: CPU group_norm/layer_norm take BF16 input with FP32 weights (FP32 inside);
 // 1.13 refuses the mix ("expected scalar type BFloat16 but found Float").
 bool has_mixed_type_norms();
+
+// Convolution weights packed once, at load, into oneDNN's blocked layout (LibTorch >= 2.4 with
+// oneDNN, BF16 on this CPU): a call then runs on them as they are, where at::conv2d reorders its
+// dense weight on every call (about a tenth of a 512² step). FP8S_PACKED_CONV=0 turns it off (for
+// alternated measurements). The engine keeps the packed elements itself, as a 1-D tensor of the
+// layout's element count (zero padding included), so its memory is tracked like every tensor's.
+bool has_packed_conv();
+struct PackedLayout {
+  at::Tensor desc;              // oneDNN's serialized memory descriptor (uint8)
+  std::vector<int64_t> sizes;   // the logical weight's [O, I, kh, kw]
+  int64_t elements = 0;         // packed elements, padding included (>= the logical count)
+};
+// A BF16 weight [O, I, kh, kw] for a convolution of this stride and padding: its packed
+// elements (1-D BF16) and their layout. Throws RuntimeFailure where !has_packed_conv().
+std::pair<at::Tensor, PackedLayout> pack_conv_weight(const at::Tensor& w, int64_t stride, int64_t padding);
+// The logical BF16 weight (channels_last) of packed elements.
+at::Tensor unpack_conv_weight(const at::Tensor& elements, const PackedLayout& layout);
+// conv2d(x, w, bias) for BF16 x (channels_last in, channels_last out) and w's packed elements.
+at::Tensor packed_conv2d(const at::Tensor& x, const at::Tensor& elements, const PackedLayout& layout,
+                         const at::Tensor& bias, int64_t stride, int64_t padding);
 
 // LibTorch >= 2.0: at::scaled_dot_product_attention (fused flash/memory-efficient kernels).
 bool has_fused_attention();

@@ -9,6 +9,13 @@
 #include <cstring>
 #include <limits>
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define FP8S_AVX512_LUT 1
+#else
+#define FP8S_AVX512_LUT 0
+#endif
+
 namespace fp8s {
 namespace {
 
@@ -258,6 +265,35 @@ FP8S_VECTOR_CLONES void decode_e5m2_f16(const uint8_t* s, uint16_t* d, std::size
   for (std::size_t i = 0; i < n; ++i) d[i] = static_cast<uint16_t>(s[i] << 8);
 }
 
+// A 16-bit table lookup per code, for a table whose upper half is its lower half with the sign bit
+// set (every FP8 decode: codes c and c|0x80 are values of opposite sign, NaN included): 32 codes
+// per step, two 64-entry word permutes and a blend on bit 6, the sign from bit 7.
+#if FP8S_AVX512_LUT
+__attribute__((target("avx512f,avx512bw"))) void lookup16_avx512(const uint8_t* s, uint16_t* d, std::size_t n,
+                                                                   const uint16_t* table) {
+  const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 32);
+  const __m512i t2 = _mm512_loadu_si512(table + 64), t3 = _mm512_loadu_si512(table + 96);
+  const __m512i bit6 = _mm512_set1_epi16(0x40), bit7 = _mm512_set1_epi16(0x80);
+  std::size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512i c = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i)));
+    const __m512i low = _mm512_permutex2var_epi16(t0, c, t1);  // bits 0-5 of the index
+    const __m512i high = _mm512_permutex2var_epi16(t2, c, t3);
+    const __m512i v = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(c, bit6), low, high);
+    const __m512i sign = _mm512_slli_epi16(_mm512_and_si512(c, bit7), 8);
+    _mm512_storeu_si512(d + i, _mm512_or_si512(v, sign));
+  }
+  for (; i < n; ++i) d[i] = table[s[i]];
+}
+#endif
+
+bool sign_symmetric(const std::array<uint16_t, 256>& table) {
+  for (int c = 0; c < 128; ++c) {
+    if ((table[c] & 0x8000u) || table[c | 0x80] != (table[c] | 0x8000u)) return false;
+  }
+  return true;
+}
+
 template <typename Src, typename Kernel>
 void encode_parallel(const Src* src, uint8_t* dst, std::size_t n, float divisor, Kernel kernel) {
   parallel_chunks(n, [&](std::size_t b, std::size_t e) { kernel(src + b, dst + b, e - b, divisor); });
@@ -319,6 +355,21 @@ void decode_fp8_to_f32(const uint8_t* src, float* dst, std::size_t n, Fp8Format 
 void decode_fp8_to_bf16(const uint8_t* src, uint16_t* dst, std::size_t n, Fp8Format format,
                         float scale) {
   const auto kernel = format == Fp8Format::E4M3FN ? decode_e4m3_bf16 : decode_e5m2_bf16;
+#if FP8S_AVX512_LUT
+  // Large spans by table: the kernel's own results for all 256 codes at this scale, looked up (the
+  // same bits, 2-3x the rate of decoding each code arithmetically).
+  static const bool avx512 = __builtin_cpu_supports("avx512bw");
+  if (avx512 && n >= 4096) {
+    std::array<uint8_t, 256> codes{};
+    std::array<uint16_t, 256> table{};
+    for (int c = 0; c < 256; ++c) codes[c] = static_cast<uint8_t>(c);
+    kernel(codes.data(), table.data(), 256, scale);
+    if (sign_symmetric(table)) {
+      parallel_chunks(n, [&](std::size_t b, std::size_t e) { lookup16_avx512(src + b, dst + b, e - b, table.data()); });
+      return;
+    }
+  }
+#endif
   parallel_chunks(n, [&](std::size_t b, std::size_t e) { kernel(src + b, dst + b, e - b, scale); });
 }
 

@@ -102,28 +102,49 @@ void reset_decode_stats() {
   g_decode_weights.store(0);
 }
 
+static void count_decode(std::chrono::steady_clock::time_point start, int64_t weights) {
+  g_decode_ns.fetch_add(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::steady_clock::now() - start).count()));
+  g_decode_weights.fetch_add(static_cast<uint64_t>(weights));
+}
+
+at::Tensor QuantisedLayer::stored_weight() const {
+  if (!packed.defined()) return weight;
+  // the codes went through the packing as BF16 values 0..255 (exact), so they come back the same way
+  if (fp8) return backend::unpack_conv_weight(packed.to(at::kBFloat16), packed_layout).to(at::kByte);
+  return backend::unpack_conv_weight(packed, packed_layout);
+}
+
+at::Tensor QuantisedLayer::decoded_packed() const {
+  const OpTimer timer(OpKind::Decode);
+  const auto start = std::chrono::steady_clock::now();
+  at::Tensor out = scratch(at::kBFloat16, {packed.numel()});
+  decode_fp8_into(packed, format, scale_weight, out);
+  count_decode(start, packed.numel());
+  return out;
+}
+
 at::Tensor QuantisedLayer::decoded_weight(at::ScalarType dtype) const {
   if (!weight.is_cpu()) return decoded_on_device(dtype);
+  const at::Tensor stored = stored_weight();
   if (!fp8) {
-    if (weight.scalar_type() == dtype) return weight;
+    if (stored.scalar_type() == dtype) return stored;
     // training (train-demo in BF16): a fresh, differentiable cast; the reused scratch buffer would
     // be overwritten in place before the backward pass reads it
-    if (weight.requires_grad() && c10::GradMode::is_enabled()) return weight.to(dtype);
+    if (stored.requires_grad() && c10::GradMode::is_enabled()) return stored.to(dtype);
     const OpTimer timer(OpKind::Cast);
-    return scratch(dtype, weight.sizes()).copy_(weight);
+    return scratch(dtype, stored.sizes()).copy_(stored);
   }
   // FP8 codes -> compute dtype, then the per-tensor or per-channel scale: element by element in
   // memory order, into a buffer of the codes' strides (a convolution's codes are channels_last).
   const OpTimer timer(OpKind::Decode);
   const auto start = std::chrono::steady_clock::now();
-  at::Tensor codes = weight.is_non_overlapping_and_dense() ? weight : weight.contiguous();
+  at::Tensor codes = stored.is_non_overlapping_and_dense() ? stored : stored.contiguous();
   const at::ScalarType target = dtype == at::kBFloat16 || dtype == at::kHalf ? dtype : at::kFloat;
   at::Tensor out = scratch(target, codes.sizes(), codes);
   decode_fp8_into(codes, format, scale_weight, out);
   if (target != dtype) out = out.to(dtype);
-  g_decode_ns.fetch_add(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                            std::chrono::steady_clock::now() - start).count()));
-  g_decode_weights.fetch_add(static_cast<uint64_t>(codes.numel()));
+  count_decode(start, codes.numel());
   return out;
 }
 
@@ -184,13 +205,21 @@ QConv2dImpl::QConv2dImpl(int64_t in, int64_t out, int64_t kernel, int64_t stride
 }
 
 at::Tensor QConv2dImpl::forward(const at::Tensor& x) const {
-  at::Tensor w = decoded_weight(x.scalar_type());
-  // The weight in the activations' memory format (a CPU weight is kept channels_last for 16-bit
-  // compute; FP32 compute, the reference path, gets an NCHW copy and NCHW numerics).
-  const auto format = x.suggest_memory_format();
-  if (w.suggest_memory_format() != format) w = w.contiguous(format);
-  const OpTimer timer(OpKind::Conv);
-  auto y = at::conv2d(x, w, bias_as(x.scalar_type()), {stride_, stride_}, {padding_, padding_});
+  at::Tensor y;
+  if (packed.defined() && x.scalar_type() == at::kBFloat16 && x.is_cpu()) {
+    // packed elements as they are (BF16 storage) or decoded in their order (FP8): no reorder
+    const at::Tensor elements = fp8 ? decoded_packed() : packed;
+    const OpTimer timer(OpKind::Conv);
+    y = backend::packed_conv2d(x, elements, packed_layout, bias_as(at::kBFloat16), stride_, padding_);
+  } else {
+    at::Tensor w = decoded_weight(x.scalar_type());
+    // The weight in the activations' memory format (a CPU weight is kept channels_last for 16-bit
+    // compute; FP32 compute, the reference path, gets an NCHW copy and NCHW numerics).
+    const auto format = x.suggest_memory_format();
+    if (w.suggest_memory_format() != format) w = w.contiguous(format);
+    const OpTimer timer(OpKind::Conv);
+    y = at::conv2d(x, w, bias_as(x.scalar_type()), {stride_, stride_}, {padding_, padding_});
+  }
   for (const auto& l : online_loras) {
     const auto t = x.scalar_type();
     // down has the layer's kernel (LoCon) or is 1x1 on a 1x1 layer
@@ -318,6 +347,18 @@ void place_layer(QuantisedLayer& layer, const at::Tensor& stored, bool fp8, Fp8F
   // A CPU convolution's 16-bit weight or FP8 codes kept channels_last, as its 16-bit activations
   // are (activation_format): oneDNN then reorders it from OHWI, and FP8 decodes straight into that.
   if (device.is_cpu() && w.dim() == 4 && w.scalar_type() != at::kFloat) w = w.contiguous(at::MemoryFormat::ChannelsLast);
+  layer.packed = at::Tensor();
+  layer.packed_layout = {};
+  // Where the build packs convolution weights, a CPU convolution's BF16 weight or FP8 codes (no
+  // per-channel scale: that multiplies along the logical first dimension) go in packed instead.
+  const auto* conv = dynamic_cast<const QConv2dImpl*>(&layer);
+  if (conv && device.is_cpu() && backend::has_packed_conv() &&
+      (fp8 ? !scale.defined() || scale.numel() == 1 : w.scalar_type() == at::kBFloat16)) {
+    auto [elements, layout] = backend::pack_conv_weight(fp8 ? w.to(at::kBFloat16) : w, conv->stride(), conv->padding());
+    layer.packed = fp8 ? elements.to(at::kByte) : elements;
+    layer.packed_layout = std::move(layout);
+    w = at::empty({1}, w.options()).expand(w.sizes());  // the placeholder: shape and dtype, no memory
+  }
   layer.weight.set_data(w.to(device));
   if (scale.defined()) layer.register_scale(scale.to(device));
 }
@@ -380,7 +421,7 @@ void store_layer_weight(QuantisedLayer& layer, const at::Tensor& w_in, const Sto
   const at::Device device = layer.weight.device();
   at::Tensor w = w_in.to(at::kCPU, at::kFloat).contiguous();  // the codec quantises on the CPU
   if (!layer.fp8) {
-    layer.weight.set_data(w.to(device, layer.weight.scalar_type()));
+    place_layer(layer, w.to(layer.weight.scalar_type()), false, layer.format, {}, device);
     return;
   }
   at::Tensor codes = at::empty(w.sizes(), at::kByte);

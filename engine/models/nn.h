@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/types.h"
 #include "fp8/codec.h"
 #include "fp8/quantize.h"
@@ -87,6 +88,16 @@ class QuantisedLayer {
   at::Tensor bias_as(at::ScalarType dtype) const;
   // decoded_weight on a device other than the CPU (native float8 there).
   at::Tensor decoded_on_device(at::ScalarType dtype) const;
+
+  // A CPU convolution's BF16 weight or (unscaled or per-tensor scaled) FP8 codes where the build
+  // packs them (backend::has_packed_conv): its elements in oneDNN's blocked order (the codes
+  // permuted as BF16 elements are), and `weight` a placeholder of the logical shape and storage
+  // dtype that owns no memory. stored_weight() is the logical weight as stored, packed or not.
+  at::Tensor packed;
+  backend::PackedLayout packed_layout;
+  at::Tensor stored_weight() const;
+  // The packed FP8 codes decoded to BF16 elements in the same order (a scratch buffer).
+  at::Tensor decoded_packed() const;
   // Registers the FP8 scale buffer once (called by the loader).
   virtual void register_scale(const at::Tensor& scale) = 0;
 
@@ -112,6 +123,8 @@ class QConv2dImpl : public torch::nn::Module, public QuantisedLayer {
   QConv2dImpl(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int64_t padding = -1);
   at::Tensor forward(const at::Tensor& x) const;
   void register_scale(const at::Tensor& scale) override;
+  int64_t stride() const { return stride_; }
+  int64_t padding() const { return padding_; }
 
  private:
   int64_t stride_, padding_;
