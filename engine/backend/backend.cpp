@@ -19,14 +19,10 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
+#include <dlfcn.h>
+
 #include <cstdlib>
 #include <cstring>
-namespace at::native {
-// Exported by libtorch_cpu (AOTInductor loads its packed weights with it) but declared in no
-// installed header: an oneDNN tensor over `data` (no copy) in the layout of a serialized descriptor.
-TORCH_API at::Tensor mkldnn_tensor_from_data_ptr(void* data, at::IntArrayRef dims, at::ScalarType dtype,
-                                                 at::Device device, const uint8_t* desc, int64_t desc_size);
-}  // namespace at::native
 #else
 #define FP8S_PACKED_CONV_API 0
 #endif
@@ -209,13 +205,24 @@ torch::jit::Stack call_op(const char* name, torch::jit::Stack args) {
 
 std::vector<int64_t> pair(int64_t v) { return {v, v}; }
 
+// at::native::mkldnn_tensor_from_data_ptr: an oneDNN tensor over `data` (no copy) in the layout
+// of a serialized descriptor. libtorch_cpu exports it (AOTInductor loads its packed weights with
+// it) but no installed header declares it, so it is looked up by its mangled name: a LibTorch
+// without it, or with another signature, has no packed convolutions instead of failing to link.
+using FromDataPtr = at::Tensor (*)(void*, c10::IntArrayRef, c10::ScalarType, c10::Device, const uint8_t*, int64_t);
+FromDataPtr mkldnn_tensor_from_data_ptr() {
+  static const auto fn = reinterpret_cast<FromDataPtr>(
+      dlsym(RTLD_DEFAULT, "_ZN2at6native27mkldnn_tensor_from_data_ptrEPvN3c108ArrayRefIlEENS2_10ScalarTypeENS2_6DeviceEPKhl"));
+  return fn;
+}
+
 at::Tensor packed_view(const at::Tensor& elements, const PackedLayout& layout) {
   if (elements.scalar_type() != at::kBFloat16 || elements.numel() != layout.elements || !elements.is_contiguous()) {
     throw RuntimeFailure("packed convolution weight: " + std::to_string(elements.numel()) +
                          " elements where the layout holds " + std::to_string(layout.elements));
   }
-  return at::native::mkldnn_tensor_from_data_ptr(elements.data_ptr(), layout.sizes, at::kBFloat16, at::kCPU,
-                                                 layout.desc.data_ptr<uint8_t>(), layout.desc.numel());
+  return mkldnn_tensor_from_data_ptr()(elements.data_ptr(), layout.sizes, at::kBFloat16, at::kCPU,
+                                      layout.desc.data_ptr<uint8_t>(), layout.desc.numel());
 }
 
 }  // namespace
@@ -225,7 +232,7 @@ bool has_packed_conv() {
 #if FP8S_PACKED_CONV_API
   static const bool available = [] {
     if (const char* e = std::getenv("FP8S_PACKED_CONV"); e && std::string(e) == "0") return false;
-    if (!at::globalContext().userEnabledMkldnn()) return false;
+    if (!at::globalContext().userEnabledMkldnn() || !mkldnn_tensor_from_data_ptr()) return false;
     try {
       for (const char* name : {"mkldnn::_reorder_convolution_weight", "mkldnn::_convolution_pointwise",
                                "mkldnn::_get_mkldnn_serialized_md", "mkldnn::data_ptr", "mkldnn::_nbytes"}) {
