@@ -205,6 +205,9 @@ torch::jit::Stack call_op(const char* name, torch::jit::Stack args) {
 
 std::vector<int64_t> pair(int64_t v) { return {v, v}; }
 
+// The reorder reads any dense layout (OIHW from a file, channels_last): copy only what is not dense.
+at::Tensor dense(const at::Tensor& t) { return t.is_non_overlapping_and_dense() ? t : t.contiguous(); }
+
 // at::native::mkldnn_tensor_from_data_ptr: an oneDNN tensor over `data` (no copy) in the layout
 // of a serialized descriptor. libtorch_cpu exports it (AOTInductor loads its packed weights with
 // it) but no installed header declares it, so it is looked up by its mangled name: a LibTorch
@@ -253,7 +256,7 @@ std::pair<at::Tensor, PackedLayout> pack_conv_weight(const at::Tensor& w, int64_
 #if FP8S_PACKED_CONV_API
   if (!has_packed_conv()) throw RuntimeFailure("packed convolution weights are not available in this build");
   const at::Tensor packed = call_op("mkldnn::_reorder_convolution_weight",
-                                    {w.to(at::kCPU, at::kBFloat16).contiguous(), pair(padding), pair(stride),
+                                    {dense(w.to(at::kCPU, at::kBFloat16)), pair(padding), pair(stride),
                                      pair(1), int64_t{1}, c10::IValue()})[0].toTensor();
   PackedLayout layout;
   layout.desc = call_op("mkldnn::_get_mkldnn_serialized_md", {packed})[0].toTensor().clone();

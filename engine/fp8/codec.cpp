@@ -285,7 +285,6 @@ __attribute__((target("avx512f,avx512bw"))) void lookup16_avx512(const uint8_t* 
   }
   for (; i < n; ++i) d[i] = table[s[i]];
 }
-#endif
 
 bool sign_symmetric(const std::array<uint16_t, 256>& table) {
   for (int c = 0; c < 128; ++c) {
@@ -293,6 +292,7 @@ bool sign_symmetric(const std::array<uint16_t, 256>& table) {
   }
   return true;
 }
+#endif
 
 template <typename Src, typename Kernel>
 void encode_parallel(const Src* src, uint8_t* dst, std::size_t n, float divisor, Kernel kernel) {

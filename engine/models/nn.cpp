@@ -344,9 +344,6 @@ void place_layer(QuantisedLayer& layer, const at::Tensor& stored, bool fp8, Fp8F
   if (fp8) layer.format = format;
   at::Tensor w = stored;
   if (fp8 && !device.is_cpu() && backend::has_native_fp8()) w = backend::codes_as_native_fp8(stored, format);
-  // A CPU convolution's 16-bit weight or FP8 codes kept channels_last, as its 16-bit activations
-  // are (activation_format): oneDNN then reorders it from OHWI, and FP8 decodes straight into that.
-  if (device.is_cpu() && w.dim() == 4 && w.scalar_type() != at::kFloat) w = w.contiguous(at::MemoryFormat::ChannelsLast);
   layer.packed = at::Tensor();
   layer.packed_layout = {};
   // Where the build packs convolution weights, a CPU convolution's BF16 weight or FP8 codes (no
@@ -358,6 +355,10 @@ void place_layer(QuantisedLayer& layer, const at::Tensor& stored, bool fp8, Fp8F
     layer.packed = fp8 ? elements.to(at::kByte) : elements;
     layer.packed_layout = std::move(layout);
     w = at::empty({1}, w.options()).expand(w.sizes());  // the placeholder: shape and dtype, no memory
+  } else if (device.is_cpu() && w.dim() == 4 && w.scalar_type() != at::kFloat) {
+    // A CPU convolution's 16-bit weight or FP8 codes kept channels_last, as its 16-bit activations
+    // are (activation_format): oneDNN then reorders it from OHWI, and FP8 decodes straight into that.
+    w = w.contiguous(at::MemoryFormat::ChannelsLast);
   }
   layer.weight.set_data(w.to(device));
   if (scale.defined()) layer.register_scale(scale.to(device));
