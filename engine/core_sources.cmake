@@ -17,6 +17,7 @@ set(FP8S_CORE_SOURCES
   models/ldm_config.cpp
   models/presets.cpp
   models/tensor_roles.cpp
+  models/fp8_files.cpp
   lora/lora_keys.cpp
   lora/lora_library.cpp
   pipeline/infotext.cpp

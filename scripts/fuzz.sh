@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-30}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_safetensors fuzz_png_parameters fuzz_prompt fuzz_lora_keys fuzz_cli_numbers fuzz_image_ops)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_safetensors fuzz_fp8_metadata fuzz_png_parameters fuzz_prompt fuzz_lora_keys fuzz_cli_numbers fuzz_image_ops)
 if ! command -v clang++ > /dev/null; then
   echo "fuzz.sh: clang++ is missing; run ./scripts/install-deps.sh" >&2
   exit 1

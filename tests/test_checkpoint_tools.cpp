@@ -113,9 +113,23 @@ class TestCheckpointTools : public QObject {
       const auto orig = read_f32(src, w);
       std::vector<uint8_t> codes(dst.at(w).nbytes());
       dst.read(dst.at(w), codes.data());
+      // scaled: ComfyUI's comfy_quant layout on the UNet's Linear layers (.weight_scale, 0-d per
+      // tensor or [out,1] per channel, and .comfy_quant's JSON); convolutions unscaled
+      const std::string layer = w.substr(0, w.size() - 7);
       std::vector<float> scales{1.0f};
-      if (std::string(scale) != "none") scales = read_f32(dst, scale_key_for(w));
       const int64_t rows = dst.at(w).shape[0];
+      if (std::string(scale) != "none") {
+        scales = read_f32(dst, layer + ".weight_scale");
+        const auto shape = dst.at(layer + ".weight_scale").shape;
+        QVERIFY(std::string(scale) == "tensor" ? shape.empty() : shape == std::vector<int64_t>({rows, 1}));
+        std::string conf(dst.at(layer + ".comfy_quant").nbytes(), '\0');
+        dst.read(dst.at(layer + ".comfy_quant"), conf.data());
+        QCOMPARE(QString::fromStdString(conf), QString(R"({"format":"float8_e4m3fn"})"));
+      }
+      QVERIFY(!dst.find(scale_key_for(w)));
+      const std::string conv = "model.diffusion_model.input_blocks.1.0.in_layers.2.weight";
+      QCOMPARE(dst.at(conv).dtype, Dtype::F8_E4M3);
+      QVERIFY(!dst.find("model.diffusion_model.input_blocks.1.0.in_layers.2.weight_scale"));
       QCOMPARE(int64_t(scales.size()), std::string(scale) == "channel" ? rows : 1);
       const int64_t cols = int64_t(orig.size()) / rows;
       for (std::size_t k = 0; k < orig.size(); ++k) {

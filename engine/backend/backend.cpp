@@ -301,13 +301,15 @@ bool supports_fp8_compute(const at::Device& device) {
 }
 
 at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w_fp8, const at::Tensor& w_scale,
-                      const at::Tensor& bias) {
+                      const at::Tensor& bias, const at::Tensor& input_scale) {
 #if (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)) && defined(FP8S_WITH_CUDA)
   const double max = fp8_max_finite(Fp8Format::E4M3FN);
   auto x2 = x.reshape({-1, x.size(-1)});
   const int64_t rows = x2.size(0), pad = (16 - rows % 16) % 16;  // cuBLASLt FP8: dimensions of 16
   if (pad) x2 = at::cat({x2, at::zeros({pad, x2.size(1)}, x2.options())});
-  auto a_scale = (x2.abs().amax().to(at::kFloat) / max).clamp_min(1e-12);
+  // the file's calibrated activation scale when it has one (ComfyUI's input_scale), else the input's amax
+  auto a_scale = input_scale.defined() ? input_scale.to(x.device(), at::kFloat).reshape({})
+                                       : (x2.abs().amax().to(at::kFloat) / max).clamp_min(1e-12);
   auto xq = encode_native_fp8(x2.to(at::kFloat) / a_scale, Fp8Format::E4M3FN);
   auto ws = w_scale.defined() ? w_scale.to(at::kFloat).reshape({}) : at::ones({}, x.options().dtype(at::kFloat));
   std::optional<at::Tensor> b;
@@ -319,7 +321,7 @@ at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w_fp8, const at::Te
   sizes.back() = w_fp8.size(0);
   return y.reshape(sizes);
 #else
-  (void)x, (void)w_fp8, (void)w_scale, (void)bias;
+  (void)x, (void)w_fp8, (void)w_scale, (void)bias, (void)input_scale;
   throw RuntimeFailure("FP8 compute needs a CUDA build of LibTorch 2.4 or newer (this build: " +
                        torch_version() + (built_with_cuda() ? ", CUDA" : ", CPU only") + ")");
 #endif

@@ -87,9 +87,9 @@ at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::T
 // FP8 compute (ComfyUI's fp8_e4m3fn_fast): needs CUDA compute capability >= 8.9 and LibTorch >= 2.1.
 bool supports_fp8_compute(const at::Device& device);
 // y = (x · a_scale) (w · w_scale)ᵀ + bias through at::_scaled_mm: x [M, K] FP16/BF16 is quantised
-// to E4M3 with a per-tensor scale (amax / 448), w [N, K] is native float8 with its per-tensor
+// to E4M3 with a per-tensor scale (the file's input scale, else amax / 448), w [N, K] is native float8 with its per-tensor
 // scale. Output in x's dtype. Throws RuntimeFailure where unsupported.
 at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w_fp8, const at::Tensor& w_scale,
-                      const at::Tensor& bias);
+                      const at::Tensor& bias, const at::Tensor& input_scale = {});
 
 }  // namespace fp8s::backend

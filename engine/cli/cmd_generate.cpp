@@ -90,6 +90,7 @@ void register_generate(CLI::App& app) {
     report["timing"] = {{"load_ms", t.load_ms},   {"encode_ms", t.encode_ms}, {"step_ms", t.step_ms},
                         {"denoise_ms", t.denoise_ms}, {"decode_ms", t.decode_ms}, {"total_ms", t.total_ms}};
     report["weight_bytes"] = result.weight_bytes;
+    report["storage"] = storage_display_name(o->r.storage);
     report["rss_peak_bytes"] = result.rss_peak_bytes;
     const auto info = engine.info();
     report["device"] = info.device;

@@ -36,6 +36,7 @@ constexpr DtypeInfo kDtypes[] = {
     {Dtype::I16, "I16", 2, false},        {Dtype::I8, "I8", 1, false},
     {Dtype::U8, "U8", 1, false},          {Dtype::BOOL, "BOOL", 1, false},
     {Dtype::F8_E4M3, "F8_E4M3", 1, true}, {Dtype::F8_E5M2, "F8_E5M2", 1, true},
+    {Dtype::F8_E8M0, "F8_E8M0", 1, false},
 };
 
 const DtypeInfo& info(Dtype dtype) { return kDtypes[static_cast<int>(dtype)]; }
@@ -67,7 +68,8 @@ TensorRecord parse_record(const std::string& name, const nlohmann::json& entry,
   auto parsed = parse_dtype(dtype.get<std::string>());
   if (!parsed) {
     throw InputError(where + " has unknown dtype '" + dtype.get<std::string>() +
-                     "' (known: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL F8_E4M3 F8_E5M2)");
+                     "' (known: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL F8_E4M3 F8_E5M2 F8_E8M0); 4- and 6-bit "
+                     "formats (NVFP4, MXFP4) cannot run here: FP8 Studio runs FP8 E4M3/E5M2 only");
   }
   record.dtype = *parsed;
   const auto& shape = entry["shape"];
@@ -250,6 +252,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     uint8_t prefix[8] = {};
     ssize_t got = file_size_ >= 8 ? ::pread(fd_, prefix, 8, 0) : 0;
     if (file_size_ >= 8 && got != 8) throw InputError(path + ": cannot read the header");
+    if (file_size_ >= 4 && std::memcmp(prefix, "GGUF", 4) == 0) {
+      throw InputError(path + ": a GGUF file (llama.cpp / ComfyUI-GGUF quantisation), not safetensors; "
+                       "FP8 Studio runs safetensors checkpoints in FP8 E4M3/E5M2 or 16/32-bit only");
+    }
     uint64_t header_len = 0;
     for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | prefix[i];
     std::vector<uint8_t> head;

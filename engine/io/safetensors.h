@@ -10,7 +10,8 @@
 
 namespace fp8s {
 
-enum class Dtype { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL, F8_E4M3, F8_E5M2 };
+// F8_E8M0 is MXFP8's block-scale type: known so that such a file is refused by name (models/fp8_files).
+enum class Dtype { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL, F8_E4M3, F8_E5M2, F8_E8M0 };
 
 std::size_t dtype_size(Dtype dtype);
 const char* dtype_name(Dtype dtype);  // the safetensors spelling: "F16", "F8_E4M3", ...

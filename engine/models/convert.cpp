@@ -4,7 +4,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/strings.h"
 #include "models/architecture.h"
+#include "models/fp8_files.h"
 
 namespace fp8s {
 
@@ -18,9 +20,14 @@ void widen_to_f32(const void* raw, Dtype dtype, std::size_t n, float* out, const
   }
 }
 
+std::string comfy_quant_json(Fp8Format format) {
+  return nlohmann::json{{"format", format == Fp8Format::E4M3FN ? "float8_e4m3fn" : "float8_e5m2"}}.dump();
+}
+
 ConvertSummary convert_checkpoint(const ConvertOptions& options,
                                   const std::function<void(std::size_t, std::size_t)>& progress) {
   SafetensorsFile in(options.in);
+  read_fp8_scheme(in);  // refuses what cannot run, by name
   for (const auto& t : in.tensors()) {
     if (t.dtype == Dtype::F8_E4M3 || t.dtype == Dtype::F8_E5M2) {
       throw InputError(options.in + " is already stored in FP8 (tensor '" + t.name +
@@ -29,37 +36,56 @@ ConvertSummary convert_checkpoint(const ConvertOptions& options,
   }
   const Dtype f8 = options.format == Fp8Format::E4M3FN ? Dtype::F8_E4M3 : Dtype::F8_E5M2;
   std::vector<TensorSpec> specs;
-  std::vector<bool> quantise;
+  std::vector<Fp8Scale> quantise;  // per input tensor; unset: copied as it is
+  std::vector<bool> cast;
   std::string source_dtype;
   if (options.float16 && *options.float16 != Dtype::F16 && *options.float16 != Dtype::BF16) {
     throw InputError("convert: the 16-bit target must be F16 or BF16");
   }
+  uint64_t scaled_layers = 0;
   for (const auto& t : in.tensors()) {
     if (options.float16) {
-      const bool cast = is_float_dtype(t.dtype) && t.dtype != *options.float16;
-      quantise.push_back(cast);
-      specs.push_back({t.name, cast ? *options.float16 : t.dtype, t.shape});
+      const bool c = is_float_dtype(t.dtype) && t.dtype != *options.float16;
+      cast.push_back(c);
+      quantise.push_back(Fp8Scale::None);
+      specs.push_back({t.name, c ? *options.float16 : t.dtype, t.shape});
       continue;
     }
     const bool q = is_float_dtype(t.dtype) && !t.shape.empty() && t.shape[0] > 0 &&
                    is_quantisable(t.name, t.shape, options.fp8_vae);
-    quantise.push_back(q);
+    cast.push_back(q);
+    // Scaled layers follow ComfyUI's comfy_quant (comfy/ops.py MixedPrecisionOps: Linear layers of
+    // the diffusion model, `<layer>.weight_scale` and `<layer>.comfy_quant`), so ComfyUI decodes
+    // them as we do; what its rules do not scale (convolutions, whose scale Forge and ComfyUI
+    // ignore, the text encoders, open_clip's fused in_proj) is written unscaled FP8.
+    const bool scaled = q && options.scale != Fp8Scale::None && t.shape.size() == 2 &&
+                        ends_with(t.name, ".weight") && component_of(t.name) == Component::UNet;
+    quantise.push_back(scaled ? options.scale : Fp8Scale::None);
     specs.push_back({t.name, q ? f8 : t.dtype, t.shape});
-    if (q) {
-      source_dtype = dtype_name(t.dtype);
-      if (options.scale == Fp8Scale::Tensor) {
-        specs.push_back({scale_key_for(t.name), Dtype::F32, {1}});
-      } else if (options.scale == Fp8Scale::Channel) {
-        specs.push_back({scale_key_for(t.name), Dtype::F32, {t.shape[0]}});
-      }
+    if (q) source_dtype = dtype_name(t.dtype);
+    if (scaled) {
+      const std::string layer = t.name.substr(0, t.name.size() - 7);
+      const std::vector<int64_t> scale_shape = options.scale == Fp8Scale::Tensor ? std::vector<int64_t>{}
+                                                                                 : std::vector<int64_t>{t.shape[0], 1};
+      specs.push_back({layer + ".weight_scale", Dtype::F32, scale_shape});
+      specs.push_back({layer + ".comfy_quant", Dtype::U8, {static_cast<int64_t>(comfy_quant_json(options.format).size())}});
+      scaled_layers += 1;
     }
   }
   auto metadata = in.metadata();
-  if (!options.float16) metadata["fp8s.quantization"] = nlohmann::json{{"format", fp8_format_name(options.format)},
-                                                 {"scale", fp8_scale_name(options.scale)},
-                                                 {"source_dtype", source_dtype},
-                                                 {"fp8_vae", options.fp8_vae}}
-                                      .dump();
+  if (!options.float16) {
+    metadata["fp8s.quantization"] =
+        nlohmann::json{{"format", fp8_format_name(options.format)},
+                       {"scale", fp8_scale_name(options.scale)},
+                       {"source_dtype", source_dtype},
+                       {"fp8_vae", options.fp8_vae},
+                       {"layout", options.scale == Fp8Scale::None ? "plain F8" : "ComfyUI comfy_quant"},
+                       {"scaled_layers", options.scale == Fp8Scale::None
+                                             ? "none"
+                                             : "Linear layers of the UNet (.weight_scale, .comfy_quant); convolutions "
+                                               "and text encoders unscaled F8"}}
+            .dump();
+  }
   SafetensorsWriter writer(options.out, specs, metadata, options.overwrite);
   ConvertSummary summary;
   summary.bytes_in = in.file_size();
@@ -70,7 +96,7 @@ ConvertSummary convert_checkpoint(const ConvertOptions& options,
     const auto& t = in.tensors()[i];
     raw.resize(t.nbytes());
     in.read(t, raw.data());
-    if (!quantise[i]) {
+    if (!cast[i]) {
       writer.append(raw.data(), raw.size());
     } else {
       const std::size_t n = static_cast<std::size_t>(t.numel());
@@ -87,10 +113,13 @@ ConvertSummary convert_checkpoint(const ConvertOptions& options,
       } else {
         codes.resize(n);
         const auto scales =
-            quantize_weight(wide.data(), t.shape[0], static_cast<int64_t>(n), options.format,
-                            options.scale, codes.data());
+            quantize_weight(wide.data(), t.shape[0], static_cast<int64_t>(n), options.format, quantise[i], codes.data());
         writer.append(codes.data(), n);
-        if (!scales.empty()) writer.append(scales.data(), scales.size() * 4);
+        if (!scales.empty()) {
+          writer.append(scales.data(), scales.size() * 4);
+          const std::string conf = comfy_quant_json(options.format);
+          writer.append(conf.data(), conf.size());
+        }
       }
       summary.quantised_tensors += 1;
       summary.quantised_params += n;

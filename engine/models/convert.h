@@ -33,11 +33,16 @@ struct ConvertSummary {
 };
 
 // Reads one tensor at a time, quantises the UNet/text-encoder Linear and Conv2d weights (and the
-// VAE's with fp8_vae), copies everything else unchanged, writes `<module>.scale_weight` F32 tensors
-// for the scaled modes and the `fp8s.quantization` metadata entry (with `float16`: casts every float
+// VAE's with fp8_vae), copies everything else unchanged. The scaled modes write ComfyUI's
+// comfy_quant layout where its rules scale a layer (the UNet's Linear weights: `.weight_scale` F32,
+// 0-d per tensor or [out,1] per channel, and `.comfy_quant` {"format": "float8_e4m3fn"}) and
+// unscaled FP8 elsewhere; the `fp8s.quantization` metadata entry says which (with `float16`: casts every float
 // tensor instead, rounding to nearest even). Atomic: a failure leaves no file.
 ConvertSummary convert_checkpoint(const ConvertOptions& options,
                                   const std::function<void(std::size_t, std::size_t)>& progress = {});
+
+// The `.comfy_quant` bytes of an FP8 layer: {"format":"float8_e4m3fn"} or float8_e5m2.
+std::string comfy_quant_json(Fp8Format format);
 
 // Widens a float tensor's raw bytes (F32, F16, BF16) to FP32. Throws for other dtypes.
 void widen_to_f32(const void* raw, Dtype dtype, std::size_t n, float* out, const std::string& what);

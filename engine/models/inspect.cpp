@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/strings.h"
+#include "models/fp8_files.h"
 
 namespace fp8s {
 namespace {
@@ -28,6 +29,7 @@ void accumulate(ComponentStats& into, const ComponentStats& c) {
   into.stored_bytes += c.stored_bytes;
   into.quantisable_tensors += c.quantisable_tensors;
   into.quantisable_params += c.quantisable_params;
+  into.fp8_in_file += c.fp8_in_file;
   into.bytes_fp32 += c.bytes_fp32;
   into.bytes_16bit += c.bytes_16bit;
   into.bytes_fp8 += c.bytes_fp8;
@@ -61,9 +63,10 @@ InspectReport inspect_checkpoint(const SafetensorsFile& file) {
     r.quantization_metadata = it->second;
   }
   if (auto it = file.metadata().find("fp8s.demo"); it != file.metadata().end()) r.demo = it->second;
+  const Fp8FileScheme scheme = read_fp8_scheme(file);
+  r.fp8_layout = scheme.layout;
   std::map<std::string, ComponentStats> by_label;
   std::map<std::string, uint64_t> weight_dtypes;  // dtype census of quantisable weights
-  bool has_scales = false, channel_scales = false;
   for (const auto& t : file.tensors()) {
     auto& c = by_label[component_label(t.name)];
     c.name = component_label(t.name);
@@ -72,11 +75,8 @@ InspectReport inspect_checkpoint(const SafetensorsFile& file) {
     c.tensors += 1;
     c.stored_bytes += t.nbytes();
     c.dtype_tensors[dtype_name(t.dtype)] += 1;
-    if (role == TensorRole::Fp8Scale || t.name == "scaled_fp8") {
-      has_scales = has_scales || role == TensorRole::Fp8Scale;
-      channel_scales = channel_scales || (role == TensorRole::Fp8Scale && t.numel() > 1);
-      c.bytes_fp32 += 0;  // scales exist only in FP8 storage
-      c.bytes_fp8 += t.nbytes();
+    if (role == TensorRole::Fp8Scale) {
+      c.bytes_fp8 += t.nbytes();  // scales and markers exist only in FP8 storage
       continue;
     }
     if (!is_float_dtype(t.dtype) || role == TensorRole::Buffer) {
@@ -95,6 +95,7 @@ InspectReport inspect_checkpoint(const SafetensorsFile& file) {
       c.quantisable_params += n;
       c.bytes_fp8 += n;
       weight_dtypes[dtype_name(t.dtype)] += 1;
+      if (t.dtype == Dtype::F8_E4M3 || t.dtype == Dtype::F8_E5M2) c.fp8_in_file += 1;
     } else {
       c.bytes_fp8 += 2 * n;
     }
@@ -109,27 +110,27 @@ InspectReport inspect_checkpoint(const SafetensorsFile& file) {
   r.total.name = "total";
   for (const auto& c : r.components) accumulate(r.total, c);
 
-  if (weight_dtypes.size() == 1) {
-    const std::string d = weight_dtypes.begin()->first;
-    if (d == "F32") r.storage = "fp32";
-    else if (d == "F16") r.storage = "fp16";
-    else if (d == "BF16") r.storage = "bf16";
-    else if (d == "F8_E4M3") r.storage = "fp8-e4m3";
-    else if (d == "F8_E5M2") r.storage = "fp8-e5m2";
-    else r.storage = d;
-    if (const auto w = parse_weight_type(r.storage)) r.own_storage = StorageSpec{*w, Fp8Scale::None, false};
-    if (starts_with(r.storage, "fp8")) {
-      std::string scale = has_scales ? "tensor/channel" : "none";
-      if (!r.quantization_metadata.empty()) {
-        try {
-          scale = nlohmann::json::parse(r.quantization_metadata).value("scale", scale);
-        } catch (const nlohmann::json::exception&) {
-        }
-      }
-      r.storage += " (scale " + scale + ")";
-      // as the loader sees it: from the scale tensors, not the metadata
-      r.own_storage->scale = !has_scales ? Fp8Scale::None : channel_scales ? Fp8Scale::Channel : Fp8Scale::Tensor;
+  const uint64_t e4m3 = weight_dtypes["F8_E4M3"], e5m2 = weight_dtypes["F8_E5M2"];
+  weight_dtypes.erase("F8_E4M3");
+  weight_dtypes.erase("F8_E5M2");
+  if (e4m3 + e5m2 > 0) {
+    // FP8 weights in the file, all or some (a UNet in FP8 beside 16-bit text encoders): `auto`
+    // keeps them one byte, in their format and scaling as the scale tensors show it.
+    const WeightType type = e4m3 >= e5m2 ? WeightType::FP8_E4M3 : WeightType::FP8_E5M2;
+    const Fp8Scale scale = scheme.channel_scaled ? Fp8Scale::Channel : scheme.scaled_weights ? Fp8Scale::Tensor : Fp8Scale::None;
+    r.own_storage = StorageSpec{type, scale, false};
+    r.storage = std::string(weight_type_name(type)) + " (scale " + fp8_scale_name(scale) + ")";
+    if (e4m3 && e5m2) r.storage += ", " + std::to_string(e5m2) + " layers E5M2";
+    uint64_t others = 0;
+    for (const auto& [d, count] : weight_dtypes) others += count;
+    if (others) {
+      r.storage += " in " + std::to_string(e4m3 + e5m2) + " of " + std::to_string(e4m3 + e5m2 + others) + " layers;";
+      for (const auto& [d, count] : weight_dtypes) r.storage += " " + d + "x" + std::to_string(count);
     }
+  } else if (weight_dtypes.size() == 1) {
+    const std::string d = weight_dtypes.begin()->first;
+    r.storage = d == "F32" ? "fp32" : d == "F16" ? "fp16" : d == "BF16" ? "bf16" : d;
+    if (const auto w = parse_weight_type(r.storage)) r.own_storage = StorageSpec{*w, Fp8Scale::None, false};
   } else if (weight_dtypes.empty()) {
     r.storage = "no quantisable weights";
   } else {
@@ -153,6 +154,13 @@ std::string format_inspect_report(const InspectReport& r) {
   if (!r.demo.empty()) o << "  model:        " << r.demo << "\n";
   o << "  file size:    " << with_commas(r.file_size) << " bytes\n";
   o << "  weights:      " << r.storage << "\n";
+  if (!r.fp8_layout.empty()) {
+    o << "  FP8 layout:   " << r.fp8_layout << "; FP8 layers in the file:";
+    for (const auto& c : r.components) {
+      if (c.quantisable_tensors) o << " " << c.name << " " << c.fp8_in_file << "/" << c.quantisable_tensors;
+    }
+    o << "\n";
+  }
   char line[256];
   std::snprintf(line, sizeof line, "  %-12s %8s %15s %12s %15s %12s %12s %12s %12s\n", "component",
                 "tensors", "parameters", "buffers", "fp8-quantised", "stored", "fp32", "fp16/bf16",
@@ -185,6 +193,7 @@ nlohmann::json inspect_report_json(const InspectReport& r) {
                           {"stored_bytes", c.stored_bytes},
                           {"quantisable_tensors", c.quantisable_tensors},
                           {"quantisable_params", c.quantisable_params},
+                          {"fp8_in_file", c.fp8_in_file},
                           {"bytes", {{"fp32", c.bytes_fp32}, {"fp16", c.bytes_16bit},
                                      {"bf16", c.bytes_16bit}, {"fp8", c.bytes_fp8}}},
                           {"dtypes", c.dtype_tensors}};
@@ -199,6 +208,7 @@ nlohmann::json inspect_report_json(const InspectReport& r) {
   j["components"] = nlohmann::json::array();
   for (const auto& c : r.components) j["components"].push_back(comp(c));
   if (!r.quantization_metadata.empty()) j["quantization"] = r.quantization_metadata;
+  if (!r.fp8_layout.empty()) j["fp8_layout"] = r.fp8_layout;
   return j;
 }
 

@@ -22,6 +22,7 @@ struct ComponentStats {
   uint64_t stored_bytes = 0;     // as in the file
   uint64_t quantisable_tensors = 0;
   uint64_t quantisable_params = 0;
+  uint64_t fp8_in_file = 0;      // quantisable weights stored F8_E4M3/F8_E5M2 in the file
   uint64_t bytes_fp32 = 0;       // storage type fp32
   uint64_t bytes_16bit = 0;      // fp16 or bf16
   uint64_t bytes_fp8 = 0;        // fp8 (scale none); the VAE stays 16-bit
@@ -38,6 +39,7 @@ struct InspectReport {
   std::optional<StorageSpec> own_storage;
   bool is_fp8_source() const { return own_storage && is_fp8(own_storage->weights); }
   std::string quantization_metadata;  // fp8s.quantization, if present
+  std::string fp8_layout;             // whose FP8 layout the file follows (models/fp8_files.h); "" without FP8
   std::string demo;                   // fp8s.demo: the built-in demo model's description
   std::vector<ComponentStats> components;
   ComponentStats total;

@@ -77,8 +77,8 @@ at::Tensor along_first_dim(const at::Tensor& scale, int64_t dims) {
   return scale.view(shape);
 }
 
-// FP8 codes decoded into `out` (FP32, BF16 or FP16, the codes' shape): decode(code) times the
-// per-tensor scale, or times the per-channel scale along the first dimension (undefined: none).
+}  // namespace
+
 void decode_fp8_into(const at::Tensor& codes, Fp8Format format, const at::Tensor& scale, at::Tensor& out) {
   const auto n = static_cast<std::size_t>(codes.numel());
   const auto* src = codes.data_ptr<uint8_t>();
@@ -93,8 +93,6 @@ void decode_fp8_into(const at::Tensor& codes, Fp8Format format, const at::Tensor
   }
   if (per_channel) out.mul_(along_first_dim(scale.to(out.scalar_type()), out.dim()));
 }
-
-}  // namespace
 
 DecodeStats decode_stats() { return {g_decode_ns.load(), g_decode_weights.load()}; }
 void reset_decode_stats() {
@@ -179,7 +177,7 @@ at::Tensor QLinearImpl::forward(const at::Tensor& x) const {
                    weight.size(1) % 16 == 0;
   const at::Tensor w = mm8 ? at::Tensor() : decoded_weight(x.scalar_type());
   const OpTimer timer(OpKind::Linear);
-  auto y = mm8 ? backend::fp8_linear(x, weight, scale_weight, bias) : at::linear(x, w, bias_as(x.scalar_type()));
+  auto y = mm8 ? backend::fp8_linear(x, weight, scale_weight, bias, input_scale) : at::linear(x, w, bias_as(x.scalar_type()));
   for (const auto& l : online_loras) {
     const auto t = x.scalar_type();
     y = y + at::linear(at::linear(x, l.down.flatten(1).to(x.device(), t)), l.up.flatten(1).to(x.device(), t)) * l.scale;
@@ -271,280 +269,6 @@ at::Tensor LayerNormImpl::forward(const at::Tensor& x) const {
 
 std::shared_ptr<torch::nn::Module> container(torch::nn::Module& parent, const std::string& name) {
   return parent.register_module(name, std::make_shared<torch::nn::Module>());
-}
-
-at::Tensor read_tensor(const SafetensorsFile& file, const TensorRecord& record) {
-  std::vector<int64_t> shape(record.shape.begin(), record.shape.end());
-  switch (record.dtype) {
-    case Dtype::F32:
-    case Dtype::F16:
-    case Dtype::BF16: {
-      at::Tensor raw = at::empty({static_cast<int64_t>(record.nbytes())}, at::kByte);
-      file.read(record, raw.data_ptr());
-      at::Tensor out = at::empty(shape, at::kFloat);
-      widen_to_f32(raw.data_ptr(), record.dtype, static_cast<std::size_t>(record.numel()),
-                   out.data_ptr<float>(), file.path() + ": tensor '" + record.name + "'");
-      return out;
-    }
-    case Dtype::I64: {
-      at::Tensor out = at::empty(shape, at::kLong);
-      file.read(record, out.data_ptr());
-      return out;
-    }
-    case Dtype::I32: {
-      at::Tensor out = at::empty(shape, at::kInt);
-      file.read(record, out.data_ptr());
-      return out;
-    }
-    case Dtype::F8_E4M3:
-    case Dtype::F8_E5M2:
-    case Dtype::U8: {
-      at::Tensor out = at::empty(shape, at::kByte);
-      file.read(record, out.data_ptr());
-      return out;
-    }
-    default:
-      throw InputError(file.path() + ": tensor '" + record.name + "' has unsupported dtype " +
-                       dtype_name(record.dtype));
-  }
-}
-
-namespace {
-
-std::string shape_str(at::IntArrayRef s) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
-bool shape_equals(const std::vector<int64_t>& a, at::IntArrayRef b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
-}
-
-Fp8Format fp8_format_of(Dtype dtype) { return dtype == Dtype::F8_E4M3 ? Fp8Format::E4M3FN : Fp8Format::E5M2; }
-
-// An FP8 checkpoint weight decoded to FP32 (codes times its scale), after checking that a
-// per-channel scale has one value per output channel.
-at::Tensor decode_checkpoint_fp8(const SafetensorsFile& file, const TensorRecord& rec, const at::Tensor& codes,
-                                 const at::Tensor& scale) {
-  if (scale.defined() && scale.numel() > 1 && scale.numel() != codes.size(0)) {
-    throw InputError(file.path() + ": tensor '" + rec.name + "' has " + std::to_string(scale.numel()) +
-                     " channel scales for " + std::to_string(codes.size(0)) + " output channels");
-  }
-  at::Tensor w = at::empty(codes.sizes(), at::kFloat);
-  decode_fp8_into(codes, fp8_format_of(rec.dtype), scale, w);
-  return w;
-}
-
-// Puts a layer's stored weight in place on `device`: float weights as they are, FP8 codes as the
-// device keeps them (uint8 for the CPU's table decode, native float8 elsewhere), with its scale.
-void place_layer(QuantisedLayer& layer, const at::Tensor& stored, bool fp8, Fp8Format format,
-                 const at::Tensor& scale, const at::Device& device) {
-  layer.fp8 = fp8;
-  if (fp8) layer.format = format;
-  at::Tensor w = stored;
-  if (fp8 && !device.is_cpu() && backend::has_native_fp8()) w = backend::codes_as_native_fp8(stored, format);
-  layer.packed = at::Tensor();
-  layer.packed_layout = {};
-  // Where the build packs convolution weights, a CPU convolution's BF16 weight or FP8 codes (no
-  // per-channel scale: that multiplies along the logical first dimension) go in packed instead.
-  const auto* conv = dynamic_cast<const QConv2dImpl*>(&layer);
-  if (conv && device.is_cpu() && backend::has_packed_conv() &&
-      (fp8 ? !scale.defined() || scale.numel() == 1 : w.scalar_type() == at::kBFloat16)) {
-    auto [elements, layout] = backend::pack_conv_weight(fp8 ? w.to(at::kBFloat16) : w, conv->stride(), conv->padding());
-    layer.packed = fp8 ? elements.to(at::kByte) : elements;
-    layer.packed_layout = std::move(layout);
-    w = at::empty({1}, w.options()).expand(w.sizes());  // the placeholder: shape and dtype, no memory
-  } else if (device.is_cpu() && w.dim() == 4 && w.scalar_type() != at::kFloat) {
-    // A CPU convolution's 16-bit weight or FP8 codes kept channels_last, as its 16-bit activations
-    // are (activation_format): oneDNN then reorders it from OHWI, and FP8 decodes straight into that.
-    w = w.contiguous(at::MemoryFormat::ChannelsLast);
-  }
-  layer.weight.set_data(w.to(device));
-  if (scale.defined()) layer.register_scale(scale.to(device));
-}
-
-// Quantises or copies a checkpoint weight into a layer's storage on `device`.
-void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const TensorRecord& rec,
-                    const std::string& key, const StorageSpec& storage, const at::Device& device) {
-  const bool src_fp8 = rec.dtype == Dtype::F8_E4M3 || rec.dtype == Dtype::F8_E5M2;
-  at::Tensor w;  // FP32, when the weight goes through a conversion
-  if (src_fp8) {
-    at::Tensor codes = read_tensor(file, rec);
-    at::Tensor scale;
-    if (const auto* s = file.find(scale_key_for(key))) scale = read_tensor(file, *s).reshape({-1});
-    const Fp8Format src_format = fp8_format_of(rec.dtype);
-    const Fp8Scale src_scale = !scale.defined() ? Fp8Scale::None : scale.numel() > 1 ? Fp8Scale::Channel : Fp8Scale::Tensor;
-    if (is_fp8(storage.weights) && fp8_format(storage.weights) == src_format && storage.scale == src_scale) {
-      // FP8 storage of the checkpoint's own format and scaling: its codes and scale as they are.
-      place_layer(layer, codes, true, src_format, scale, device);
-      return;
-    }
-    // Any other storage holds the FP8 values decoded (16/32-bit: an upcast, 2 or 4 bytes a
-    // weight; another FP8 format or scaling: quantised again from them).
-    w = decode_checkpoint_fp8(file, rec, codes, scale);
-  }
-  const at::ScalarType target = float_storage_dtype(storage.weights);
-  if (!src_fp8 && !is_fp8(storage.weights) && ((rec.dtype == Dtype::F16 && target == at::kHalf) ||
-                                   (rec.dtype == Dtype::BF16 && target == at::kBFloat16))) {
-    at::Tensor v = at::empty(layer.weight.sizes(), at::TensorOptions().dtype(target));
-    file.read(rec, v.data_ptr());
-    place_layer(layer, v, false, layer.format, {}, device);
-    return;
-  }
-  if (!w.defined()) w = read_tensor(file, rec);
-  if (!is_fp8(storage.weights)) {
-    place_layer(layer, w.to(float_storage_dtype(storage.weights)), false, layer.format, {}, device);
-    return;
-  }
-  const Fp8Format format = fp8_format(storage.weights);
-  at::Tensor codes = at::empty(w.sizes(), at::kByte);
-  const auto scales = quantize_weight(w.data_ptr<float>(), w.size(0), w.numel(), format,
-                                      storage.scale, codes.data_ptr<uint8_t>());
-  at::Tensor scale;
-  if (!scales.empty()) {
-    scale = at::from_blob(const_cast<float*>(scales.data()), {static_cast<int64_t>(scales.size())}, at::kFloat).clone();
-  }
-  place_layer(layer, codes, true, format, scale, device);
-}
-
-}  // namespace
-
-void load_layer_weight(QuantisedLayer& layer, const SafetensorsFile& file, const std::string& key,
-                       const StorageSpec& storage, bool quantise, std::optional<at::Device> device) {
-  StorageSpec spec = storage;
-  if (!quantise && is_fp8(spec.weights)) spec.weights = WeightType::FP16;
-  load_quantised(layer, file, file.at(key), key, spec, device.value_or(layer.weight.device()));
-}
-
-void store_layer_weight(QuantisedLayer& layer, const at::Tensor& w_in, const StorageSpec& storage,
-                        std::optional<uint64_t> stochastic_seed) {
-  const at::Device device = layer.weight.device();
-  at::Tensor w = w_in.to(at::kCPU, at::kFloat).contiguous();  // the codec quantises on the CPU
-  if (!layer.fp8) {
-    place_layer(layer, w.to(layer.weight.scalar_type()), false, layer.format, {}, device);
-    return;
-  }
-  at::Tensor codes = at::empty(w.sizes(), at::kByte);
-  const Fp8Scale scale = layer.scale_weight.defined()
-                             ? (layer.scale_weight.numel() > 1 ? Fp8Scale::Channel : Fp8Scale::Tensor)
-                             : storage.scale;
-  const auto scales =
-      stochastic_seed ? quantize_weight_stochastic(w.data_ptr<float>(), w.size(0), w.numel(), layer.format,
-                                                   scale, codes.data_ptr<uint8_t>(), *stochastic_seed)
-                      : quantize_weight(w.data_ptr<float>(), w.size(0), w.numel(), layer.format, scale,
-                                        codes.data_ptr<uint8_t>());
-  place_layer(layer, codes, true, layer.format,
-              scales.empty() ? at::Tensor() : at::tensor(std::vector<float>(scales.begin(), scales.end()), at::kFloat),
-              device);
-}
-
-LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile& file,
-                               const std::string& prefix, const StorageSpec& storage,
-                               bool quantise_component, const std::vector<std::string>& ignorable,
-                               const std::map<std::string, QuantisedLayer*>& fused, const at::Device& device) {
-  LoadReport report;
-  std::vector<std::string> missing;
-  std::set<std::string> used;
-  // Quantised layers first: their weights may become FP8.
-  std::set<std::string> handled;
-  // Every quantisable layer by its weight's name: module layers (`<path>.weight`) and the fused
-  // ones stored under a parameter name.
-  std::vector<std::pair<std::string, QuantisedLayer*>> layers(fused.begin(), fused.end());
-  for (const auto& item : module.named_modules("", false)) {
-    if (auto* layer = dynamic_cast<QuantisedLayer*>(item.value().get())) {
-      layers.emplace_back(item.key() + ".weight", layer);
-    }
-  }
-  for (const auto& [name, layer] : layers) {
-    const std::string key = prefix + name;
-    const auto* rec = file.find(key);
-    if (!rec) {
-      missing.push_back(key);
-      continue;
-    }
-    if (!shape_equals(rec->shape, layer->weight.sizes())) {
-      throw InputError(file.path() + ": tensor '" + key + "' has shape " + shape_str(rec->shape) +
-                       " but the model expects " + shape_str(layer->weight.sizes()) +
-                       "; the checkpoint is not the architecture it claims to be");
-    }
-    // Embedding MLPs (time_embed, label_emb) stay 16-bit like every embedding (DESIGN.md section 2).
-    load_layer_weight(*layer, file, key, storage,
-                      quantise_component && is_quantisable(key, rec->shape, /*fp8_vae=*/true), device);
-    handled.insert(name);
-    used.insert(key);
-    if (layer->scale_weight.defined() || file.find(scale_key_for(key))) {
-      // the file's scale was read with its weight, also when the weight was decoded (upcast)
-      handled.insert(scale_key_for(name));
-      used.insert(scale_key_for(key));
-    }
-    report.quantised += layer->fp8 ? 1 : 0;
-  }
-  const at::ScalarType float_dtype = float_storage_dtype(storage.weights);
-  auto load_one = [&](const std::string& name, at::Tensor& t) {
-    if (handled.count(name)) return;
-    const std::string key = prefix + name;
-    const auto* rec = file.find(key);
-    if (!rec) {
-      missing.push_back(key);
-      return;
-    }
-    if (!shape_equals(rec->shape, t.sizes())) {
-      throw InputError(file.path() + ": tensor '" + key + "' has shape " + shape_str(rec->shape) +
-                       " but the model expects " + shape_str(t.sizes()) +
-                       "; the checkpoint is not the architecture it claims to be");
-    }
-    // Same float type in the file and in memory: read straight into the new tensor, without an
-    // FP32 intermediate (the token embedding alone would be 150 MB of it).
-    const bool direct = (rec->dtype == Dtype::F16 && float_dtype == at::kHalf) ||
-                        (rec->dtype == Dtype::BF16 && float_dtype == at::kBFloat16);
-    if (direct) {
-      at::Tensor v = at::empty(t.sizes(), at::TensorOptions().dtype(float_dtype));
-      file.read(*rec, v.data_ptr());
-      t.set_data(v.to(device));
-    } else {
-      at::Tensor v = read_tensor(file, *rec);
-      t.set_data((v.is_floating_point() ? v.to(float_dtype) : v).to(device));
-    }
-    used.insert(key);
-  };
-  for (auto& item : module.named_parameters(true)) load_one(item.key(), item.value());
-  for (auto& item : module.named_buffers(true)) {
-    if (item.value().defined()) load_one(item.key(), item.value());
-  }
-  if (!missing.empty()) {
-    std::string list;
-    for (std::size_t i = 0; i < std::min<std::size_t>(3, missing.size()); ++i) {
-      list += (i ? ", " : "") + missing[i];
-    }
-    throw InputError(file.path() + ": " + std::to_string(missing.size()) +
-                     " tensors the model needs are missing (" + list +
-                     (missing.size() > 3 ? ", ..." : "") +
-                     "); is this a complete SD checkpoint of the detected architecture?");
-  }
-  for (auto& item : module.named_parameters(true)) report.bytes += item.value().nbytes();
-  for (auto& item : module.named_buffers(true)) {
-    if (item.value().defined()) report.bytes += item.value().nbytes();
-  }
-  report.tensors = used.size();
-  std::vector<std::string> unused;
-  for (const auto& t : file.tensors()) {
-    if (t.name.compare(0, prefix.size(), prefix) != 0 || used.count(t.name)) continue;
-    const std::string rest = t.name.substr(prefix.size());
-    if (std::find(ignorable.begin(), ignorable.end(), rest) != ignorable.end()) continue;
-    unused.push_back(t.name);
-  }
-  if (!unused.empty()) {
-    std::string list;
-    for (std::size_t i = 0; i < std::min<std::size_t>(3, unused.size()); ++i) {
-      list += (i ? ", " : "") + unused[i];
-    }
-    throw InputError(file.path() + ": " + std::to_string(unused.size()) + " tensors under '" + prefix +
-                     "' are not part of the detected architecture (" + list +
-                     (unused.size() > 3 ? ", ..." : "") +
-                     "); the checkpoint is a variant this program does not support, or is damaged");
-  }
-  return report;
 }
 
 }  // namespace fp8s

@@ -79,6 +79,7 @@ class QuantisedLayer {
   at::Tensor weight;        // registered parameter "weight"
   at::Tensor bias;          // registered parameter "bias" (may be undefined)
   at::Tensor scale_weight;  // registered buffer "scale_weight" when FP8-scaled
+  at::Tensor input_scale;   // the file's activation scale (`.scale_input`/`.input_scale`), for FP8 compute
   bool fp8 = false;
   Fp8Format format = Fp8Format::E4M3FN;
   bool fp8_compute = false;  // Linear only: multiply in FP8 where the device can (GenerationRequest::fp8_compute)
@@ -214,7 +215,14 @@ void load_layer_weight(QuantisedLayer& layer, const SafetensorsFile& file, const
 void store_layer_weight(QuantisedLayer& layer, const at::Tensor& w, const StorageSpec& storage,
                         std::optional<uint64_t> stochastic_seed = std::nullopt);
 
-// Reads one tensor of the file into a new FP32 (or integer) CPU tensor.
+// Reads one tensor of the file into a new FP32 (or integer) CPU tensor; F8 tensors decoded to
+// their values (models/loader.cpp).
 at::Tensor read_tensor(const SafetensorsFile& file, const TensorRecord& record);
+// An F8 tensor's codes as uint8, as they are in the file.
+at::Tensor read_fp8_codes(const SafetensorsFile& file, const TensorRecord& record);
+
+// FP8 codes decoded into `out` (FP32, BF16 or FP16, the codes' shape): decode(code) times the
+// per-tensor scale, or times the per-channel scale along the first dimension (undefined: none).
+void decode_fp8_into(const at::Tensor& codes, Fp8Format format, const at::Tensor& scale, at::Tensor& out);
 
 }  // namespace fp8s

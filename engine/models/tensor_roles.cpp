@@ -2,6 +2,7 @@
 #include "models/tensor_roles.h"
 
 #include "core/strings.h"
+#include "models/fp8_files.h"
 
 namespace fp8s {
 
@@ -25,7 +26,7 @@ Component component_of(const std::string& name) {
 }
 
 TensorRole role_of(const std::string& name, const std::vector<int64_t>& shape) {
-  if (ends_with(name, "scale_weight")) return TensorRole::Fp8Scale;
+  if (is_scale_name(name) || is_quantisation_marker(name)) return TensorRole::Fp8Scale;
   if (ends_with(name, "logit_scale")) return TensorRole::Other;
   if (ends_with(name, "position_ids") || starts_with(name, "model_ema.") || name.find('.') == std::string::npos) {
     return TensorRole::Buffer;

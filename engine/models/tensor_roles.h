@@ -21,7 +21,7 @@ enum class TensorRole {
   NormBias,
   Embedding,     // token/position/time/label embeddings and open_clip's text_projection
   Buffer,        // position ids, DDPM schedule, EMA scalars (not counted as parameters)
-  Fp8Scale,      // `<module>.scale_weight` of a quantised weight
+  Fp8Scale,      // a quantised weight's scale in any spelling, input scales and quantisation markers (fp8_files.h)
   Other          // e.g. open_clip's 0-d logit_scale
 };
 

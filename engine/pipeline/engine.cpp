@@ -138,6 +138,24 @@ std::vector<DeviceChoice> available_devices() {
   return out;
 }
 
+namespace {
+// A vocabulary with more ids than a text encoder's token embedding has rows would index past it at
+// the first prompt: refused at load, from the header, naming both numbers.
+void check_vocabulary_fits(const ClipTokenizer& tokenizer, const std::string& checkpoint) {
+  const SafetensorsFile file(checkpoint);
+  for (const auto& tc : config_for(file).text_encoders) {
+    const std::string key = tc.prefix + (tc.open_clip_layout ? "token_embedding.weight" : "embeddings.token_embedding.weight");
+    const auto* rec = file.find(key);
+    const int64_t rows = rec && !rec->shape.empty() ? rec->shape[0] : tc.vocab_size;
+    if (static_cast<int64_t>(tokenizer.vocab_size()) > rows) {
+      throw InputError(checkpoint + ": the tokenizer vocabulary has " + std::to_string(tokenizer.vocab_size()) +
+                       " tokens but the " + tc.name + " text encoder's token embedding has " + std::to_string(rows) +
+                       " rows; use the vocabulary that belongs to this model (--vocab)");
+    }
+  }
+}
+}  // namespace
+
 Engine::Engine(const LoadOptions& options, Observer* observer) : impl_(std::make_unique<Impl>(options)) {
   const auto start = Clock::now();
   if (options.checkpoint.empty()) throw std::invalid_argument("Engine: LoadOptions.checkpoint is empty");
@@ -149,6 +167,7 @@ Engine::Engine(const LoadOptions& options, Observer* observer) : impl_(std::make
   // one fails in a moment. A missing checkpoint is left to the loader, whose error names it.
   if (std::filesystem::exists(options.checkpoint)) {
     impl_->tokenizer = std::make_shared<const ClipTokenizer>(ClipTokenizer::find(options.vocab, options.checkpoint));
+    check_vocabulary_fits(*impl_->tokenizer, options.checkpoint);
   }
   impl_->model = std::make_unique<Model>(impl_->options.checkpoint, options.storage, device);
   if (device.is_cuda()) log().info("running on {}", backend::describe_device(device));

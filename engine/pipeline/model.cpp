@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "lora/lora.h"
+#include "models/fp8_files.h"
 #include "models/inspect.h"
 #include "models/unet.h"
 #include "models/text_encoder.h"
@@ -40,6 +41,13 @@ Model::Model(const std::string& checkpoint, const StorageSpec& storage, const at
                      ", which is not supported yet (supported: SD 1.x and SDXL base checkpoints)");
   }
   config_ = config_for(*file_);
+  // What cannot run (NVFP4, MXFP8, int8/4-bit) is refused here, before any weight is read.
+  const Fp8FileScheme scheme = read_fp8_scheme(*file_);
+  if (!scheme.layout.empty()) {
+    log().info("{}: FP8 layout {} ({} F8 tensors, {} weights scaled, {} per channel, {} input scales)",
+               checkpoint, scheme.layout, scheme.fp8_tensors, scheme.scaled_weights, scheme.channel_scaled,
+               scheme.input_scales);
+  }
   source_ = inspect_checkpoint(*file_).own_storage;
   load_all();
   file_->release_mapping();

@@ -140,16 +140,24 @@ void ModelPanel::showReport(const QString& path, std::shared_ptr<InspectReport> 
   } else {
     QString html = QStringLiteral("<b>%1</b><table cellspacing=0 cellpadding=1>")
                        .arg(QString::fromStdString(m_report->detection.description()).toHtmlEscaped());
-    html += tr("<tr><td>component&nbsp;</td><td align=right>params&nbsp;</td><td align=right>16-bit&nbsp;</td><td align=right>FP8</td></tr>");
+    const bool fp8File = !m_report->fp8_layout.empty();
+    html += tr("<tr><td>component&nbsp;</td><td align=right>params&nbsp;</td><td align=right>16-bit&nbsp;</td><td align=right>FP8</td>%1</tr>")
+                .arg(fp8File ? tr("<td align=right>&nbsp;FP8 in file</td>") : QString());
     for (const auto& c : m_report->components) {
-      html += QStringLiteral("<tr><td>%1</td><td align=right>%2 M&nbsp;</td><td align=right>%3&nbsp;</td><td align=right>%4</td></tr>")
+      // which layers the file itself holds in FP8 (of the quantisable ones)
+      const QString inFile = !fp8File ? QString()
+                             : c.quantisable_tensors ? QStringLiteral("<td align=right>%1/%2</td>").arg(c.fp8_in_file).arg(c.quantisable_tensors)
+                                                     : QStringLiteral("<td></td>");
+      html += QStringLiteral("<tr><td>%1</td><td align=right>%2 M&nbsp;</td><td align=right>%3&nbsp;</td><td align=right>%4</td>%5</tr>")
                   .arg(QString::fromStdString(c.name))
                   .arg(static_cast<double>(c.params) / 1e6, 0, 'f', 1)
                   .arg(formatBytes(static_cast<double>(c.bytes_16bit)))
-                  .arg(formatBytes(static_cast<double>(c.bytes_fp8)));
+                  .arg(formatBytes(static_cast<double>(c.bytes_fp8)))
+                  .arg(inFile);
     }
     html += QStringLiteral("</table>");
     html += tr("In the file: %1").arg(QString::fromStdString(m_report->storage).toHtmlEscaped());
+    if (fp8File) html += tr("<br>FP8 layout: %1").arg(QString::fromStdString(m_report->fp8_layout).toHtmlEscaped());
     if (m_report->is_fp8_source()) {
       html += tr("<br><span style='color:#b9770e'>This checkpoint is already FP8: 16- and 32-bit storage hold its "
                  "FP8 values upcast, so a compare shows the memory difference but the same images. The real "

@@ -123,6 +123,16 @@ StorageSpec PrecisionPanel::compareStorage() const {
 
 void PrecisionPanel::setReport(const InspectReport* report) {
   m_report = report;
+  // A checkpoint whose weights are FP8 in the file loads as that FP8 (one byte a weight, its own
+  // format and scaling), as the CLI's `--weights auto` does; upcasting it stays one choice away.
+  if (report && report->is_fp8_source() && report->path != m_followedPath) {
+    m_followedPath = report->path;
+    auto p = settings();
+    p.storage.weights = report->own_storage->weights;
+    p.storage.scale = report->own_storage->scale;
+    setSettings(p);
+    return;
+  }
   update();
 }
 

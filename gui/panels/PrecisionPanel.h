@@ -62,6 +62,7 @@ class PrecisionPanel : public QWidget {
   QComboBox* m_device;
   QLabel* m_prediction;
   const InspectReport* m_report = nullptr;
+  std::string m_followedPath;  // the FP8 checkpoint whose storage setReport last followed
 };
 
 }  // namespace fp8s::gui

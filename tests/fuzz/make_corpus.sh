@@ -9,7 +9,7 @@ out="$here/corpus"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 rm -rf "$out"
-mkdir -p "$out"/{fuzz_safetensors,fuzz_png_parameters,fuzz_prompt,fuzz_lora_keys,fuzz_cli_numbers}
+mkdir -p "$out"/{fuzz_safetensors,fuzz_fp8_metadata,fuzz_png_parameters,fuzz_prompt,fuzz_lora_keys,fuzz_cli_numbers}
 
 # safetensors: whole LoRA files for the tiny layouts (rank 1), the header of a tiny checkpoint,
 # and hand-made edge cases (empty, scalar, FP8 with its scale, metadata only).
@@ -43,6 +43,32 @@ open(S + "fp8-with-scale", "wb").write(st({
     "w.scale_weight": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]},
     "b": {"dtype": "BF16", "shape": [2], "data_offsets": [12, 16]}}, bytes(16)))
 open(S + "zero-size", "wb").write(st({"z": {"dtype": "F16", "shape": [0, 4], "data_offsets": [0, 0]}}))
+# FP8 files of other tools (fuzz_fp8_metadata): comfy_quant per layer and in the header, ComfyUI's
+# legacy scaled_fp8, and the refused MXFP8 / NVFP4 spellings
+F = out + "/fuzz_fp8_metadata/"
+conf = b'{"format":"float8_e4m3fn"}'
+open(F + "comfy-quant", "wb").write(st({
+    "m.l.weight": {"dtype": "F8_E4M3", "shape": [2, 2], "data_offsets": [0, 4]},
+    "m.l.weight_scale": {"dtype": "F32", "shape": [], "data_offsets": [4, 8]},
+    "m.l.comfy_quant": {"dtype": "U8", "shape": [len(conf)], "data_offsets": [8, 8 + len(conf)]},
+    "m.l.input_scale": {"dtype": "BF16", "shape": [1], "data_offsets": [8 + len(conf), 10 + len(conf)]}},
+    bytes(8) + conf + bytes(2)))
+open(F + "comfy-legacy", "wb").write(st({
+    "model.diffusion_model.scaled_fp8": {"dtype": "F8_E4M3", "shape": [0], "data_offsets": [0, 0]},
+    "model.diffusion_model.a.weight": {"dtype": "F8_E4M3", "shape": [2, 2], "data_offsets": [0, 4]},
+    "model.diffusion_model.a.scale_weight": {"dtype": "F32", "shape": [], "data_offsets": [4, 8]},
+    "model.diffusion_model.a.scale_input": {"dtype": "F32", "shape": [], "data_offsets": [8, 12]}}, bytes(12)))
+open(F + "header-metadata", "wb").write(st({
+    "__metadata__": {"_quantization_metadata": json.dumps(
+        {"format_version": "1.0", "layers": {"a": {"format": "float8_e5m2"}, "b": "float8_e4m3fn"}})},
+    "a.weight": {"dtype": "F8_E5M2", "shape": [2, 1], "data_offsets": [0, 2]},
+    "a.weight_scale": {"dtype": "F16", "shape": [2, 1], "data_offsets": [2, 6]}}, bytes(6)))
+open(F + "mxfp8", "wb").write(st({
+    "a.weight": {"dtype": "F8_E4M3", "shape": [1, 32], "data_offsets": [0, 32]},
+    "a.weight_scale": {"dtype": "F8_E8M0", "shape": [1, 1], "data_offsets": [32, 33]}}, bytes(33)))
+open(F + "nvfp4", "wb").write(st({
+    "a.weight": {"dtype": "U8", "shape": [2, 8], "data_offsets": [0, 16]},
+    "a.weight_scale_2": {"dtype": "F32", "shape": [], "data_offsets": [16, 20]}}, bytes(20)))
 # LoRA key lists ("NAME DTYPE DIMS...") from the synthetic LoRA headers, and diffusers/PEFT names
 for name in ("sd1", "sdxl"):
     raw = open(tmp + "/lora-%s.safetensors" % name, "rb").read()

@@ -1,0 +1,338 @@
+// The name-for-name weight loader: every parameter and buffer of a module read from a
+// safetensors file tensor by tensor, each in its storage type. FP8 tensors of any tool's layout
+// (models/fp8_files.h) are read by role: a quantisable layer's weight keeps its codes and scale
+// (one byte a weight) when the storage is FP8 of its format, and is decoded otherwise; every other
+// F8 tensor (bias, norm, embedding, VAE) is decoded with the codec, never used as raw codes.
+#include <algorithm>
+#include <set>
+
+#include "backend/backend.h"
+#include "core/error.h"
+#include "core/strings.h"
+#include "models/convert.h"
+#include "models/fp8_files.h"
+#include "models/nn.h"
+#include "models/tensor_roles.h"
+
+namespace fp8s {
+
+namespace {
+bool is_fp8_dtype(Dtype d) { return d == Dtype::F8_E4M3 || d == Dtype::F8_E5M2; }
+Fp8Format fp8_format_of(Dtype dtype) { return dtype == Dtype::F8_E4M3 ? Fp8Format::E4M3FN : Fp8Format::E5M2; }
+}  // namespace
+
+at::Tensor read_fp8_codes(const SafetensorsFile& file, const TensorRecord& record) {
+  at::Tensor out = at::empty(std::vector<int64_t>(record.shape.begin(), record.shape.end()), at::kByte);
+  file.read(record, out.data_ptr());
+  return out;
+}
+
+at::Tensor read_tensor(const SafetensorsFile& file, const TensorRecord& record) {
+  std::vector<int64_t> shape(record.shape.begin(), record.shape.end());
+  switch (record.dtype) {
+    case Dtype::F32:
+    case Dtype::F16:
+    case Dtype::BF16: {
+      at::Tensor raw = at::empty({static_cast<int64_t>(record.nbytes())}, at::kByte);
+      file.read(record, raw.data_ptr());
+      at::Tensor out = at::empty(shape, at::kFloat);
+      widen_to_f32(raw.data_ptr(), record.dtype, static_cast<std::size_t>(record.numel()),
+                   out.data_ptr<float>(), file.path() + ": tensor '" + record.name + "'");
+      return out;
+    }
+    case Dtype::I64: {
+      at::Tensor out = at::empty(shape, at::kLong);
+      file.read(record, out.data_ptr());
+      return out;
+    }
+    case Dtype::I32: {
+      at::Tensor out = at::empty(shape, at::kInt);
+      file.read(record, out.data_ptr());
+      return out;
+    }
+    case Dtype::F8_E4M3:
+    case Dtype::F8_E5M2: {
+      // FP8 values, decoded by the codec (raw codes are never numbers; the loader reads codes apart)
+      at::Tensor out = at::empty(shape, at::kFloat);
+      decode_fp8_into(read_fp8_codes(file, record), fp8_format_of(record.dtype), {}, out);
+      return out;
+    }
+    case Dtype::U8: {
+      at::Tensor out = at::empty(shape, at::kByte);
+      file.read(record, out.data_ptr());
+      return out;
+    }
+    default:
+      throw InputError(file.path() + ": tensor '" + record.name + "' has unsupported dtype " +
+                       dtype_name(record.dtype));
+  }
+}
+
+namespace {
+
+std::string shape_str(at::IntArrayRef s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+bool shape_equals(const std::vector<int64_t>& a, at::IntArrayRef b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+
+bool file_has(const SafetensorsFile& file, const std::string& name) { return file.find(name) != nullptr; }
+
+// A [N] scale shaped to multiply a weight [N, ...] along its first dimension ([1]: a scalar).
+at::Tensor scale_for(const at::Tensor& scale, int64_t dims) {
+  if (scale.numel() == 1) return scale.reshape({});
+  std::vector<int64_t> shape(static_cast<std::size_t>(dims), 1);
+  shape[0] = -1;
+  return scale.view(shape);
+}
+
+// The scale of the weight `rec` in any spelling and shape the readers write (0-d, [1], [out],
+// [out,1]; F32, BF16 or F16) as F32 [1] or [out]; undefined when the file has none.
+at::Tensor read_weight_scale(const SafetensorsFile& file, const TensorRecord& rec) {
+  const std::string key = find_scale_key([&](const std::string& n) { return file_has(file, n); }, rec.name);
+  if (key.empty()) return {};
+  const at::Tensor scale = read_tensor(file, file.at(key)).reshape({-1});
+  const int64_t out = rec.shape.empty() ? 1 : rec.shape[0];
+  if (scale.numel() != 1 && scale.numel() != out) {
+    throw InputError(file.path() + ": scale '" + key + "' has " + std::to_string(scale.numel()) +
+                     " values for the " + std::to_string(out) + " output channels of '" + rec.name + "'");
+  }
+  return scale;
+}
+
+// Puts a layer's stored weight in place on `device`: float weights as they are, FP8 codes as the
+// device keeps them (uint8 for the CPU's table decode, native float8 elsewhere), with its scale.
+void place_layer(QuantisedLayer& layer, const at::Tensor& stored, bool fp8, Fp8Format format,
+                 const at::Tensor& scale, const at::Device& device) {
+  layer.fp8 = fp8;
+  if (fp8) layer.format = format;
+  at::Tensor w = stored;
+  if (fp8 && !device.is_cpu() && backend::has_native_fp8()) w = backend::codes_as_native_fp8(stored, format);
+  layer.packed = at::Tensor();
+  layer.packed_layout = {};
+  // Where the build packs convolution weights, a CPU convolution's BF16 weight or FP8 codes (no
+  // per-channel scale: that multiplies along the logical first dimension) go in packed instead.
+  const auto* conv = dynamic_cast<const QConv2dImpl*>(&layer);
+  if (conv && device.is_cpu() && backend::has_packed_conv() &&
+      (fp8 ? !scale.defined() || scale.numel() == 1 : w.scalar_type() == at::kBFloat16)) {
+    auto [elements, layout] = backend::pack_conv_weight(fp8 ? w.to(at::kBFloat16) : w, conv->stride(), conv->padding());
+    layer.packed = fp8 ? elements.to(at::kByte) : elements;
+    layer.packed_layout = std::move(layout);
+    w = at::empty({1}, w.options()).expand(w.sizes());  // the placeholder: shape and dtype, no memory
+  } else if (device.is_cpu() && w.dim() == 4 && w.scalar_type() != at::kFloat) {
+    // A CPU convolution's 16-bit weight or FP8 codes kept channels_last, as its 16-bit activations
+    // are (activation_format): oneDNN then reorders it from OHWI, and FP8 decodes straight into that.
+    w = w.contiguous(at::MemoryFormat::ChannelsLast);
+  }
+  layer.weight.set_data(w.to(device));
+  if (scale.defined()) layer.register_scale(scale.to(device));
+}
+
+// Quantises or copies a checkpoint weight into a layer's storage on `device`.
+void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const TensorRecord& rec,
+                    const std::string& key, const StorageSpec& storage, const at::Device& device) {
+  const bool src_fp8 = is_fp8_dtype(rec.dtype);
+  // Every spelling of the scale multiplies (also a 16-bit weight's: ComfyUI's legacy files carry
+  // scales of 1 on layers they left unquantised).
+  const at::Tensor scale = read_weight_scale(file, rec);
+  const std::string input_key = find_input_scale_key([&](const std::string& n) { return file_has(file, n); }, key);
+  if (!input_key.empty()) layer.input_scale = read_tensor(file, file.at(input_key)).reshape({-1}).narrow(0, 0, 1).to(device);
+  at::Tensor w;  // FP32, when the weight goes through a conversion
+  if (src_fp8) {
+    at::Tensor codes = read_fp8_codes(file, rec);
+    const Fp8Format src_format = fp8_format_of(rec.dtype);
+    if (is_fp8(storage.weights) && fp8_format(storage.weights) == src_format) {
+      // FP8 storage of the checkpoint's own format: its codes and scale as they are, whatever
+      // scaling the storage names (quantising FP8 values again could only lose, in the same bytes).
+      place_layer(layer, codes, true, src_format, scale, device);
+      return;
+    }
+    // Any other storage holds the FP8 values decoded (16/32-bit: an upcast, 2 or 4 bytes a
+    // weight; the other FP8 format: quantised again from them).
+    w = at::empty(codes.sizes(), at::kFloat);
+    decode_fp8_into(codes, src_format, scale, w);
+  }
+  const at::ScalarType target = float_storage_dtype(storage.weights);
+  if (!src_fp8 && !scale.defined() && !is_fp8(storage.weights) && ((rec.dtype == Dtype::F16 && target == at::kHalf) ||
+                                   (rec.dtype == Dtype::BF16 && target == at::kBFloat16))) {
+    at::Tensor v = at::empty(layer.weight.sizes(), at::TensorOptions().dtype(target));
+    file.read(rec, v.data_ptr());
+    place_layer(layer, v, false, layer.format, {}, device);
+    return;
+  }
+  if (!w.defined()) {
+    w = read_tensor(file, rec);
+    if (scale.defined()) w.mul_(scale_for(scale, w.dim()));
+  }
+  if (!is_fp8(storage.weights)) {
+    place_layer(layer, w.to(float_storage_dtype(storage.weights)), false, layer.format, {}, device);
+    return;
+  }
+  const Fp8Format format = fp8_format(storage.weights);
+  at::Tensor codes = at::empty(w.sizes(), at::kByte);
+  const auto scales = quantize_weight(w.data_ptr<float>(), w.size(0), w.numel(), format,
+                                      storage.scale, codes.data_ptr<uint8_t>());
+  at::Tensor new_scale;
+  if (!scales.empty()) {
+    new_scale = at::from_blob(const_cast<float*>(scales.data()), {static_cast<int64_t>(scales.size())}, at::kFloat).clone();
+  }
+  place_layer(layer, codes, true, format, new_scale, device);
+}
+
+}  // namespace
+
+void load_layer_weight(QuantisedLayer& layer, const SafetensorsFile& file, const std::string& key,
+                       const StorageSpec& storage, bool quantise, std::optional<at::Device> device) {
+  StorageSpec spec = storage;
+  if (!quantise && is_fp8(spec.weights)) spec.weights = WeightType::FP16;
+  load_quantised(layer, file, file.at(key), key, spec, device.value_or(layer.weight.device()));
+}
+
+void store_layer_weight(QuantisedLayer& layer, const at::Tensor& w_in, const StorageSpec& storage,
+                        std::optional<uint64_t> stochastic_seed) {
+  const at::Device device = layer.weight.device();
+  at::Tensor w = w_in.to(at::kCPU, at::kFloat).contiguous();  // the codec quantises on the CPU
+  if (!layer.fp8) {
+    place_layer(layer, w.to(layer.weight.scalar_type()), false, layer.format, {}, device);
+    return;
+  }
+  at::Tensor codes = at::empty(w.sizes(), at::kByte);
+  const Fp8Scale scale = layer.scale_weight.defined()
+                             ? (layer.scale_weight.numel() > 1 ? Fp8Scale::Channel : Fp8Scale::Tensor)
+                             : storage.scale;
+  const auto scales =
+      stochastic_seed ? quantize_weight_stochastic(w.data_ptr<float>(), w.size(0), w.numel(), layer.format,
+                                                   scale, codes.data_ptr<uint8_t>(), *stochastic_seed)
+                      : quantize_weight(w.data_ptr<float>(), w.size(0), w.numel(), layer.format, scale,
+                                        codes.data_ptr<uint8_t>());
+  place_layer(layer, codes, true, layer.format,
+              scales.empty() ? at::Tensor() : at::tensor(std::vector<float>(scales.begin(), scales.end()), at::kFloat),
+              device);
+}
+
+LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile& file,
+                               const std::string& prefix, const StorageSpec& storage,
+                               bool quantise_component, const std::vector<std::string>& ignorable,
+                               const std::map<std::string, QuantisedLayer*>& fused, const at::Device& device) {
+  LoadReport report;
+  std::vector<std::string> missing;
+  std::set<std::string> used;
+  // Quantised layers first: their weights may become FP8.
+  std::set<std::string> handled;
+  // Every quantisable layer by its weight's name: module layers (`<path>.weight`) and the fused
+  // ones stored under a parameter name.
+  std::vector<std::pair<std::string, QuantisedLayer*>> layers(fused.begin(), fused.end());
+  for (const auto& item : module.named_modules("", false)) {
+    if (auto* layer = dynamic_cast<QuantisedLayer*>(item.value().get())) {
+      layers.emplace_back(item.key() + ".weight", layer);
+    }
+  }
+  for (const auto& [name, layer] : layers) {
+    const std::string key = prefix + name;
+    const auto* rec = file.find(key);
+    if (!rec) {
+      missing.push_back(key);
+      continue;
+    }
+    if (!shape_equals(rec->shape, layer->weight.sizes())) {
+      throw InputError(file.path() + ": tensor '" + key + "' has shape " + shape_str(rec->shape) +
+                       " but the model expects " + shape_str(layer->weight.sizes()) +
+                       "; the checkpoint is not the architecture it claims to be");
+    }
+    // Embedding MLPs (time_embed, label_emb) stay 16-bit like every embedding (DESIGN.md section 2).
+    load_layer_weight(*layer, file, key, storage,
+                      quantise_component && is_quantisable(key, rec->shape, /*fp8_vae=*/true), device);
+    handled.insert(name);
+    used.insert(key);
+    // the file's scales were read with its weight (also when it was decoded); the layer keeps
+    // its own under the buffer name `scale_weight`
+    const auto has = [&](const std::string& n) { return file_has(file, n); };
+    for (const std::string& k : {find_scale_key(has, key), find_input_scale_key(has, key)}) {
+      if (!k.empty()) used.insert(k);
+    }
+    if (layer->scale_weight.defined()) handled.insert(scale_key_for(name));
+    report.quantised += layer->fp8 ? 1 : 0;
+  }
+  const at::ScalarType float_dtype = float_storage_dtype(storage.weights);
+  auto load_one = [&](const std::string& name, at::Tensor& t) {
+    if (handled.count(name)) return;
+    const std::string key = prefix + name;
+    const auto* rec = file.find(key);
+    if (!rec) {
+      missing.push_back(key);
+      return;
+    }
+    if (!shape_equals(rec->shape, t.sizes())) {
+      throw InputError(file.path() + ": tensor '" + key + "' has shape " + shape_str(rec->shape) +
+                       " but the model expects " + shape_str(t.sizes()) +
+                       "; the checkpoint is not the architecture it claims to be");
+    }
+    // Same float type in the file and in memory: read straight into the new tensor, without an
+    // FP32 intermediate (the token embedding alone would be 150 MB of it).
+    const bool direct = (rec->dtype == Dtype::F16 && float_dtype == at::kHalf) ||
+                        (rec->dtype == Dtype::BF16 && float_dtype == at::kBFloat16);
+    if (direct) {
+      at::Tensor v = at::empty(t.sizes(), at::TensorOptions().dtype(float_dtype));
+      file.read(*rec, v.data_ptr());
+      t.set_data(v.to(device));
+    } else {
+      // F8 tensors arrive decoded (read_tensor), times their scale where they have one (comfy_quant
+      // quantises embeddings too)
+      at::Tensor v = read_tensor(file, *rec);
+      if (is_fp8_dtype(rec->dtype)) {
+        const at::Tensor scale = read_weight_scale(file, *rec);
+        if (scale.defined()) {
+          v.mul_(scale_for(scale, v.dim()));
+          used.insert(find_scale_key([&](const std::string& n) { return file_has(file, n); }, key));
+        }
+      }
+      t.set_data((v.is_floating_point() ? v.to(float_dtype) : v).to(device));
+    }
+    used.insert(key);
+  };
+  for (auto& item : module.named_parameters(true)) load_one(item.key(), item.value());
+  for (auto& item : module.named_buffers(true)) {
+    if (item.value().defined()) load_one(item.key(), item.value());
+  }
+  if (!missing.empty()) {
+    std::string list;
+    for (std::size_t i = 0; i < std::min<std::size_t>(3, missing.size()); ++i) {
+      list += (i ? ", " : "") + missing[i];
+    }
+    throw InputError(file.path() + ": " + std::to_string(missing.size()) +
+                     " tensors the model needs are missing (" + list +
+                     (missing.size() > 3 ? ", ..." : "") +
+                     "); is this a complete SD checkpoint of the detected architecture?");
+  }
+  for (auto& item : module.named_parameters(true)) report.bytes += item.value().nbytes();
+  for (auto& item : module.named_buffers(true)) {
+    if (item.value().defined()) report.bytes += item.value().nbytes();
+  }
+  report.tensors = used.size();
+  std::vector<std::string> unused;
+  for (const auto& t : file.tensors()) {
+    if (t.name.compare(0, prefix.size(), prefix) != 0 || used.count(t.name)) continue;
+    const std::string rest = t.name.substr(prefix.size());
+    if (std::find(ignorable.begin(), ignorable.end(), rest) != ignorable.end()) continue;
+    // quantisation markers and activation scales describe, they hold no model value
+    if (is_quantisation_marker(t.name) || ends_with(t.name, "input_scale") || ends_with(t.name, "scale_input")) continue;
+    unused.push_back(t.name);
+  }
+  if (!unused.empty()) {
+    std::string list;
+    for (std::size_t i = 0; i < std::min<std::size_t>(3, unused.size()); ++i) {
+      list += (i ? ", " : "") + unused[i];
+    }
+    throw InputError(file.path() + ": " + std::to_string(unused.size()) + " tensors under '" + prefix +
+                     "' are not part of the detected architecture (" + list +
+                     (unused.size() > 3 ? ", ..." : "") +
+                     "); the checkpoint is a variant this program does not support, or is damaged");
+  }
+  return report;
+}
+
+}  // namespace fp8s
