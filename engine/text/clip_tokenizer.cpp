@@ -178,7 +178,10 @@ ClipTokenizer ClipTokenizer::find(const std::string& explicit_path, const std::s
 }
 
 std::vector<int32_t> ClipTokenizer::bpe(const std::string& symbols_key) const {
-  if (auto it = cache_.find(symbols_key); it != cache_.end()) return it->second;
+  {
+    const std::lock_guard<std::mutex> lock(cache_->mutex);
+    if (auto it = cache_->ids.find(symbols_key); it != cache_->ids.end()) return it->second;
+  }
   // symbols_key: the piece's byte symbols separated by '\x01' ('</w>' already on the last one)
   std::vector<std::string> word;
   std::size_t start = 0;
@@ -219,7 +222,8 @@ std::vector<int32_t> ClipTokenizer::bpe(const std::string& symbols_key) const {
     if (it == vocab_.end()) throw RuntimeFailure("CLIP vocabulary lacks the token '" + w + "'");
     ids.push_back(it->second);
   }
-  cache_[symbols_key] = ids;
+  const std::lock_guard<std::mutex> lock(cache_->mutex);
+  cache_->ids.emplace(symbols_key, ids);
   return ids;
 }
 

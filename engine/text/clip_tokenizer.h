@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -48,7 +50,14 @@ class ClipTokenizer {
   std::string byte_symbol_[256];                     // byte -> its symbol (UTF-8)
   int32_t bos_ = -1, eos_ = -1, comma_ = -1;
   std::string source_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;
+  // Merged pieces already seen. encode() is const and called from several threads at once (the
+  // GUI's token counter while a generation encodes its prompt): the cache has its own lock, and
+  // copies of a tokenizer share it.
+  struct BpeCache {
+    std::mutex mutex;
+    std::unordered_map<std::string, std::vector<int32_t>> ids;
+  };
+  std::shared_ptr<BpeCache> cache_ = std::make_shared<BpeCache>();
 };
 
 }  // namespace fp8s
