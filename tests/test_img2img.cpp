@@ -433,6 +433,34 @@ class TestImg2Img : public QObject {
     QVERIFY_THROWS_EXCEPTION(InputError, validate_request(h, 512));
   }
 
+  // A low hires denoising strength stretches the hires schedule (N / strength steps): longer than
+  // the model's 1000 timesteps is refused up front for every sampler (DDIM's step would be 0 and
+  // run away), and the longest schedule that fits is accepted.
+  void hiresScheduleLongerThanTheTimestepsIsRefused() {
+    for (const auto sampler : {Sampler::Euler, Sampler::EulerAncestral, Sampler::Heun, Sampler::DpmPP2M, Sampler::Ddim, Sampler::Lcm}) {
+      auto h = small(4);
+      h.sampler = sampler;
+      h.enable_hr = true;
+      h.hr_scale = 2;
+      h.hr_steps = 20;
+      h.hr_denoising_strength = 0.01f;  // 2000 steps
+      try {
+        validate_request(h, 512);
+        QFAIL(sampler_name(sampler));
+      } catch (const InputError& e) {
+        QVERIFY2(QString(e.what()).contains("2000 steps") && QString(e.what()).contains("1000"), e.what());
+      }
+      h.hr_denoising_strength = 0.02f;  // floor(20 / 0.02) = 1000: fits
+      validate_request(h, 512);
+      h.hr_steps = 0;  // = steps (4): 4 / 0.003 = 1333
+      h.hr_denoising_strength = 0.003f;
+      QVERIFY_THROWS_EXCEPTION(InputError, validate_request(h, 512));
+    }
+    QCOMPARE(hires_schedule_length(20, 0.5f), 40.0);
+    QCOMPARE(hires_schedule_length(20, 1.0f), std::floor(20 / 0.999));
+    QCOMPARE(hires_schedule_length(20, 0.0f), 20.0);
+  }
+
   // The image operations against hand-derived values.
   void imageOperations() {
     // resampling a constant image gives the constant (the kernels are normalised)

@@ -11,6 +11,7 @@
 #include "core/logging.h"
 #include "lora/lora.h"
 #include "models/fp8_files.h"
+#include "pipeline/request.h"
 #include "models/inspect.h"
 #include "models/unet.h"
 #include "models/text_encoder.h"
@@ -297,7 +298,8 @@ at::Tensor Model::vae_moments(const at::Tensor& image, ComputeType compute) cons
 void set_img2img_steps(SamplingInit& init, int steps, float strength, bool fixed_steps) {
   const double s = std::min(static_cast<double>(strength), 0.999);
   if (fixed_steps) {
-    init.schedule_steps = s > 0 ? static_cast<int>(steps / s) : steps;
+    // validate_request refused schedules longer than the model's timesteps
+    init.schedule_steps = static_cast<int>(std::min<double>(hires_schedule_length(steps, strength), kTrainingTimesteps));
     init.t_enc = steps - 1;
   } else {
     init.schedule_steps = steps;

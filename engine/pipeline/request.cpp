@@ -93,10 +93,27 @@ void validate_image_inputs(const GenerationRequest& r, int w, int h) {
     check_size(r.hr_target_height(h), "hires height");
     if (r.hr_steps < 0 || r.hr_steps > 1000) throw InputError("hires steps must be between 0 (= steps) and 1000");
     check_fraction(r.hr_denoising_strength, "hires denoising strength");
+    // a low strength stretches the schedule: DDIM's uniform timesteps need a step of at least one
+    // training timestep, and no sampler has more timesteps than the model was trained on
+    const int hr_steps = r.hr_steps ? r.hr_steps : r.steps;
+    const double length = hires_schedule_length(hr_steps, r.hr_denoising_strength);
+    if (length > kTrainingTimesteps) {
+      throw InputError("hires steps " + std::to_string(hr_steps) + " at denoising strength " +
+                       std::to_string(r.hr_denoising_strength).substr(0, 5) + " need a schedule of " +
+                       std::to_string(static_cast<long long>(std::min(length, 1e15))) + " steps, more than the model's " +
+                       std::to_string(kTrainingTimesteps) + " timesteps; raise the strength to at least " +
+                       std::to_string(static_cast<double>(hr_steps) / kTrainingTimesteps).substr(0, 5) +
+                       " or lower the hires steps");
+    }
   }
 }
 
 }  // namespace
+
+double hires_schedule_length(int steps, float strength) {
+  const double s = std::min(static_cast<double>(strength), 0.999);
+  return s > 0 ? std::floor(steps / s) : steps;
+}
 
 int request_width(const GenerationRequest& r, int native_size) {
   if (r.width) return r.width;

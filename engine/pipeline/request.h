@@ -167,6 +167,13 @@ struct ModelInfo {
 // CFG, batch, clip skip 1..`text_layers`, SDXL size conditioning, LoRA multipliers of the list and
 // of the prompt's <lora:NAME:W> tags); throws InputError naming the value and the allowed range.
 // The only place these are checked: the engine calls it before it allocates anything.
+// The diffusion models' number of training timesteps: no sampling schedule may be longer.
+inline constexpr int kTrainingTimesteps = 1000;
+// A1111's hires pass (and img2img with fixed steps): `steps` steps of a schedule of
+// floor(steps / min(strength, 0.999)) steps; `steps` itself at strength 0. Unclamped: callers
+// refuse what exceeds kTrainingTimesteps (validate_request).
+double hires_schedule_length(int steps, float strength);
+
 void validate_request(const GenerationRequest& request, int native_size, int text_layers = 12);
 // The image size a request runs at: its width/height, else the init image's (rounded down to a
 // multiple of 8), else the model's native size.

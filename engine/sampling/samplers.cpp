@@ -1,6 +1,8 @@
 #include "sampling/samplers.h"
 
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 namespace fp8s {
 
@@ -105,6 +107,9 @@ at::Tensor sample_lcm(const Denoiser& model, at::Tensor x, const at::Tensor& sig
 }
 
 std::vector<int64_t> ddim_timesteps(int steps, int64_t train_steps) {
+  if (steps < 1 || steps > train_steps) {
+    throw std::invalid_argument("ddim_timesteps: " + std::to_string(steps) + " steps of " + std::to_string(train_steps));
+  }
   const int64_t c = train_steps / steps;
   std::vector<int64_t> ts;
   for (int64_t t = 0; t < train_steps; t += c) ts.push_back(t + 1);
