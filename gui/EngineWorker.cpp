@@ -105,8 +105,30 @@ void EngineWorker::reportFailure(int run) {
   }
 }
 
+void EngineWorker::queueGenerate(const GenerationRequest& request, const QString& outputDir) {
+  const uint64_t ticket = ++m_queued;
+  QMetaObject::invokeMethod(this, [this, ticket, request, outputDir] {
+    m_jobTicket = ticket;
+    generate(request, outputDir);
+  }, Qt::QueuedConnection);
+}
+
+void EngineWorker::queueCompare(const GenerationRequest& request, const StorageSpec& fp8, const QString& outputDir) {
+  const uint64_t ticket = ++m_queued;
+  QMetaObject::invokeMethod(this, [this, ticket, request, fp8, outputDir] {
+    m_jobTicket = ticket;
+    compare(request, fp8, outputDir);
+  }, Qt::QueuedConnection);
+}
+
+void EngineWorker::beginJob() {
+  // a job called directly (ticket 0) starts uncancelled, as does one queued after the last cancel
+  m_cancel.store(m_jobTicket != 0 && m_jobTicket <= m_cancelledUpTo.load());
+  m_jobTicket = 0;
+}
+
 void EngineWorker::generate(const GenerationRequest& request, const QString& outputDir) {
-  m_cancel.store(false);
+  beginJob();
   Q_EMIT busyChanged(true, BusyKind::Generating, tr("Generating"));
   const int run = m_nextRun++;
   Q_EMIT runStarted(run, request.storage);
@@ -126,7 +148,7 @@ void EngineWorker::generate(const GenerationRequest& request, const QString& out
 }
 
 void EngineWorker::compare(const GenerationRequest& request, const StorageSpec& fp8, const QString& outputDir) {
-  m_cancel.store(false);
+  beginJob();
   Q_EMIT busyChanged(true, BusyKind::Comparing, tr("Comparing"));
   const int first = m_nextRun;
   m_nextRun += 2;

@@ -41,8 +41,15 @@ class EngineWorker : public QObject {
   EngineWorker();
   ~EngineWorker() override;
 
-  // Thread-safe: asks the running job to stop at its next step.
-  void cancel() { m_cancel.store(true); }
+  // Thread-safe: asks the running job to stop at its next step, and every generation or compare
+  // queued (queueGenerate/queueCompare) before this call to stop before its first.
+  void cancel() {
+    m_cancelledUpTo.store(m_queued.load());
+    m_cancel.store(true);
+  }
+  // Thread-safe: queue a generation / a compare on the worker's thread (what the window does).
+  void queueGenerate(const GenerationRequest& request, const QString& outputDir);
+  void queueCompare(const GenerationRequest& request, const StorageSpec& fp8, const QString& outputDir);
   bool hasModel() const { return m_hasModel.load(); }
 
   // Called on the engine thread at every sampling step, inside the engine's loop (set it while
@@ -82,10 +89,15 @@ class EngineWorker : public QObject {
   void finishRun(RunResult& out, const QString& outputDir);
   // Emits cancelled/failed for the exception being handled.
   void reportFailure(int run);
+  // At a job's start: its cancel flag, set when a cancel came after the job was queued.
+  void beginJob();
 
   std::unique_ptr<Engine> m_engine;
   int m_nextRun = 1;  // the run ids: owned here, announced by runStarted
   std::atomic<bool> m_cancel{false};
+  std::atomic<uint64_t> m_queued{0};         // tickets handed out by queueGenerate/queueCompare
+  std::atomic<uint64_t> m_cancelledUpTo{0};  // every ticket up to this one was cancelled
+  uint64_t m_jobTicket = 0;                  // the starting job's ticket (0: called directly)
   std::atomic<bool> m_hasModel{false};
   StepHook m_stepHook;
 };

@@ -368,7 +368,7 @@ void MainWindow::generate() {
   const GenerationRequest r = *started;
   const QString out = m_folders.outputs;
   if (m_tabs->currentWidget() == m_compare) m_tabs->setCurrentWidget(m_charts);
-  QMetaObject::invokeMethod(m_worker, [w = m_worker, r, out] { w->generate(r, out); }, Qt::QueuedConnection);
+  m_worker->queueGenerate(r, out);
 }
 
 void MainWindow::compare() {
@@ -378,7 +378,7 @@ void MainWindow::compare() {
   const StorageSpec fp8 = m_precision->compareStorage();
   m_tabs->setCurrentWidget(m_charts);  // watch both runs; the Compare tab opens when they are done
   const QString out = m_folders.outputs;
-  QMetaObject::invokeMethod(m_worker, [w = m_worker, r, fp8, out] { w->compare(r, fp8, out); }, Qt::QueuedConnection);
+  m_worker->queueCompare(r, fp8, out);
 }
 
 void MainWindow::showImg2Img() { m_tabs->setCurrentWidget(m_img2imgTab); }

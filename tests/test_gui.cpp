@@ -15,6 +15,7 @@
 #include <QSpinBox>
 #include <QTableWidget>
 #include <QTemporaryDir>
+#include <QThread>
 #include <QtTest>
 #include <qcustomplot.h>
 
@@ -522,6 +523,45 @@ class TestGui : public QObject {
       QVERIFY(arrived(finished2, 60000));
       QTRY_VERIFY(!w->isBusy());
     }
+  }
+
+  // A cancel reaches the generations queued behind the running one too (review issue 30: each job
+  // used to clear the flag when it started, so the queued one ran to the end). The demo model and
+  // its own vocabulary: runs everywhere.
+  void cancelReachesQueuedGenerations() {
+    EngineWorker worker;
+    QThread thread;
+    worker.moveToThread(&thread);
+    thread.start();
+    QSignalSpy loaded(&worker, &EngineWorker::modelLoaded);
+    QMetaObject::invokeMethod(&worker, [&worker] { worker.loadModel(ModelRequest{}); }, Qt::QueuedConnection);
+    QVERIFY(arrived(loaded, 60000));
+    GenerationRequest r;
+    r.prompt = "a small yellow star";
+    r.steps = 40;
+    r.width = r.height = 64;
+    r.sampler = Sampler::Euler;
+    std::atomic<bool> once{false};
+    worker.setStepHook([&worker, &once](const StepEvent& e) {
+      // once, while the second generation waits in the queue
+      if (e.step == 2 && !once.exchange(true)) worker.cancel();
+    });
+    QSignalSpy cancelled(&worker, &EngineWorker::cancelled);
+    QSignalSpy finished(&worker, &EngineWorker::finished);
+    QSignalSpy steps(&worker, &EngineWorker::step);
+    worker.queueGenerate(r, QString());
+    worker.queueGenerate(r, QString());
+    QTRY_COMPARE_WITH_TIMEOUT(cancelled.count(), 2, 60000);
+    QCOMPARE(finished.count(), 0);
+    QVERIFY2(steps.count() <= 4, qPrintable(QString("%1 steps ran").arg(steps.count())));
+    worker.setStepHook({});
+    worker.queueGenerate(r, QString());  // queued after the cancel: runs
+    r.steps = 2;
+    QSignalSpy finished2(&worker, &EngineWorker::finished);
+    worker.queueGenerate(r, QString());
+    QTRY_COMPARE_WITH_TIMEOUT(finished2.count(), 2, 120000);
+    thread.quit();
+    thread.wait();
   }
 
   void failuresSurfaceAsMessages() {
