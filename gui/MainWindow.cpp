@@ -243,9 +243,7 @@ void MainWindow::buildUi() {
   connect(m_gallery, &GalleryPanel::sendToImg2Img, this,
           [this, toImg2Img](int index) { toImg2Img(toQImage(m_gallery->at(index).image.image)); });
   connect(m_gallery, &GalleryPanel::restoreRequested, this, [this](const GenerationRequest& r, int index) {
-    m_prompt->setFromRequest(r);
-    m_img2img->setFromRequest(r);
-    m_precision->setSettings(PrecisionSettings{r.storage, r.compute});
+    restoreRequest(r);
     const auto& entry = m_gallery->at(index);
     m_image->setImage(toQImage(entry.image.image), entry.savedPath);
     statusBar()->showMessage(tr("Restored the settings of run #%1").arg(entry.run), 4000);
@@ -430,10 +428,22 @@ void MainWindow::updateStatus() {
   }
 }
 
+void MainWindow::restoreRequest(const GenerationRequest& r) {
+  m_prompt->setFromRequest(r);
+  m_img2img->setFromRequest(r);
+  m_precision->setSettings(PrecisionSettings{r.storage, r.compute});
+}
+
 bool MainWindow::applyPngParameters(const QString& path) {
   try {
     const auto png = read_png_request(path.toStdString());
-    m_prompt->setFromRequest(png.request);
+    GenerationRequest r = png.request;
+    if (!png.has_storage) {  // an A1111 image: the precision stays as chosen
+      const auto p = m_precision->settings();
+      r.storage = p.storage;
+      r.compute = p.compute;
+    }
+    restoreRequest(r);
     m_image->setImage(toQImage(png.image), path);
     statusBar()->showMessage(tr("Parameters restored from %1").arg(QFileInfo(path).fileName()), 6000);
     m_errorBanner->hide();

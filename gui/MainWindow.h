@@ -70,6 +70,9 @@ class MainWindow : public QMainWindow {
 
   // Applies a dropped PNG's A1111 parameters to the panels; false (with the reason shown) otherwise.
   bool applyPngParameters(const QString& path);
+  // Puts a request's settings back into the panels (prompt, img2img, precision): the gallery's and
+  // a dropped or opened PNG's restore alike.
+  void restoreRequest(const GenerationRequest& r);
 
  public Q_SLOTS:
   void loadModel(const QString& path);

@@ -10,6 +10,9 @@
 #include <QToolButton>
 #include <QLineEdit>
 #include <QPlainTextEdit>
+#include <QMimeData>
+#include <QUrl>
+#include <QDropEvent>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -775,6 +778,63 @@ class TestGui : public QObject {
     QCOMPARE(r.height, 192);
     QVERIFY(!w->applyPngParameters(m_model));  // not a PNG: a message, not a crash
     QVERIFY(!w->lastError().isEmpty());
+  }
+
+  // A PNG dropped on the window (a real drop event) restores what the gallery's restore does: the
+  // img2img/inpaint settings and the precision too; an A1111 PNG, which names no storage, leaves
+  // the precision as chosen.
+  void droppedPngRestoresImg2ImgAndPrecision() {
+    auto s = freshSettings("drop2.ini");
+    auto w = window(*s);
+    RgbImage img;
+    img.width = img.height = 8;
+    img.pixels.assign(8 * 8 * 3, 90);
+    auto drop = [&w](const QString& path) {
+      QMimeData mime;
+      mime.setUrls({QUrl::fromLocalFile(path)});
+      QDropEvent e(QPointF(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+      // straight to the window's event handler: QApplication routes a drop only to the target of
+      // a drag in progress, and offscreen there is none
+      static_cast<QObject*>(w.get())->event(&e);
+    };
+    const QString ours = m_dir.filePath("ours.png");
+    write_png(ours.toStdString(), img,
+              "a harbour\nSteps: 9, Sampler: Euler, Schedule type: Karras, CFG scale: 5, Seed: 7, Size: 64x64, "
+              "Denoising strength: 0.35, Mask blur: 9, Mask mode: Inpaint not masked, Masked content: latent noise, "
+              "FP8 weight: fp8-e5m2, FP8 scale: channel, Weights: fp8-e5m2, Compute: fp32");
+    drop(ours);
+    QCOMPARE(w->currentRequest().prompt, std::string("a harbour"));
+    QCOMPARE(child<QDoubleSpinBox>(w.get(), "denoisingSpin")->value(), 0.35);
+    QCOMPARE(child<QComboBox>(w.get(), "maskModeCombo")->currentIndex(), 1);
+    const auto precision = w->precisionPanel()->settings();
+    QCOMPARE(precision.storage.weights, WeightType::FP8_E5M2);
+    QCOMPARE(precision.storage.scale, Fp8Scale::Channel);
+    QCOMPARE(precision.compute, ComputeType::FP32);
+    const QString a1111 = m_dir.filePath("theirs.png");
+    write_png(a1111.toStdString(), img, "a field\nSteps: 20, Sampler: Euler, CFG scale: 7, Seed: 1, Size: 64x64");
+    drop(a1111);
+    QCOMPARE(w->currentRequest().prompt, std::string("a field"));
+    QCOMPARE(w->precisionPanel()->settings().storage.weights, WeightType::FP8_E5M2);  // kept
+  }
+
+  // Inpainting without a painted mask is refused with a message (it would change nothing), and the
+  // mask mode control sets the request's invert flag.
+  void inpaintNeedsAMaskAndInvertIsAControl() {
+    auto s = freshSettings("inpaint.ini");
+    auto w = window(*s);
+    auto* panel = w->img2imgPanel();
+    QImage init(64, 64, QImage::Format_RGB888);
+    init.fill(Qt::gray);
+    panel->setInitImage(init);
+    panel->setMode(ImageMode::Inpaint);
+    QVERIFY2(panel->problem().contains("needs a mask"), qPrintable(panel->problem()));
+    auto* canvas = w->findChild<MaskCanvas*>();
+    QVERIFY(canvas);
+    canvas->stroke(QPointF(20, 20), QPointF(40, 40), false);
+    QVERIFY(panel->problem().isEmpty());
+    QVERIFY(!w->currentRequest().invert_mask);
+    child<QComboBox>(w.get(), "maskModeCombo")->setCurrentIndex(1);
+    QVERIFY(w->currentRequest().invert_mask);
   }
 };
 

@@ -193,7 +193,8 @@ GenerationRequest parse_infotext(const std::string& text) {
 PngRequest read_png_request(const std::string& path) {
   auto png = read_png(path);
   if (png.parameters.empty()) throw InputError(path + ": the image has no generation parameters");
-  return {std::move(png.image), parse_infotext(png.parameters)};
+  const bool has_storage = png.parameters.find(", Weights: ") != std::string::npos;
+  return {std::move(png.image), parse_infotext(png.parameters), has_storage};
 }
 
 }  // namespace fp8s

@@ -21,6 +21,7 @@ GenerationRequest parse_infotext(const std::string& text);
 struct PngRequest {
   RgbImage image;
   GenerationRequest request;
+  bool has_storage = false;  // the text names the storage and compute (ours do, A1111's do not)
 };
 PngRequest read_png_request(const std::string& path);
 

@@ -73,6 +73,9 @@ Img2ImgPanel::Img2ImgPanel(QWidget* parent) : QWidget(parent) {
   form->addRow(tr("Resize mode"), m_resize);
   m_blur = makeSpin(this, 0, 64, 4);
   form->addRow(tr("Mask blur"), m_blur);
+  m_maskMode = makeCombo(this, {{tr("Inpaint masked"), 0}, {tr("Inpaint not masked"), 1}});
+  m_maskMode->setObjectName(QStringLiteral("maskModeCombo"));
+  form->addRow(tr("Mask mode"), m_maskMode);
   m_fill = makeCombo(this, {{tr("fill"), int(InpaintFill::Fill)}, {tr("original"), int(InpaintFill::Original)},
                             {tr("latent noise"), int(InpaintFill::LatentNoise)}, {tr("latent nothing"), int(InpaintFill::LatentNothing)}});
   m_fill->setCurrentIndex(1);
@@ -101,7 +104,7 @@ Img2ImgPanel::Img2ImgPanel(QWidget* parent) : QWidget(parent) {
   });
   connect(m_canvas, &MaskCanvas::maskChanged, this, &Img2ImgPanel::emitChanged);
   for (auto* sp : {m_blur, m_padding}) connect(sp, &QSpinBox::valueChanged, this, &Img2ImgPanel::emitChanged);
-  for (auto* c : {m_resize, m_fill}) connect(c, &QComboBox::currentIndexChanged, this, &Img2ImgPanel::emitChanged);
+  for (auto* c : {m_resize, m_fill, m_maskMode}) connect(c, &QComboBox::currentIndexChanged, this, &Img2ImgPanel::emitChanged);
   connect(m_strength, &QDoubleSpinBox::valueChanged, this, &Img2ImgPanel::emitChanged);
   connect(m_onlyMasked, &QCheckBox::toggled, this, &Img2ImgPanel::emitChanged);
   updateEnabled();
@@ -118,7 +121,7 @@ void Img2ImgPanel::updateEnabled() {
   m_strength->setEnabled(mode() != ImageMode::Txt2Img);
   m_resize->setEnabled(mode() != ImageMode::Txt2Img);
   for (QWidget* w : {static_cast<QWidget*>(m_blur), static_cast<QWidget*>(m_fill), static_cast<QWidget*>(m_onlyMasked),
-                     static_cast<QWidget*>(m_padding)}) {
+                     static_cast<QWidget*>(m_padding), static_cast<QWidget*>(m_maskMode)}) {
     w->setEnabled(inpaint);
   }
 }
@@ -141,6 +144,9 @@ bool Img2ImgPanel::openImage(const QString& path, QString* error) {
 }
 
 QString Img2ImgPanel::problem() const {
+  if (mode() == ImageMode::Inpaint && !m_canvas->image().isNull() && !m_canvas->hasMask()) {
+    return tr("Inpaint needs a mask: paint over the part of the init image to change (or switch the mode to img2img)");
+  }
   if (mode() == ImageMode::Txt2Img || !m_canvas->image().isNull()) return {};
   return tr("%1 needs an init image: open one in the img2img / inpaint tab, drop one there, or send one "
             "from the image view or the gallery (or switch the mode to txt2img)")
@@ -176,6 +182,7 @@ void Img2ImgPanel::fillRequest(GenerationRequest& r) const {
     r.inpainting_fill = static_cast<InpaintFill>(m_fill->currentData().toInt());
     r.inpaint_full_res = m_onlyMasked->isChecked();
     r.inpaint_full_res_padding = m_padding->value();
+    r.invert_mask = m_maskMode->currentData().toInt() == 1;
   }
 }
 
@@ -185,6 +192,7 @@ void Img2ImgPanel::setFromRequest(const GenerationRequest& r) {
   m_fill->setCurrentIndex(std::max(0, m_fill->findData(int(r.inpainting_fill))));
   m_onlyMasked->setChecked(r.inpaint_full_res);
   m_padding->setValue(r.inpaint_full_res_padding);
+  m_maskMode->setCurrentIndex(r.invert_mask ? 1 : 0);
 }
 
 void Img2ImgPanel::saveSettings(QSettings& s) const {
@@ -192,6 +200,7 @@ void Img2ImgPanel::saveSettings(QSettings& s) const {
   s.setValue(QStringLiteral("img2img/resize"), m_resize->currentIndex());
   s.setValue(QStringLiteral("img2img/blur"), m_blur->value());
   s.setValue(QStringLiteral("img2img/fill"), m_fill->currentIndex());
+  s.setValue(QStringLiteral("img2img/invert_mask"), m_maskMode->currentIndex() == 1);
   s.setValue(QStringLiteral("img2img/brush"), m_brush->value());
 }
 
@@ -200,6 +209,7 @@ void Img2ImgPanel::restoreSettings(const QSettings& s) {
   m_resize->setCurrentIndex(s.value(QStringLiteral("img2img/resize"), 0).toInt());
   m_blur->setValue(s.value(QStringLiteral("img2img/blur"), 4).toInt());
   m_fill->setCurrentIndex(s.value(QStringLiteral("img2img/fill"), 1).toInt());
+  m_maskMode->setCurrentIndex(s.value(QStringLiteral("img2img/invert_mask"), false).toBool() ? 1 : 0);
   m_brush->setValue(s.value(QStringLiteral("img2img/brush"), 24).toInt());
 }
 

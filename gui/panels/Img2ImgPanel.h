@@ -65,6 +65,7 @@ class Img2ImgPanel : public QWidget {
   QComboBox* m_resize;
   QSpinBox* m_blur;
   QComboBox* m_fill;
+  QComboBox* m_maskMode;  // A1111's "Mask mode": inpaint masked / inpaint not masked (invert)
   QCheckBox* m_onlyMasked;
   QSpinBox* m_padding;
   QWidget* m_inpaintBox;
