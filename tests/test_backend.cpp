@@ -13,6 +13,8 @@
 #include "fp8/codec.h"
 #include "fp8/quantize.h"
 #include "kernels/attention_amx.h"
+
+#include <torch/csrc/jit/frontend/function_schema_parser.h>
 #include "models/architecture.h"
 #include "models/nn.h"
 #include "models/synthetic.h"
@@ -183,6 +185,43 @@ class TestBackend : public QObject {
   // bound its header derives: p rounded to BF16 (<= 2^-9 relative each, so <= 2^-9 · max|v| in all)
   // and the output rounded to BF16 (<= 2^-9 · |exact|). Shapes cover a partial key block, a partial
   // query block and chunk, d not a multiple of 16, cross-attention's 77 keys and strided heads.
+  // The packed-convolution operators are called boxed, so their schemas are checked against the
+  // types this code passes (PyTorch 2.4-2.15's, written out here): the same schema matches, one
+  // with an added argument, a changed type, an overload or another name does not; on a build that
+  // packs, the registered operators all matched.
+  void packedConvSchemasAreChecked() {
+    const char* real[] = {
+        "mkldnn::_reorder_convolution_weight(Tensor self, int[2] padding=0, int[2] stride=1, int[2] dilation=1, int groups=1, int[]? input_size=None) -> Tensor",
+        "mkldnn::_convolution_pointwise(Tensor X, Tensor W, Tensor? B, int[] padding, int[] stride, int[] dilation, int groups, str attr, Scalar?[] scalars, str? algorithm) -> Tensor Y",
+        "mkldnn::_get_mkldnn_serialized_md(Tensor mkldnn_tensor) -> Tensor",
+        "mkldnn::data_ptr(Tensor mkldnn_tensor) -> int",
+        "mkldnn::_nbytes(Tensor mkldnn_tensor) -> int",
+        "mkldnn::_is_mkldnn_bf16_supported() -> bool",
+    };
+    for (const char* text : real) QVERIFY2(backend::matches_packed_conv_spec(torch::jit::parseSchema(text)), text);
+    const char* changed[] = {
+        "mkldnn::_convolution_pointwise(Tensor X, Tensor W, Tensor? B, int[] padding, int[] stride, int[] dilation, int groups, str attr, Scalar?[] scalars, str? algorithm, bool fast=False) -> Tensor Y",
+        "mkldnn::_convolution_pointwise(Tensor X, Tensor W, Tensor? B, int[] padding, int[] stride, int[] dilation, int groups, str attr, Scalar[] scalars, str? algorithm) -> Tensor Y",
+        "mkldnn::_convolution_pointwise.binary(Tensor X, Tensor W, Tensor? B, int[] padding, int[] stride, int[] dilation, int groups, str attr, Scalar?[] scalars, str? algorithm) -> Tensor Y",
+        "mkldnn::_nbytes(Tensor mkldnn_tensor) -> float",
+        "mkldnn::_reorder_convolution_weight(Tensor self, int[2] padding=0, int[2] stride=1, int[2] dilation=1, int groups=1) -> Tensor",
+        "mkldnn::other_op(Tensor mkldnn_tensor) -> int",
+    };
+    for (const char* text : changed) QVERIFY2(!backend::matches_packed_conv_spec(torch::jit::parseSchema(text)), text);
+  }
+
+  // Inputs the AMX kernel cannot take are refused, not run: no keys (a softmax over nothing), or
+  // fewer values than keys; on a CPU or build without AMX, every call.
+  void amxAttentionRefusesUnfitInputs() {
+    const auto opts = at::TensorOptions().dtype(at::kBFloat16);
+    const auto q = at::randn({1, 2, 16, 40}, opts);
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, amx_attention(q, at::randn({1, 2, 0, 40}, opts), at::randn({1, 2, 0, 40}, opts), 0.1));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, amx_attention(q, at::randn({1, 2, 16, 40}, opts), at::randn({1, 2, 8, 40}, opts), 0.1));
+    if (!kernels::amx_attention_available()) {
+      QVERIFY_THROWS_EXCEPTION(std::invalid_argument, amx_attention(q, q, q, 0.1));
+    }
+  }
+
   void amxAttentionIsWithinBf16RoundingOfTheExactResult() {
     if (!kernels::amx_attention_available()) QSKIP("this CPU has no AMX-BF16 tile unit");
     at::manual_seed(11);

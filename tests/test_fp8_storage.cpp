@@ -188,6 +188,36 @@ class TestFp8Storage : public QObject {
     QVERIFY(own_storage.weight_bytes().unet < 0.55 * sixteen.weight_bytes().unet);
   }
 
+  // The bytes a load reports are the bytes its tensors hold: a packed convolution counts its
+  // packed elements (padding included), not its placeholder's logical size (the placeholder owns
+  // one element). Summed here over the distinct storages, for every storage type.
+  void weightBytesAreWhatTheTensorsHold() {
+    SafetensorsFile file(m_model.toStdString());
+    const auto config = config_for(file);
+    for (const StorageSpec s : {StorageSpec{WeightType::BF16, Fp8Scale::None, false}, StorageSpec{WeightType::FP16, Fp8Scale::None, false},
+                                StorageSpec{WeightType::FP8_E4M3, Fp8Scale::Tensor, false},
+                                StorageSpec{WeightType::FP8_E4M3, Fp8Scale::Channel, false}}) {
+      UNetImpl unet(config.unet);
+      const auto report = load_module_weights(unet, file, "model.diffusion_model.", s, true);
+      std::set<const void*> seen;
+      uint64_t held = 0, layers = 0;
+      auto add = [&](const at::Tensor& t) {
+        if (t.defined() && seen.insert(t.storage().unsafeGetStorageImpl()).second) held += t.storage().nbytes();
+      };
+      for (const auto& p : unet.named_parameters(true)) add(p.value());
+      for (const auto& b : unet.named_buffers(true)) add(b.value());
+      for (const auto& m : unet.named_modules("", false)) {
+        if (auto* layer = dynamic_cast<QuantisedLayer*>(m.value().get())) {
+          add(layer->packed);
+          ++layers;
+        }
+      }
+      // the placeholders' one element each is all that may differ
+      QVERIFY2(report.bytes <= held && held - report.bytes <= 2 * layers,
+               qPrintable(QString("%1: reported %2, held %3").arg(QString::fromStdString(storage_display_name(s))).arg(report.bytes).arg(held)));
+    }
+  }
+
   // Under FP8 storage everything that is not a Linear/Conv2d weight of the UNet or text encoder
   // stays 16-bit: biases, norms, the token/position/time embeddings, the whole VAE. Counted per
   // kind, so a renamed module cannot make the check vacuous.

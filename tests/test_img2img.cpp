@@ -137,6 +137,25 @@ class TestImg2Img : public QObject {
     if (test::have_reference()) m_vocab = test::reference_dir() + "/clip";
   }
 
+  // A batch of img2img / inpainting copies encodes its init image (and a 9-channel model's masked
+  // image) once: the VAE sees one image, the generator draws each copy's posterior noise, and the
+  // latents equal those of encoding the stacked copies.
+  void initImageIsEncodedOncePerBatch() {
+    Model model(m_model.toStdString(), StorageSpec{WeightType::FP32, Fp8Scale::None, false});
+    auto r = small(4);
+    r.init_image = pattern(64, 64, 1);
+    const auto job = prepare_image_job(r, 64, 64);
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(5);
+    const int64_t before = model.vae_encoded_images();
+    const auto init = prepare_init(model, job, r, 3, gen);
+    QCOMPARE(model.vae_encoded_images() - before, int64_t(1));
+    QCOMPARE(init.latent.size(0), int64_t(3));
+    QVERIFY(!at::allclose(init.latent[0], init.latent[1]));  // each copy its own posterior sample
+    at::Generator gen2 = at::make_generator<at::CPUGeneratorImpl>(5);
+    const auto stacked = encode_latent(model, image_tensor(job.source).repeat({3, 1, 1, 1}), r.compute, gen2);
+    QVERIFY(at::allclose(init.latent, stacked, 1e-5, 1e-5));
+  }
+
   // A1111 (sd_samplers_common.setup_img2img_steps, sample_img2img): t_enc = ⌊min(S, 0.999)·steps⌋,
   // the run is sigmas[steps − t_enc − 1:], and it starts at init + noise·sigma_sched[0]. The start
   // is recovered from the first Euler step: x1 = x0·s1/s0 + D·(1 − s1/s0).

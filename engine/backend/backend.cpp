@@ -3,6 +3,8 @@
 #include <torch/version.h>
 
 #include <cstdio>
+#include <functional>
+#include <optional>
 
 #include "core/error.h"
 
@@ -194,12 +196,50 @@ at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::T
 #endif
 }
 
+namespace {
+// The oneDNN operators the packed path calls boxed, each with the schema types it was written
+// against (PyTorch 2.4-2.15's): found and checked once; any one missing or different, and
+// has_packed_conv() is false (unpacked convolutions) instead of a call with the wrong arguments.
+enum class MkldnnOp { Reorder, ConvPointwise, SerializedMd, DataPtr, Nbytes, Bf16Supported };
+struct OpSpec {
+  const char* name;
+  std::vector<std::string> types;
+};
+const std::vector<OpSpec>& op_specs() {
+  static const std::vector<OpSpec> specs = {
+      {"mkldnn::_reorder_convolution_weight", {"Tensor", "int[]", "int[]", "int[]", "int", "int[]?", "->", "Tensor"}},
+      {"mkldnn::_convolution_pointwise",
+       {"Tensor", "Tensor", "Tensor?", "int[]", "int[]", "int[]", "int", "str", "Scalar?[]", "str?", "->", "Tensor"}},
+      {"mkldnn::_get_mkldnn_serialized_md", {"Tensor", "->", "Tensor"}},
+      {"mkldnn::data_ptr", {"Tensor", "->", "int"}},
+      {"mkldnn::_nbytes", {"Tensor", "->", "int"}},
+      {"mkldnn::_is_mkldnn_bf16_supported", {"->", "bool"}},
+  };
+  return specs;
+}
+
+}  // namespace
+
 #if FP8S_PACKED_CONV_API
 namespace {
 
-// Calls a registered operator by name with boxed arguments; returns its outputs.
-torch::jit::Stack call_op(const char* name, torch::jit::Stack args) {
-  c10::Dispatcher::singleton().findSchemaOrThrow(name, "").callBoxed(&args);
+// The checked handles, or nullopt when an operator is missing or its schema differs.
+const std::optional<std::vector<c10::OperatorHandle>>& checked_ops() {
+  static const auto ops = []() -> std::optional<std::vector<c10::OperatorHandle>> {
+    std::vector<c10::OperatorHandle> handles;
+    for (const auto& spec : op_specs()) {
+      auto handle = c10::Dispatcher::singleton().findSchema({spec.name, ""});
+      if (!handle || !matches_packed_conv_spec(handle->schema())) return std::nullopt;
+      handles.push_back(*handle);
+    }
+    return handles;
+  }();
+  return ops;
+}
+
+// Calls a checked operator with boxed arguments; returns its outputs.
+torch::jit::Stack call_op(MkldnnOp op, torch::jit::Stack args) {
+  (*checked_ops())[static_cast<std::size_t>(op)].callBoxed(&args);
   return args;
 }
 
@@ -231,17 +271,41 @@ at::Tensor packed_view(const at::Tensor& elements, const PackedLayout& layout) {
 }  // namespace
 #endif
 
+std::vector<std::string> schema_types(const c10::FunctionSchema& schema) {
+  std::function<std::string(const c10::TypePtr&)> spell = [&](const c10::TypePtr& t) -> std::string {
+    switch (t->kind()) {
+      case c10::TypeKind::OptionalType: return spell(t->containedType(0)) + "?";
+      case c10::TypeKind::ListType: return spell(t->containedType(0)) + "[]";
+      case c10::TypeKind::TensorType: return "Tensor";
+      case c10::TypeKind::IntType: return "int";
+      case c10::TypeKind::FloatType: return "float";
+      case c10::TypeKind::BoolType: return "bool";
+      case c10::TypeKind::StringType: return "str";
+      case c10::TypeKind::NumberType: return "Scalar";
+      default: return t->str();
+    }
+  };
+  std::vector<std::string> out;
+  for (const auto& a : schema.arguments()) out.push_back(spell(a.type()));
+  out.push_back("->");
+  for (const auto& r : schema.returns()) out.push_back(spell(r.type()));
+  return out;
+}
+
+bool matches_packed_conv_spec(const c10::FunctionSchema& schema) {
+  for (const auto& spec : op_specs()) {
+    if (schema.name() == spec.name) return schema.overload_name().empty() && schema_types(schema) == spec.types;
+  }
+  return false;
+}
+
 bool has_packed_conv() {
 #if FP8S_PACKED_CONV_API
   static const bool available = [] {
     if (const char* e = std::getenv("FP8S_PACKED_CONV"); e && std::string(e) == "0") return false;
-    if (!at::globalContext().userEnabledMkldnn() || !mkldnn_tensor_from_data_ptr()) return false;
+    if (!at::globalContext().userEnabledMkldnn() || !mkldnn_tensor_from_data_ptr() || !checked_ops()) return false;
     try {
-      for (const char* name : {"mkldnn::_reorder_convolution_weight", "mkldnn::_convolution_pointwise",
-                               "mkldnn::_get_mkldnn_serialized_md", "mkldnn::data_ptr", "mkldnn::_nbytes"}) {
-        c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
-      }
-      return call_op("mkldnn::_is_mkldnn_bf16_supported", {})[0].toBool();
+      return call_op(MkldnnOp::Bf16Supported, {})[0].toBool();
     } catch (const c10::Error&) {
       return false;
     }
@@ -255,14 +319,14 @@ bool has_packed_conv() {
 std::pair<at::Tensor, PackedLayout> pack_conv_weight(const at::Tensor& w, int64_t stride, int64_t padding) {
 #if FP8S_PACKED_CONV_API
   if (!has_packed_conv()) throw RuntimeFailure("packed convolution weights are not available in this build");
-  const at::Tensor packed = call_op("mkldnn::_reorder_convolution_weight",
+  const at::Tensor packed = call_op(MkldnnOp::Reorder,
                                     {dense(w.to(at::kCPU, at::kBFloat16)), pair(padding), pair(stride),
                                      pair(1), int64_t{1}, c10::IValue()})[0].toTensor();
   PackedLayout layout;
-  layout.desc = call_op("mkldnn::_get_mkldnn_serialized_md", {packed})[0].toTensor().clone();
+  layout.desc = call_op(MkldnnOp::SerializedMd, {packed})[0].toTensor().clone();
   layout.sizes = w.sizes().vec();
-  const int64_t bytes = call_op("mkldnn::_nbytes", {packed})[0].toInt();
-  const auto* data = reinterpret_cast<const void*>(call_op("mkldnn::data_ptr", {packed})[0].toInt());
+  const int64_t bytes = call_op(MkldnnOp::Nbytes, {packed})[0].toInt();
+  const auto* data = reinterpret_cast<const void*>(call_op(MkldnnOp::DataPtr, {packed})[0].toInt());
   layout.elements = bytes / 2;
   at::Tensor elements = at::empty({layout.elements}, at::kBFloat16);
   std::memcpy(elements.data_ptr(), data, static_cast<std::size_t>(bytes));
@@ -285,7 +349,7 @@ at::Tensor unpack_conv_weight(const at::Tensor& elements, const PackedLayout& la
 at::Tensor packed_conv2d(const at::Tensor& x, const at::Tensor& elements, const PackedLayout& layout,
                          const at::Tensor& bias, int64_t stride, int64_t padding) {
 #if FP8S_PACKED_CONV_API
-  return call_op("mkldnn::_convolution_pointwise",
+  return call_op(MkldnnOp::ConvPointwise,
                  {x, packed_view(elements, layout), bias.defined() ? c10::IValue(bias) : c10::IValue(),
                   pair(padding), pair(stride), pair(1), int64_t{1}, std::string("none"),
                   c10::List<std::optional<at::Scalar>>(), c10::IValue()})[0]

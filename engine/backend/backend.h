@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/core/function_schema.h>
 
 #include <cstdint>
 #include <string>
@@ -63,6 +64,12 @@ bool has_mixed_type_norms();
 // alternated measurements). The engine keeps the packed elements itself, as a 1-D tensor of the
 // layout's element count (zero padding included), so its memory is tracked like every tensor's.
 bool has_packed_conv();
+// The type list of an operator schema as "Tensor", "Tensor?", "int[]", "Scalar?[]", ... per
+// argument, then "->" and the returns: how has_packed_conv checks each operator it calls boxed
+// against the signature this code was written for (a LibTorch that changes one runs unpacked).
+std::vector<std::string> schema_types(const c10::FunctionSchema& schema);
+// Whether `schema` is one of those operators with exactly the types this code passes.
+bool matches_packed_conv_spec(const c10::FunctionSchema& schema);
 struct PackedLayout {
   at::Tensor desc;              // oneDNN's serialized memory descriptor (uint8)
   std::vector<int64_t> sizes;   // the logical weight's [O, I, kh, kw]

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <vector>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
@@ -241,7 +242,10 @@ void attention_bf16_amx(const Bf16View& q, const Bf16View& k, const Bf16View& v,
 
 bool amx_attention_available() { return false; }
 void attention_bf16_amx(const Bf16View&, const Bf16View&, const Bf16View&, const Bf16Out&, int64_t, int64_t,
-                        int64_t, int64_t, int64_t, float) {}
+                        int64_t, int64_t, int64_t, float) {
+  // callers check amx_attention_available(); an output left unwritten would be silent garbage
+  throw std::logic_error("attention_bf16_amx: this build has no AMX kernel (check amx_attention_available)");
+}
 
 #endif
 

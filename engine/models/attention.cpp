@@ -64,8 +64,9 @@ AttentionPath requested_path() {
 // heads of 40): the AMX kernel, where this CPU has the tile unit.
 bool amx_fits(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask) {
   auto ok = [](const at::Tensor& t) { return t.is_cpu() && t.scalar_type() == at::kBFloat16 && t.dim() == 4 && t.stride(3) == 1; };
+  // at least one key (a softmax over none has no value), as many values as keys
   return !mask.defined() && ok(q) && ok(k) && ok(v) && q.size(3) <= 48 && k.size(3) == q.size(3) &&
-         v.size(3) == q.size(3) && kernels::amx_attention_available();
+         v.size(3) == q.size(3) && k.size(2) >= 1 && v.size(2) == k.size(2) && kernels::amx_attention_available();
 }
 
 }  // namespace

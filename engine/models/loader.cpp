@@ -308,7 +308,18 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
                      (missing.size() > 3 ? ", ..." : "") +
                      "); is this a complete SD checkpoint of the detected architecture?");
   }
-  for (auto& item : module.named_parameters(true)) report.bytes += item.value().nbytes();
+  // what the module holds: a packed layer's weight is a placeholder of the logical shape that owns
+  // no memory, its elements (padding included) are in `packed`
+  std::set<const at::TensorImpl*> placeholders;
+  for (const auto& [name, layer] : layers) {
+    if (layer->packed.defined()) {
+      placeholders.insert(layer->weight.unsafeGetTensorImpl());
+      report.bytes += layer->packed.nbytes();
+    }
+  }
+  for (auto& item : module.named_parameters(true)) {
+    if (!placeholders.count(item.value().unsafeGetTensorImpl())) report.bytes += item.value().nbytes();
+  }
   for (auto& item : module.named_buffers(true)) {
     if (item.value().defined()) report.bytes += item.value().nbytes();
   }

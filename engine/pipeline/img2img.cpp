@@ -41,8 +41,10 @@ at::Tensor image_tensor(const RgbImage& image) {
   return t.permute({0, 3, 1, 2}).to(at::kFloat).div(127.5).sub(1).contiguous();
 }
 
-at::Tensor encode_latent(const Model& model, const at::Tensor& images, ComputeType compute, at::Generator& gen) {
-  const auto moments = model.vae_moments(images, compute);
+at::Tensor encode_latent(const Model& model, const at::Tensor& images, ComputeType compute, at::Generator& gen,
+                         int64_t copies) {
+  auto moments = model.vae_moments(images, compute);
+  if (copies > 1) moments = moments.repeat({copies, 1, 1, 1});
   const int64_t z = moments.size(1) / 2;
   const auto mean = moments.slice(1, 0, z);
   const auto logvar = moments.slice(1, z).clamp(-30.0, 20.0);
@@ -62,8 +64,8 @@ at::Tensor mask_tensor(const GrayImage& m) {
 PreparedInit prepare_init(const Model& model, const ImageJob& job, const GenerationRequest& r, int batch,
                           at::Generator& gen) {
   PreparedInit out;
-  const at::Tensor image = image_tensor(job.source).repeat({batch, 1, 1, 1});
-  out.latent = encode_latent(model, image, r.compute, gen);
+  const at::Tensor image = image_tensor(job.source);  // one image, encoded once for the batch
+  out.latent = encode_latent(model, image, r.compute, gen, batch);
   const int64_t lh = out.latent.size(2), lw = out.latent.size(3);
   at::Tensor nmask;  // 1 = repaint, at latent size
   if (job.mask) {
@@ -80,7 +82,7 @@ PreparedInit prepare_init(const Model& model, const ImageJob& job, const Generat
     // ldm's LatentInpaintDiffusion: mask (rounded, image size, then nearest to the latent) ++ the
     // latent of the image with the masked part zeroed
     at::Tensor m = job.mask ? mask_tensor(*job.mask).round() : at::ones({1, 1, image.size(2), image.size(3)});
-    const auto masked = encode_latent(model, image * (1 - m), r.compute, gen);
+    const auto masked = encode_latent(model, image * (1 - m), r.compute, gen, batch);
     m = at::upsample_nearest2d(m, {lh, lw}).expand({batch, 1, lh, lw});
     out.image_cond = at::cat({m, masked}, 1);
   }
@@ -89,7 +91,7 @@ PreparedInit prepare_init(const Model& model, const ImageJob& job, const Generat
 
 at::Tensor txt2img_image_cond(const Model& model, int batch, int height, int width, ComputeType compute,
                               at::Generator& gen) {
-  const auto grey = encode_latent(model, at::zeros({batch, 3, height, width}), compute, gen);
+  const auto grey = encode_latent(model, at::zeros({1, 3, height, width}), compute, gen, batch);
   return at::cat({at::ones({batch, 1, grey.size(2), grey.size(3)}), grey}, 1);
 }
 

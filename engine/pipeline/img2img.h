@@ -30,7 +30,10 @@ ImageJob prepare_image_job(const GenerationRequest& request, int width, int heig
 
 // The latent of RGB images [B,3,H,W] in [-1,1]: the posterior mean + std·ε with ε from `gen`,
 // times the model's scale factor.
-at::Tensor encode_latent(const Model& model, const at::Tensor& images, ComputeType compute, at::Generator& gen);
+// `copies` samples of the posterior of each image: the VAE encodes the images once, the generator
+// draws the noise of every copy (the numbers of encoding `copies` stacked copies, in that order).
+at::Tensor encode_latent(const Model& model, const at::Tensor& images, ComputeType compute, at::Generator& gen,
+                         int64_t copies = 1);
 // 8-bit RGB -> [1,3,H,W] in [-1,1] (x / 127.5 − 1).
 at::Tensor image_tensor(const RgbImage& image);
 

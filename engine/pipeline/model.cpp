@@ -292,6 +292,7 @@ at::Tensor Model::vae_encode(const at::Tensor& image, ComputeType compute) const
 }
 
 at::Tensor Model::vae_moments(const at::Tensor& image, ComputeType compute) const {
+  vae_encoded_ += image.size(0);
   return vae_->encode_moments(image.to(device_), compute_dtype(compute, device_)).to(at::kCPU);
 }
 

@@ -112,6 +112,8 @@ class Model {
   at::Tensor vae_encode(const at::Tensor& image, ComputeType compute) const;
   // The encoder's posterior for images [B,3,H,W] in [-1,1]: mean and log-variance [B,2·z,h,w], FP32.
   at::Tensor vae_moments(const at::Tensor& image, ComputeType compute) const;
+  // Images the VAE has encoded so far (img2img encodes its init image once per batch).
+  int64_t vae_encoded_images() const { return vae_encoded_.load(); }
   float latent_scale() const { return config_.vae.scale_factor; }
   // A 9-channel UNet (sd-v1-5-inpainting): its input is the latent ++ mask ++ masked-image latent.
   bool is_inpainting() const { return config_.unet.in_channels == 9; }
@@ -161,6 +163,7 @@ class Model {
   LoraMode active_mode_ = LoraMode::Merge;
   std::vector<std::string> lora_touched_;           // keys changed by the active LoRAs
   DiscreteSchedule schedule_;
+  mutable std::atomic<int64_t> vae_encoded_{0};
 };
 
 }  // namespace fp8s
