@@ -13,6 +13,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QSettings>
 #include <QShortcut>
 #include <QSplitter>
@@ -137,7 +138,9 @@ void MainWindow::buildUi() {
   leftScroll->setWidget(left);
   leftScroll->setWidgetResizable(true);
   leftScroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-  leftScroll->setMinimumWidth(300);
+  // as wide as the panels need beside the vertical scroll bar: narrower, their right edge is cut
+  leftScroll->setMinimumWidth(left->minimumSizeHint().width() + leftScroll->verticalScrollBar()->sizeHint().width() +
+                              2 * leftScroll->frameWidth());
 
   // centre: prompt, error banner, image, progress and buttons
   auto* centre = new QWidget;
@@ -164,7 +167,6 @@ void MainWindow::buildUi() {
   auto* runRow = new QHBoxLayout;
   m_progress = new QProgressBar;
   m_progress->setObjectName(QStringLiteral("progressBar"));
-  m_progress->setTextVisible(true);
   m_progress->setFormat(tr("Idle"));
   m_progress->setValue(0);
   m_generateButton = new QPushButton(tr("Generate"));
@@ -175,7 +177,8 @@ void MainWindow::buildUi() {
   m_interruptButton->setObjectName(QStringLiteral("interruptButton"));
   m_interruptButton->setToolTip(tr("Stop after the current step (Esc)"));
   m_interruptButton->setEnabled(false);
-  runRow->addWidget(m_progress, 1);
+  centreLayout->addWidget(m_progress);  // a row of its own: the run's text is not cut at 1280 wide
+  runRow->addStretch(1);
   runRow->addWidget(m_generateButton);
   runRow->addWidget(m_interruptButton);
   centreLayout->addLayout(runRow);

@@ -4,6 +4,7 @@
 // CPU instead of on its input's device (what would fail on a user's GPU and never here).
 #include <QtTest>
 #include <torch/library.h>
+#include <torch/csrc/jit/frontend/function_schema_parser.h>
 #include <torch/version.h>
 
 #include <cmath>
@@ -13,8 +14,8 @@
 #include "fp8/codec.h"
 #include "fp8/quantize.h"
 #include "kernels/attention_amx.h"
-
-#include <torch/csrc/jit/frontend/function_schema_parser.h>
+#include "backend/kernel_options.h"
+#include "demo/demo_model.h"
 #include "models/architecture.h"
 #include "models/nn.h"
 #include "models/synthetic.h"
@@ -256,12 +257,15 @@ class TestBackend : public QObject {
   // inputs computed exactly (FP64), within the output's BF16 rounding (2^-8 relative, generous)
   // plus FP32 accumulation (2^-16 of the sum of |x||w|). Shapes: padded channel blocks (4 in or
   // out), 1x1, stride 2, an odd size.
+  // `mass_rel` widens the accumulation term where the result is rounded more than once (a per-channel
+  // scale applied to the rounded output, then the bias: 2^-7 of the sum of |x||w| covers both).
   static void checkConvWithinBound(const at::Tensor& got, const at::Tensor& x, const at::Tensor& w,
-                                   const at::Tensor& bias, int64_t stride, int64_t padding, const QString& what) {
+                                   const at::Tensor& bias, int64_t stride, int64_t padding, const QString& what,
+                                   double mass_rel = std::ldexp(1.0, -16)) {
     const auto xd = x.to(at::kDouble), wd = w.to(at::kDouble);
     const auto exact = at::conv2d(xd, wd, bias.to(at::kDouble), {stride, stride}, {padding, padding});
     const auto mass = at::conv2d(xd.abs(), wd.abs(), {}, {stride, stride}, {padding, padding}) + bias.to(at::kDouble).abs().view({1, -1, 1, 1});
-    const auto excess = (got.to(at::kDouble) - exact).abs() - exact.abs() * std::ldexp(1.0, -8) - mass * std::ldexp(1.0, -16);
+    const auto excess = (got.to(at::kDouble) - exact).abs() - exact.abs() * std::ldexp(1.0, -8) - mass * mass_rel;
     QVERIFY2(got.sizes() == exact.sizes(), qPrintable(what));
     QVERIFY2(excess.max().item<double>() <= 0, qPrintable(what + QString(": error above the bound by %1").arg(excess.max().item<double>())));
   }
@@ -284,30 +288,41 @@ class TestBackend : public QObject {
       QVERIFY2(y.is_contiguous(at::MemoryFormat::ChannelsLast), qPrintable(what));
       checkConvWithinBound(y, x, w, bias, s.stride, padding, what);
 
-      // The layer: BF16 storage and FP8 codes both packed; codes come back as stored; the packed
-      // forward (BF16) and the unpacking fallback (FP32 compute) both convolve the stored weight.
-      for (const bool fp8 : {false, true}) {
+      // The layer: BF16 and FP16 storage and FP8 codes (unscaled and per channel) all packed, so
+      // storage types differ in their bytes only; codes and FP16 bits come back as stored; the
+      // packed forward (BF16) and the unpacking fallback (FP32 compute) both convolve the stored
+      // weight (a per-channel scale applied to the output channels).
+      struct Storage { WeightType type; Fp8Scale scale; at::ScalarType placeholder; };
+      for (const Storage st : {Storage{WeightType::BF16, Fp8Scale::None, at::kBFloat16}, Storage{WeightType::FP16, Fp8Scale::None, at::kHalf},
+                               Storage{WeightType::FP8_E4M3, Fp8Scale::None, at::kByte},
+                               Storage{WeightType::FP8_E4M3, Fp8Scale::Channel, at::kByte}}) {
+        const bool fp8 = is_fp8(st.type);
+        const QString how = what + " " + QString::fromStdString(storage_display_name(StorageSpec{st.type, st.scale, false}));
         QConv2d layer(s.in, s.out, s.k, s.stride);
         layer->bias.set_data(bias.to(at::kFloat));
-        layer->weight.set_data(at::empty({1}, at::kBFloat16).expand(w.sizes()));
+        layer->weight.set_data(at::empty({1}, st.placeholder).expand(w.sizes()));
         layer->fp8 = fp8;
         const auto w32 = w.to(at::kFloat);
-        store_layer_weight(*layer, w32, StorageSpec{fp8 ? WeightType::FP8_E4M3 : WeightType::BF16, Fp8Scale::None, false});
-        QVERIFY2(layer->packed.defined(), qPrintable(what));
+        store_layer_weight(*layer, w32, StorageSpec{st.type, st.scale, false});
+        QVERIFY2(layer->packed.defined(), qPrintable(how));
         if (fp8) {
           std::vector<uint8_t> codes(static_cast<std::size_t>(w.numel()));
           const auto wc = w32.contiguous();
-          quantize_weight(wc.data_ptr<float>(), s.out, w.numel(), Fp8Format::E4M3FN, Fp8Scale::None, codes.data());
+          quantize_weight(wc.data_ptr<float>(), s.out, w.numel(), Fp8Format::E4M3FN, st.scale, codes.data());
           const auto want = at::from_blob(codes.data(), w.sizes(), at::kByte);
-          QVERIFY2(at::equal(layer->stored_weight().contiguous(), want), qPrintable(what + ": codes"));
+          QVERIFY2(at::equal(layer->stored_weight().contiguous(), want), qPrintable(how + ": codes"));
         } else {
-          QVERIFY2(at::equal(layer->stored_weight(), w), qPrintable(what + ": BF16 weight"));
+          QVERIFY2(at::equal(layer->stored_weight().contiguous(), w.to(st.placeholder).contiguous()), qPrintable(how + ": weight bits"));
         }
         const auto stored = layer->decoded_weight(at::kFloat).clone();
-        checkConvWithinBound(layer->forward(x), x, stored.to(at::kBFloat16), bias, s.stride, padding, what + " layer");
+        // per channel, the weight is never rounded to BF16 (FP8 values are BF16-exact; the FP32
+        // scale multiplies the output): the reference is the FP32 weight
+        const bool channel = st.scale == Fp8Scale::Channel;
+        checkConvWithinBound(layer->forward(x), x, channel ? stored : stored.to(at::kBFloat16), bias, s.stride, padding,
+                             how + " layer", channel ? std::ldexp(1.0, -7) : std::ldexp(1.0, -16));
         const auto y32 = layer->forward(x.to(at::kFloat).contiguous());
         const auto ref32 = at::conv2d(x.to(at::kFloat), stored, bias.to(at::kFloat), {s.stride, s.stride}, {padding, padding});
-        QVERIFY2(at::allclose(y32, ref32, 1e-5, 1e-4), qPrintable(what + " FP32 fallback"));
+        QVERIFY2(at::allclose(y32, ref32, 1e-5, 1e-4), qPrintable(how + " FP32 fallback"));
       }
     }
   }
@@ -403,6 +418,49 @@ class TestBackend : public QObject {
     } catch (const std::exception& e) {
       QFAIL(e.what());
     }
+  }
+
+  // Every report names the attention kernel and the convolution weight layout that ran, from what
+  // the calls counted: an engine's own kernel options decide (the sliced kernel forced, packing
+  // off), FP32 compute convolves NCHW, and `auto` is the build's best.
+  void reportsNameTheKernelsThatRan() {
+    struct Case { backend::KernelOptions kernels; ComputeType compute; QString attention, conv; };
+    const QString best = backend::has_fused_attention() ? "fused" : kernels::amx_attention_available() ? "amx" : "sliced";
+    const QString packed = backend::has_packed_conv() ? "packed (oneDNN blocked)" : "channels_last";
+    for (const Case c : {Case{{backend::AttentionKernel::Sliced, true}, ComputeType::BF16, "sliced", packed},
+                         Case{{backend::AttentionKernel::Auto, false}, ComputeType::BF16, best, "channels_last"},
+                         Case{{backend::AttentionKernel::Auto, true}, ComputeType::FP32, backend::has_fused_attention() ? "fused" : "sliced", "NCHW"}}) {
+      LoadOptions o;
+      o.checkpoint = demo::find_demo_model();
+      o.storage = StorageSpec{WeightType::BF16, Fp8Scale::None, false};
+      o.device = "cpu";
+      o.kernels = c.kernels;
+      Engine engine(o);
+      QCOMPARE(QString::fromStdString(engine.info().kernels), QString::fromStdString(backend::describe(c.kernels)));
+      GenerationRequest r;
+      r.prompt = "a small yellow star";
+      r.steps = 2;
+      r.storage = o.storage;
+      r.compute = c.compute;
+      const std::atomic<bool> cancel{false};
+      const auto result = engine.generate(r, nullptr, cancel);
+      // AMX where it fits, the sliced kernel for the rest (heads wider than 48)
+      const QString attention = QString::fromStdString(result.attention_kernel);
+      QVERIFY2(attention == c.attention || (c.attention == "amx" && attention == "amx+sliced"), qPrintable(attention));
+      QCOMPARE(QString::fromStdString(result.conv_layout), c.conv);
+    }
+    // FP8S_ATTENTION / FP8S_PACKED_CONV: parsed once, an unknown value refused by name
+    qputenv("FP8S_ATTENTION", "fastest");
+    QVERIFY_THROWS_EXCEPTION(InputError, backend::kernel_options_from_environment());
+    qputenv("FP8S_ATTENTION", "sliced");
+    qputenv("FP8S_PACKED_CONV", "0");
+    const auto env = backend::kernel_options_from_environment();
+    QCOMPARE(env.attention, backend::AttentionKernel::Sliced);
+    QVERIFY(!env.packed_conv);
+    qputenv("FP8S_PACKED_CONV", "no");
+    QVERIFY_THROWS_EXCEPTION(InputError, backend::kernel_options_from_environment());
+    qunsetenv("FP8S_ATTENTION");
+    qunsetenv("FP8S_PACKED_CONV");
   }
 };
 

@@ -28,18 +28,10 @@ constexpr double kBf16SampleTolerance = 0.15;
 
 const QString kFolder = QStringLiteral(FP8S_CASES_FOLDER);
 
-// What this build cannot replay yet, with the reason (empty: replay it).
-QString not_yet(const QJsonObject& c) {
-  if (kFolder != "sdxl") return {};
-  return {};
-}
-
 QJsonArray load_cases(const QString& folder) {
   const auto text = test::read_bytes(test::reference_path(folder + "/cases.json"));
   return QJsonDocument::fromJson(QByteArray::fromStdString(text)).array();
 }
-
-
 
 }  // namespace
 
@@ -67,7 +59,6 @@ class TestReferenceCases : public QObject {
 
   // Runs a model-role case; returns {name -> (mine, ref, rtol)} comparisons.
   void replay(const QJsonObject& c, const QString& compute, double bf16_tolerance) {
-    if (const auto why = not_yet(c); !why.isEmpty()) QSKIP(qPrintable(why));
     const QString folder = test::reference_dir() + "/" + kFolder + "/";
     QStringList args{"probe", c["role"].toString(), "--model", folder + c["model"].toString(),
                      "--case", folder + c["tensors"].toString(), "--prefix", c["prefix"].toString()};
@@ -117,7 +108,6 @@ class TestReferenceCases : public QObject {
       return;
     }
     if (role == "generate") {
-      if (const auto why = not_yet(c); !why.isEmpty()) QSKIP(qPrintable(why));
       const QString folder = test::reference_dir() + "/" + kFolder + "/";
       const QString outdir = m_dir.path() + "/gen-" + c["name"].toString();
       QStringList args{"generate", "--model", folder + c["model"].toString(), "--outdir", outdir,

@@ -302,7 +302,6 @@ bool matches_packed_conv_spec(const c10::FunctionSchema& schema) {
 bool has_packed_conv() {
 #if FP8S_PACKED_CONV_API
   static const bool available = [] {
-    if (const char* e = std::getenv("FP8S_PACKED_CONV"); e && std::string(e) == "0") return false;
     if (!at::globalContext().userEnabledMkldnn() || !mkldnn_tensor_from_data_ptr() || !checked_ops()) return false;
     try {
       return call_op(MkldnnOp::Bf16Supported, {})[0].toBool();

@@ -60,8 +60,8 @@ bool has_mixed_type_norms();
 
 // Convolution weights packed once, at load, into oneDNN's blocked layout (LibTorch >= 2.4 with
 // oneDNN, BF16 on this CPU): a call then runs on them as they are, where at::conv2d reorders its
-// dense weight on every call (about a tenth of a 512² step). FP8S_PACKED_CONV=0 turns it off (for
-// alternated measurements). The engine keeps the packed elements itself, as a 1-D tensor of the
+// dense weight on every call (about a tenth of a 512² step). Whether a run packs is its
+// KernelOptions' (kernel_options.h: FP8S_PACKED_CONV=0 turns it off, for alternated measurements). The engine keeps the packed elements itself, as a 1-D tensor of the
 // layout's element count (zero padding included), so its memory is tracked like every tensor's.
 bool has_packed_conv();
 // The type list of an operator schema as "Tensor", "Tensor?", "int[]", "Scalar?[]", ... per

@@ -97,6 +97,7 @@ std::function<void(bool json)> register_bench_generate(CLI::App& bench) {
                      {"run_median_ms", m.run_median_ms}, {"decode_gb_per_s", m.decode_gb_per_s},
                      {"decode_share", m.decode_share}, {"weight_bytes", m.weight_bytes},
                      {"tracked_peak_bytes", m.tracked_peak_bytes}, {"vram_peak_bytes", m.vram_peak_bytes},
+                     {"conv_layout", m.conv_layout}, {"attention_kernel", m.attention_kernel},
                      {"device", b.device}});
       }
       std::cout << nlohmann::json{{"generate", j}}.dump(2) << "\n";

@@ -91,6 +91,8 @@ void register_generate(CLI::App& app) {
                         {"denoise_ms", t.denoise_ms}, {"decode_ms", t.decode_ms}, {"total_ms", t.total_ms}};
     report["weight_bytes"] = result.weight_bytes;
     report["storage"] = storage_display_name(o->r.storage);
+    report["conv_layout"] = result.conv_layout;
+    report["attention_kernel"] = result.attention_kernel;
     report["rss_peak_bytes"] = result.rss_peak_bytes;
     const auto info = engine.info();
     report["device"] = info.device;

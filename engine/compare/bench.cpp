@@ -52,6 +52,8 @@ std::vector<BenchMode> run_bench(BenchOptions& o, const std::function<void(const
       m.weight_bytes = r.weight_bytes;
       m.tracked_peak_bytes = std::max(m.tracked_peak_bytes, r.tracked_peak_bytes);
       m.vram_peak_bytes = std::max(m.vram_peak_bytes, r.vram_peak_bytes);
+      m.conv_layout = r.conv_layout;
+      m.attention_kernel = r.attention_kernel;
       decode_ns[k] += stats.nanoseconds;
       decode_weights[k] += stats.weights;
       step_total[k] += std::accumulate(r.timing.step_ms.begin(), r.timing.step_ms.end(), 0.0);
@@ -75,15 +77,16 @@ std::string bench_markdown(const BenchOptions& o, const std::vector<BenchMode>& 
   std::ostringstream md;
   md << "| mode | median step ms | min-max | ratio to " << modes.front().mode.label()
      << " | per-run medians | FP8 decode GB/s | decode share of step | weights MB | peak tracked MB |"
-     << (o.gpu ? " peak VRAM MB |" : "") << "\n"
-     << "|---|---|---|---|---|---|---|---|---|" << (o.gpu ? "---|" : "") << "\n";
+     << (o.gpu ? " peak VRAM MB |" : "") << " conv weights | attention |\n"
+     << "|---|---|---|---|---|---|---|---|---|" << (o.gpu ? "---|" : "") << "---|---|\n";
   for (const auto& m : modes) {
     std::string runs;
     for (double v : m.run_median_ms) runs += (runs.empty() ? "" : ", ") + fmt(v, 0);
     md << "| " << m.mode.label() << " | " << fmt(m.median_ms, 0) << " | " << fmt(m.min_ms, 0) << "-" << fmt(m.max_ms, 0)
        << " | " << fmt(m.ratio_to_first, 3) << " | " << runs << " | " << (m.decode_share > 0 ? fmt(m.decode_gb_per_s) : "-")
        << " | " << (m.decode_share > 0 ? fmt(100 * m.decode_share, 1) + "%" : "-") << " | " << mb(m.weight_bytes)
-       << " | " << mb(m.tracked_peak_bytes) << " |" << (o.gpu ? " " + mb(m.vram_peak_bytes) + " |" : "") << "\n";
+       << " | " << mb(m.tracked_peak_bytes) << " |" << (o.gpu ? " " + mb(m.vram_peak_bytes) + " |" : "") << " "
+       << m.conv_layout << " | " << m.attention_kernel << " |\n";
   }
   md << "\n" << o.repeats << " measured rounds alternating the modes after one warm-up run each; "
      << o.request.width << "x" << o.request.height << ", " << o.request.steps << " steps, compute "

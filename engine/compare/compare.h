@@ -110,6 +110,7 @@ struct BenchMode {
   double decode_share = 0;              // decode time / step time
   uint64_t weight_bytes = 0, tracked_peak_bytes = 0;
   uint64_t vram_peak_bytes = 0;         // on a GPU: the CUDA allocator's peak over the runs
+  std::string conv_layout, attention_kernel;  // what ran (GenerationResult's)
   OpProfile profile;                    // summed over the measured runs' steps (BenchOptions::profile)
 };
 

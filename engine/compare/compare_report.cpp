@@ -113,8 +113,8 @@ void write_compare(CompareReport& report, const std::string& folder) {
      << "Device: " << report.device << ".\n\n"
      << "| mode | UNet MB | text MB | VAE MB | weights MB | peak tracked MB | peak RSS MB (this mode) |"
      << (report.gpu ? " peak VRAM MB | peak VRAM reserved MB |" : "")
-     << " peak drop / weight byte saved | step ms (mean) | step ms (median) | total ms | PSNR dB | SSIM | max abs diff | UNet rel. L2 vs fp32 |\n"
-     << "|---|---|---|---|---|---|---|" << (report.gpu ? "---|---|" : "") << "---|---|---|---|---|---|---|---|\n";
+     << " peak drop / weight byte saved | step ms (mean) | step ms (median) | total ms | PSNR dB | SSIM | max abs diff | UNet rel. L2 vs fp32 | conv weights | attention |\n"
+     << "|---|---|---|---|---|---|---|" << (report.gpu ? "---|---|" : "") << "---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& m : report.modes) {
     const auto& r = m.result;
     j["modes"].push_back({{"mode", m.mode.label()},
@@ -133,14 +133,17 @@ void write_compare(CompareReport& report, const std::string& folder) {
                           {"psnr_db_vs_first", std::isinf(m.psnr) ? nlohmann::json("inf") : nlohmann::json(m.psnr)},
                           {"ssim_vs_first", m.ssim},
                           {"max_abs_diff_vs_first", m.max_abs_diff},
-                          {"unet_rel_l2_vs_fp32", m.unet_rel_l2}});
+                          {"unet_rel_l2_vs_fp32", m.unet_rel_l2},
+                          {"conv_layout", r.conv_layout},
+                          {"attention_kernel", r.attention_kernel}});
     md << "| " << m.mode.label() << " | " << mb(r.unet_bytes) << " | " << mb(r.text_bytes) << " | " << mb(r.vae_bytes)
        << " | " << mb(r.weight_bytes) << " | " << mb(r.tracked_peak_bytes) << " | " << mb(r.rss_peak_bytes) << " | "
        << (report.gpu ? mb(r.vram_peak_bytes) + " | " + mb(r.vram_reserved_peak_bytes) + " | " : std::string())
        << (m.drop_per_weight_byte ? fmt(100 * *m.drop_per_weight_byte, 1) + "%" : std::string("-"))
        << " | " << fmt(m.step_ms_mean, 0) << " | " << fmt(m.step_ms_median, 0) << " | " << fmt(r.timing.total_ms, 0) << " | "
        << fmt(m.psnr) << " | " << fmt(m.ssim, 4) << " | " << m.max_abs_diff << " | "
-       << (m.unet_rel_l2 < 0 ? std::string("-") : fmt(m.unet_rel_l2, 5)) << " |\n";
+       << (m.unet_rel_l2 < 0 ? std::string("-") : fmt(m.unet_rel_l2, 5)) << " | " << r.conv_layout << " | "
+       << r.attention_kernel << " |\n";
   }
   md << "\nPSNR, SSIM (luminance, 11x11 Gaussian window) and max abs diff are against the first mode. "
      << (per_mode_rss ? "Peak RSS is each mode's own: the modes run one after the other in this process, and before each "

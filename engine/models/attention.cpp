@@ -2,11 +2,11 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/kernel_options.h"
 #include "kernels/attention_amx.h"
 #include "models/nn.h"
 #include "models/op_profile.h"
@@ -46,20 +46,6 @@ at::Tensor sliced_attention(const at::Tensor& q, const at::Tensor& k, const at::
 
 namespace {
 
-enum class AttentionPath { Best, Amx, Fused, Sliced };
-
-// FP8S_ATTENTION=amx|fused|sliced picks one kernel (to measure one against another); unset: the
-// best the build and CPU have: LibTorch 2.x's fused kernel (on this CPU as fast as ours or faster),
-// else ours on a CPU with AMX (1.13: 4-5x faster than its sliced path), else the sliced path.
-AttentionPath requested_path() {
-  static const AttentionPath path = [] {
-    const char* e = std::getenv("FP8S_ATTENTION");
-    const std::string s = e != nullptr ? e : "";
-    return s == "amx" ? AttentionPath::Amx : s == "fused" ? AttentionPath::Fused : s == "sliced" ? AttentionPath::Sliced : AttentionPath::Best;
-  }();
-  return path;
-}
-
 // BF16 on the CPU without a mask, d <= 48 (SD1.5's 64² level, where its attention time goes, has
 // heads of 40): the AMX kernel, where this CPU has the tile unit.
 bool amx_fits(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask) {
@@ -88,12 +74,21 @@ at::Tensor amx_attention(const at::Tensor& q, const at::Tensor& k, const at::Ten
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                      const at::Tensor& mask, int64_t budget_bytes) {
   const OpTimer timer(OpKind::Attention);
-  const auto path = requested_path();
+  using backend::AttentionKernel;
+  // the run's choice (FP8S_ATTENTION, or the engine's own): auto is LibTorch 2.x's fused kernel
+  // (on this CPU as fast as ours or faster), else ours on a CPU with AMX (1.13: 4-5x faster than
+  // its sliced path), else the sliced path; a forced kernel where it fits the inputs
+  const AttentionKernel want = backend::current_kernel_options().attention;
   const bool fused = backend::has_fused_attention();
-  if ((path == AttentionPath::Amx || (path == AttentionPath::Best && !fused)) && amx_fits(q, k, v, mask)) {
+  if ((want == AttentionKernel::Amx || (want == AttentionKernel::Auto && !fused)) && amx_fits(q, k, v, mask)) {
+    backend::count_attention(AttentionKernel::Amx);
     return amx_attention(q, k, v, scale);
   }
-  if (fused && path != AttentionPath::Sliced) return backend::fused_attention(q, k, v, scale, mask);
+  if (fused && want != AttentionKernel::Sliced) {
+    backend::count_attention(AttentionKernel::Fused);
+    return backend::fused_attention(q, k, v, scale, mask);
+  }
+  backend::count_attention(AttentionKernel::Sliced);
   return sliced_attention(q, k, v, scale, mask, budget_bytes);
 }
 

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "backend/backend.h"
+#include "backend/kernel_options.h"
 #include "core/error.h"
 #include "core/strings.h"
 #include "models/convert.h"
@@ -114,13 +115,17 @@ void place_layer(QuantisedLayer& layer, const at::Tensor& stored, bool fp8, Fp8F
   if (fp8 && !device.is_cpu() && backend::has_native_fp8()) w = backend::codes_as_native_fp8(stored, format);
   layer.packed = at::Tensor();
   layer.packed_layout = {};
-  // Where the build packs convolution weights, a CPU convolution's BF16 weight or FP8 codes (no
-  // per-channel scale: that multiplies along the logical first dimension) go in packed instead.
+  // Where the build packs convolution weights, every 16-bit weight and every FP8 weight of a CPU
+  // convolution goes in packed, so storage types differ in their bytes only (review issue 30): the
+  // reorder is a permutation, so FP8 codes go through it as BF16 values 0..255 (exact) and FP16
+  // bits as BF16 bit patterns; a per-channel scale multiplies the output channels instead.
   const auto* conv = dynamic_cast<const QConv2dImpl*>(&layer);
-  if (conv && device.is_cpu() && backend::has_packed_conv() &&
-      (fp8 ? !scale.defined() || scale.numel() == 1 : w.scalar_type() == at::kBFloat16)) {
-    auto [elements, layout] = backend::pack_conv_weight(fp8 ? w.to(at::kBFloat16) : w, conv->stride(), conv->padding());
-    layer.packed = fp8 ? elements.to(at::kByte) : elements;
+  const bool sixteen = w.scalar_type() == at::kBFloat16 || w.scalar_type() == at::kHalf;
+  if (conv && device.is_cpu() && backend::has_packed_conv() && backend::current_kernel_options().packed_conv &&
+      (fp8 || sixteen)) {
+    const at::Tensor as_bf16 = fp8 ? w.to(at::kBFloat16) : w.scalar_type() == at::kHalf ? w.contiguous().view(at::kBFloat16) : w;
+    auto [elements, layout] = backend::pack_conv_weight(as_bf16, conv->stride(), conv->padding());
+    layer.packed = fp8 ? elements.to(at::kByte) : w.scalar_type() == at::kHalf ? elements.view(at::kHalf) : elements;
     layer.packed_layout = std::move(layout);
     w = at::empty({1}, w.options()).expand(w.sizes());  // the placeholder: shape and dtype, no memory
   } else if (device.is_cpu() && w.dim() == 4 && w.scalar_type() != at::kFloat) {

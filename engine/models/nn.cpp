@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "backend/backend.h"
+#include "backend/kernel_options.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "models/convert.h"
@@ -110,6 +111,8 @@ at::Tensor QuantisedLayer::stored_weight() const {
   if (!packed.defined()) return weight;
   // the codes went through the packing as BF16 values 0..255 (exact), so they come back the same way
   if (fp8) return backend::unpack_conv_weight(packed.to(at::kBFloat16), packed_layout).to(at::kByte);
+  // FP16 bits went through the permutation as BF16 bit patterns
+  if (packed.scalar_type() == at::kHalf) return backend::unpack_conv_weight(packed.view(at::kBFloat16), packed_layout).view(at::kHalf);
   return backend::unpack_conv_weight(packed, packed_layout);
 }
 
@@ -117,7 +120,8 @@ at::Tensor QuantisedLayer::decoded_packed() const {
   const OpTimer timer(OpKind::Decode);
   const auto start = std::chrono::steady_clock::now();
   at::Tensor out = scratch(at::kBFloat16, {packed.numel()});
-  decode_fp8_into(packed, format, scale_weight, out);
+  // a per-channel scale multiplies the convolution's output channels (QConv2dImpl::forward)
+  decode_fp8_into(packed, format, per_channel_scale() ? at::Tensor() : scale_weight, out);
   count_decode(start, packed.numel());
   return out;
 }
@@ -205,16 +209,31 @@ QConv2dImpl::QConv2dImpl(int64_t in, int64_t out, int64_t kernel, int64_t stride
 at::Tensor QConv2dImpl::forward(const at::Tensor& x) const {
   at::Tensor y;
   if (packed.defined() && x.scalar_type() == at::kBFloat16 && x.is_cpu()) {
-    // packed elements as they are (BF16 storage) or decoded in their order (FP8): no reorder
-    const at::Tensor elements = fp8 ? decoded_packed() : packed;
+    // packed elements as they are (BF16 storage), cast (FP16) or decoded (FP8) in their order: no reorder
+    at::Tensor elements = packed;
+    if (fp8) {
+      elements = decoded_packed();
+    } else if (packed.scalar_type() != at::kBFloat16) {
+      const OpTimer cast(OpKind::Cast);
+      elements = scratch(at::kBFloat16, {packed.numel()}).copy_(packed);
+    }
+    backend::count_conv(backend::ConvLayout::Packed);
     const OpTimer timer(OpKind::Conv);
-    y = backend::packed_conv2d(x, elements, packed_layout, bias_as(at::kBFloat16), stride_, padding_);
+    if (per_channel_scale()) {
+      // conv(x, W diag(s)) = conv(x, W) s per output channel, then the bias
+      y = backend::packed_conv2d(x, elements, packed_layout, {}, stride_, padding_);
+      y.mul_(scale_weight.view({1, -1, 1, 1}));  // FP32 scale, the product rounded once to BF16
+      if (bias.defined()) y.add_(bias_as(at::kBFloat16).view({1, -1, 1, 1}));
+    } else {
+      y = backend::packed_conv2d(x, elements, packed_layout, bias_as(at::kBFloat16), stride_, padding_);
+    }
   } else {
     at::Tensor w = decoded_weight(x.scalar_type());
     // The weight in the activations' memory format (a CPU weight is kept channels_last for 16-bit
     // compute; FP32 compute, the reference path, gets an NCHW copy and NCHW numerics).
     const auto format = x.suggest_memory_format();
     if (w.suggest_memory_format() != format) w = w.contiguous(format);
+    backend::count_conv(format == at::MemoryFormat::ChannelsLast ? backend::ConvLayout::ChannelsLast : backend::ConvLayout::Nchw);
     const OpTimer timer(OpKind::Conv);
     y = at::conv2d(x, w, bias_as(x.scalar_type()), {stride_, stride_}, {padding_, padding_});
   }

@@ -90,15 +90,17 @@ class QuantisedLayer {
   // decoded_weight on a device other than the CPU (native float8 there).
   at::Tensor decoded_on_device(at::ScalarType dtype) const;
 
-  // A CPU convolution's BF16 weight or (unscaled or per-tensor scaled) FP8 codes where the build
-  // packs them (backend::has_packed_conv): its elements in oneDNN's blocked order (the codes
+  // A CPU convolution's 16-bit weight or FP8 codes where the run packs them (backend::has_packed_conv
+  // and KernelOptions::packed_conv): its elements in oneDNN's blocked order (codes and FP16 bits
   // permuted as BF16 elements are), and `weight` a placeholder of the logical shape and storage
   // dtype that owns no memory. stored_weight() is the logical weight as stored, packed or not.
   at::Tensor packed;
   backend::PackedLayout packed_layout;
   at::Tensor stored_weight() const;
-  // The packed FP8 codes decoded to BF16 elements in the same order (a scratch buffer).
+  // The packed FP8 codes decoded to BF16 elements in the same order (a scratch buffer), times a
+  // per-tensor scale (a per-channel one is applied to the output).
   at::Tensor decoded_packed() const;
+  bool per_channel_scale() const { return fp8 && scale_weight.defined() && scale_weight.numel() > 1; }
   // Registers the FP8 scale buffer once (called by the loader).
   virtual void register_scale(const at::Tensor& scale) = 0;
 

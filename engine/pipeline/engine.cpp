@@ -112,6 +112,7 @@ void emit_memory(Observer* observer, Phase phase, int step, Clock::time_point st
 struct Engine::Impl {
   explicit Impl(const LoadOptions& o) : options(o), embeddings(o.embeddings_dir) {}
   LoadOptions options;
+  backend::KernelOptions kernels;  // this engine's, in effect on its thread while it loads and runs (KernelScope)
   EmbeddingLibrary embeddings;
   std::unique_ptr<Model> model;
   std::shared_ptr<const ClipTokenizer> tokenizer;  // found before the weights are read
@@ -160,6 +161,9 @@ Engine::Engine(const LoadOptions& options, Observer* observer) : impl_(std::make
   const auto start = Clock::now();
   if (options.checkpoint.empty()) throw std::invalid_argument("Engine: LoadOptions.checkpoint is empty");
   const at::Device device = backend::resolve_device(options.device);  // a bad --device fails before any read
+  impl_->kernels = options.kernels ? *options.kernels : backend::kernel_options_from_environment();
+  const backend::KernelScope kernels(impl_->kernels);
+  log().info("kernels: {}", backend::describe(impl_->kernels));
   if (observer) observer->onPhase({Phase::Load, 0});
   begin_phase(device, nullptr);
   emit_memory(observer, Phase::Load, -1, start, device);
@@ -188,6 +192,7 @@ ModelInfo Engine::info() const {
   i.architecture = impl_->model->detection().description();
   i.storage = weight_type_name(impl_->model->storage().weights);
   i.source_note = impl_->model->source_note();
+  i.kernels = backend::describe(impl_->kernels);
   const auto b = impl_->model->weight_bytes();
   i.unet_bytes = b.unet;
   i.text_bytes = b.text;
@@ -203,6 +208,7 @@ ModelInfo Engine::info() const {
 std::vector<float> Engine::unet_probe(const StorageSpec& storage, ComputeType compute, uint64_t seed,
                                      int latent_size, const std::vector<LoraRequest>& loras,
                                      LoraMode lora_mode) {
+  const backend::KernelScope kernels(impl_->kernels);
   auto& model = *impl_->model;
   model.set_storage(storage);
   model.set_loras(loras, lora_mode);
@@ -251,6 +257,7 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
   r.height = request_height(r, impl_->native_size());
   r.seed = resolve_seed(r.seed);
   const auto start = Clock::now();
+  const backend::KernelScope kernels(impl_->kernels);
   reset_tracked_peak();
   GenerationResult result;
   trim_heap();  // what earlier requests freed goes back to the kernel: the peak below is this request's
@@ -271,6 +278,7 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
     result.rss_peak_is_per_request = reset_rss_peak();
     begin_phase(device, nullptr);
   }
+  backend::reset_kernel_usage();
   const auto pos = parse_extra_networks(r.prompt);
   const auto neg = parse_extra_networks(r.negative);
   std::vector<LoraRequest> loras = r.loras;
@@ -404,6 +412,9 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
   result.vram_reserved_peak_bytes = vram.reserved;
   if (observer) observer->onPhase({Phase::Done, result.timing.total_ms});
   emit_memory(observer, Phase::Done, -1, start, device);
+  const auto usage = backend::kernel_usage();
+  result.attention_kernel = backend::attention_used(usage);
+  result.conv_layout = backend::conv_layout_used(usage);
   return result;
 }
 

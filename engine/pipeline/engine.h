@@ -4,9 +4,11 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "backend/kernel_options.h"
 #include "pipeline/infotext.h"
 #include "pipeline/request.h"
 
@@ -21,6 +23,9 @@ struct LoadOptions {
   std::string lora_dir;  // where <lora:NAME:W> tags are looked up (NAME.safetensors)
   std::string embeddings_dir;  // textual inversions: NAME.safetensors, used by writing NAME in a prompt
   std::string device = "auto";  // auto (the first CUDA device, else the CPU), cpu, cuda, cuda:N
+  // The kernels this engine's runs may use; unset: FP8S_ATTENTION / FP8S_PACKED_CONV (an unknown
+  // value there is an InputError at load).
+  std::optional<backend::KernelOptions> kernels;
 };
 
 // The devices a model can run on here: "cpu" first, then "cuda:N" for each CUDA device (only on a

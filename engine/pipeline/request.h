@@ -149,6 +149,9 @@ struct GenerationResult {
   bool rss_peak_is_per_request = false;  // the kernel let the high-water mark be reset at the start
   uint64_t vram_peak_bytes = 0;           // CUDA allocator: peak allocated bytes during this request
   uint64_t vram_reserved_peak_bytes = 0;  // and peak reserved (what nvidia-smi shows of the process)
+  // What ran (backend::kernel_usage): the attention kernel(s) and the convolution weight layout(s)
+  std::string attention_kernel;
+  std::string conv_layout;
 };
 
 struct ModelInfo {
@@ -161,6 +164,7 @@ struct ModelInfo {
   std::string device = "CPU";      // "CPU" or "CUDA 0: <name>, <GiB>, compute capability X.Y"
   bool gpu = false;                // the model runs on a CUDA device (charts say VRAM)
   uint64_t device_total_bytes = 0;  // the GPU's memory (0 on the CPU)
+  std::string kernels;              // the engine's kernel options ("attention auto, packed convolutions on")
 };
 
 // Checks a request's numbers (size 64..4096 in multiples of 8 — 0 means `native_size` —, steps,

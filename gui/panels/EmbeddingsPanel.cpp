@@ -86,7 +86,7 @@ void EmbeddingsPanel::refresh() {
           if (!e.ok) item->setFlags(item->flags() & ~Qt::ItemIsEnabled);
         }
         if (entries.empty()) {
-          auto* hint = new QListWidgetItem(tr("No embeddings — put textual-inversion .safetensors files in the folder"), m_list);
+          auto* hint = new QListWidgetItem(tr("No embeddings yet: add files, Refresh."), m_list);
           hint->setFlags(Qt::NoItemFlags);
         }
         Q_EMIT listed();

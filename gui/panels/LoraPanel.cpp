@@ -156,7 +156,7 @@ void LoraPanel::showList(std::vector<LoraInfo> infos, const QString& error) {
   }
   if (m_infos.empty()) {
     m_table->setRowCount(1);
-    auto* hint = new QLabel(tr("  No LoRAs — put .safetensors LoRA files in the folder, then Refresh."));
+    auto* hint = new QLabel(tr("  No LoRAs yet: add files, Refresh."));
     hint->setEnabled(false);
     m_table->setCellWidget(0, 0, hint);
     m_table->setSpan(0, 0, 1, 3);
