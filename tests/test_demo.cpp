@@ -247,7 +247,14 @@ class TestDemo : public QObject {
     QVERIFY2(png.parameters.find("FP8 weight: Disable") != std::string::npos &&
                  png.parameters.find("Weights: fp16") != std::string::npos,
              png.parameters.c_str());
-    QCOMPARE(uint64_t(g["weight_bytes"].toDouble()), 2 * report.total.params);  // the file's parameter census
+    // the file's parameter census, two bytes each; packed convolution weights also hold oneDNN's
+    // channel-block padding (the demo's 4-channel layers), a fraction of a percent
+    const uint64_t held = uint64_t(g["weight_bytes"].toDouble()), census = 2 * report.total.params;
+    if (g["conv_layout"].toString().startsWith("packed")) {
+      QVERIFY2(held >= census && held <= census + census / 200, qPrintable(QString("%1 vs %2").arg(held).arg(census)));
+    } else {
+      QCOMPARE(held, census);
+    }
     const auto c = run({"compare", "--prompt", "a small green ring in the bottom right corner on a white background",
                         "--steps", "8", "--sampler", "euler", "--schedule", "normal", "--cfg", "5", "--seed", "3",
                         "--outdir", "cmp", "--no-unet-error", "--json"});

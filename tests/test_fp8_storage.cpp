@@ -151,7 +151,8 @@ class TestFp8Storage : public QObject {
         upcast.file().read(*srec, scales.data());
       }
       const uint64_t cols = rec.numel() / rec.shape[0];
-      const auto w = layer->weight.contiguous();
+      const auto w = layer->stored_weight().contiguous();  // packed or not, the logical FP16 weight
+      QCOMPARE(w.scalar_type(), at::kHalf);
       const auto* half = reinterpret_cast<const uint16_t*>(w.data_ptr());
       for (uint64_t i = 0; i < rec.numel(); ++i) {
         if (half[i] != f32_to_f16(decode_fp8(codes[i], Fp8Format::E4M3FN) * scales[i / cols])) QFAIL(key.c_str());
