@@ -308,7 +308,7 @@ class TestFp8Files : public QObject {
     const std::string file = path("comfy-scaled.safetensors");
     layout.write(file);
     const auto report = inspect_checkpoint(SafetensorsFile(file));
-    QCOMPARE(QString::fromStdString(report.fp8_layout), QString("ComfyUI scaled_fp8"));
+    QCOMPARE(QString::fromStdString(report.fp8.layout), QString("ComfyUI scaled_fp8"));
     check_loaded_values(file, layout);
     if (QTest::currentTestFailed()) return;
     const auto storage = auto_storage(file);
@@ -383,7 +383,7 @@ class TestFp8Files : public QObject {
     QVERIFY(n > 8);
     const std::string file = path(header ? "comfy-quant-header.safetensors" : "comfy-quant.safetensors");
     layout.write(file);
-    QCOMPARE(QString::fromStdString(inspect_checkpoint(SafetensorsFile(file)).fp8_layout), QString("ComfyUI comfy_quant"));
+    QCOMPARE(QString::fromStdString(inspect_checkpoint(SafetensorsFile(file)).fp8.layout), QString("ComfyUI comfy_quant"));
     check_loaded_values(file, layout);
     if (QTest::currentTestFailed()) return;
     const auto storage = auto_storage(file);

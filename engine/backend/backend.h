@@ -61,8 +61,9 @@ bool has_mixed_type_norms();
 // Convolution weights packed once, at load, into oneDNN's blocked layout (LibTorch >= 2.4 with
 // oneDNN, BF16 on this CPU): a call then runs on them as they are, where at::conv2d reorders its
 // dense weight on every call (about a tenth of a 512² step). Whether a run packs is its
-// KernelOptions' (kernel_options.h: FP8S_PACKED_CONV=0 turns it off, for alternated measurements). The engine keeps the packed elements itself, as a 1-D tensor of the
-// layout's element count (zero padding included), so its memory is tracked like every tensor's.
+// KernelOptions' (kernel_options.h: FP8S_PACKED_CONV=0 turns it off, for alternated
+// measurements). The engine keeps the packed elements itself, as a 1-D tensor of the layout's
+// element count (zero padding included), so its memory is tracked like every tensor's.
 bool has_packed_conv();
 // The type list of an operator schema as "Tensor", "Tensor?", "int[]", "Scalar?[]", ... per
 // argument, then "->" and the returns: how has_packed_conv checks each operator it calls boxed
@@ -94,8 +95,8 @@ at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::T
 // FP8 compute (ComfyUI's fp8_e4m3fn_fast): needs CUDA compute capability >= 8.9 and LibTorch >= 2.1.
 bool supports_fp8_compute(const at::Device& device);
 // y = (x · a_scale) (w · w_scale)ᵀ + bias through at::_scaled_mm: x [M, K] FP16/BF16 is quantised
-// to E4M3 with a per-tensor scale (the file's input scale, else amax / 448), w [N, K] is native float8 with its per-tensor
-// scale. Output in x's dtype. Throws RuntimeFailure where unsupported.
+// to E4M3 with a per-tensor scale (the file's input scale, else amax / 448), w [N, K] is native
+// float8 with its per-tensor scale. Output in x's dtype. Throws RuntimeFailure where unsupported.
 at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w_fp8, const at::Tensor& w_scale,
                       const at::Tensor& bias, const at::Tensor& input_scale = {});
 

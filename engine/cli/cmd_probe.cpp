@@ -18,12 +18,12 @@ namespace {
 void probe_fp8(const std::string& role, const std::string& format_name, const std::string& in_path,
                const std::string& out_path, bool overwrite) {
   const Fp8Format format = format_name == "e5m2" ? Fp8Format::E5M2 : Fp8Format::E4M3FN;
-  const Dtype f8 = format == Fp8Format::E4M3FN ? Dtype::F8_E4M3 : Dtype::F8_E5M2;
+  const Dtype f8 = fp8_dtype(format);
   const bool encode = role == "fp8-encode";
   SafetensorsFile in(in_path);
   std::vector<TensorSpec> specs;
   for (const auto& t : in.tensors()) {
-    if (!encode && (t.dtype == Dtype::F8_E4M3 || t.dtype == Dtype::F8_E5M2) && t.dtype != f8) {
+    if (!encode && is_fp8_dtype(t.dtype) && t.dtype != f8) {
       throw InputError(in_path + ": tensor '" + t.name + "' is " + dtype_name(t.dtype) +
                        " but --format is " + format_name);
     }

@@ -114,6 +114,9 @@ TensorRecord parse_record(const std::string& name, const nlohmann::json& entry,
 std::size_t dtype_size(Dtype dtype) { return info(dtype).size; }
 const char* dtype_name(Dtype dtype) { return info(dtype).name; }
 bool is_float_dtype(Dtype dtype) { return info(dtype).is_float; }
+bool is_fp8_dtype(Dtype dtype) { return dtype == Dtype::F8_E4M3 || dtype == Dtype::F8_E5M2; }
+Fp8Format fp8_format_of(Dtype dtype) { return dtype == Dtype::F8_E5M2 ? Fp8Format::E5M2 : Fp8Format::E4M3FN; }
+Dtype fp8_dtype(Fp8Format format) { return format == Fp8Format::E5M2 ? Dtype::F8_E5M2 : Dtype::F8_E4M3; }
 
 std::optional<Dtype> parse_dtype(const std::string& name) {
   for (const auto& d : kDtypes) {

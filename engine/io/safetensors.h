@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/types.h"
+
 namespace fp8s {
 
 // F8_E8M0 is MXFP8's block-scale type: known so that such a file is refused by name (models/fp8_files).
@@ -17,6 +19,10 @@ std::size_t dtype_size(Dtype dtype);
 const char* dtype_name(Dtype dtype);  // the safetensors spelling: "F16", "F8_E4M3", ...
 std::optional<Dtype> parse_dtype(const std::string& name);
 bool is_float_dtype(Dtype dtype);
+// F8_E4M3 / F8_E5M2, the FP8 formats a weight can be stored in, and their mapping to the codec's.
+bool is_fp8_dtype(Dtype dtype);
+Fp8Format fp8_format_of(Dtype dtype);  // E5M2 for F8_E5M2, E4M3FN otherwise
+Dtype fp8_dtype(Fp8Format format);
 
 struct TensorRecord {
   std::string name;

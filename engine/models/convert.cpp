@@ -29,25 +29,25 @@ ConvertSummary convert_checkpoint(const ConvertOptions& options,
   SafetensorsFile in(options.in);
   read_fp8_scheme(in);  // refuses what cannot run, by name
   for (const auto& t : in.tensors()) {
-    if (t.dtype == Dtype::F8_E4M3 || t.dtype == Dtype::F8_E5M2) {
+    if (is_fp8_dtype(t.dtype)) {
       throw InputError(options.in + " is already stored in FP8 (tensor '" + t.name +
                        "'); convert from the 16/32-bit original instead");
     }
   }
-  const Dtype f8 = options.format == Fp8Format::E4M3FN ? Dtype::F8_E4M3 : Dtype::F8_E5M2;
+  const Dtype f8 = fp8_dtype(options.format);
   std::vector<TensorSpec> specs;
-  std::vector<Fp8Scale> quantise;  // per input tensor; unset: copied as it is
-  std::vector<bool> cast;
+  std::vector<bool> cast;          // per input tensor: written in another type (else copied as it is)
+  std::vector<Fp8Scale> scale_of;  // per input tensor: its FP8 scaling
+  const std::string conf = comfy_quant_json(options.format);
   std::string source_dtype;
   if (options.float16 && *options.float16 != Dtype::F16 && *options.float16 != Dtype::BF16) {
     throw InputError("convert: the 16-bit target must be F16 or BF16");
   }
-  uint64_t scaled_layers = 0;
   for (const auto& t : in.tensors()) {
     if (options.float16) {
       const bool c = is_float_dtype(t.dtype) && t.dtype != *options.float16;
       cast.push_back(c);
-      quantise.push_back(Fp8Scale::None);
+      scale_of.push_back(Fp8Scale::None);
       specs.push_back({t.name, c ? *options.float16 : t.dtype, t.shape});
       continue;
     }
@@ -60,7 +60,7 @@ ConvertSummary convert_checkpoint(const ConvertOptions& options,
     // ignore, the text encoders, open_clip's fused in_proj) is written unscaled FP8.
     const bool scaled = q && options.scale != Fp8Scale::None && t.shape.size() == 2 &&
                         ends_with(t.name, ".weight") && component_of(t.name) == Component::UNet;
-    quantise.push_back(scaled ? options.scale : Fp8Scale::None);
+    scale_of.push_back(scaled ? options.scale : Fp8Scale::None);
     specs.push_back({t.name, q ? f8 : t.dtype, t.shape});
     if (q) source_dtype = dtype_name(t.dtype);
     if (scaled) {
@@ -68,8 +68,7 @@ ConvertSummary convert_checkpoint(const ConvertOptions& options,
       const std::vector<int64_t> scale_shape = options.scale == Fp8Scale::Tensor ? std::vector<int64_t>{}
                                                                                  : std::vector<int64_t>{t.shape[0], 1};
       specs.push_back({layer + ".weight_scale", Dtype::F32, scale_shape});
-      specs.push_back({layer + ".comfy_quant", Dtype::U8, {static_cast<int64_t>(comfy_quant_json(options.format).size())}});
-      scaled_layers += 1;
+      specs.push_back({layer + ".comfy_quant", Dtype::U8, {static_cast<int64_t>(conf.size())}});
     }
   }
   auto metadata = in.metadata();
@@ -113,11 +112,10 @@ ConvertSummary convert_checkpoint(const ConvertOptions& options,
       } else {
         codes.resize(n);
         const auto scales =
-            quantize_weight(wide.data(), t.shape[0], static_cast<int64_t>(n), options.format, quantise[i], codes.data());
+            quantize_weight(wide.data(), t.shape[0], static_cast<int64_t>(n), options.format, scale_of[i], codes.data());
         writer.append(codes.data(), n);
         if (!scales.empty()) {
           writer.append(scales.data(), scales.size() * 4);
-          const std::string conf = comfy_quant_json(options.format);
           writer.append(conf.data(), conf.size());
         }
       }

@@ -1,8 +1,8 @@
 // FP8 checkpoints of other tools: scale spellings, markers, and what is refused (fp8_files.h).
 #include "models/fp8_files.h"
 
+#include <map>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "core/error.h"
 #include "core/strings.h"
@@ -12,8 +12,6 @@ namespace {
 
 constexpr const char* kScaleSuffixes[] = {"scale_weight", "weight_scale", "weight_scale_inv", "weight_scale_2",
                                           "scale_input", "input_scale"};
-
-bool is_fp8_dtype(Dtype d) { return d == Dtype::F8_E4M3 || d == Dtype::F8_E5M2; }
 
 // The layer a tensor belongs to: its name without the last component.
 std::string layer_of(const std::string& name) {
@@ -74,6 +72,10 @@ bool is_scale_name(const std::string& name) {
   return false;
 }
 
+bool is_input_scale_name(const std::string& name) {
+  return ends_with(name, ".scale_input") || ends_with(name, ".input_scale");
+}
+
 bool is_quantisation_marker(const std::string& name) {
   return ends_with(name, ".comfy_quant") || name == "scaled_fp8" || ends_with(name, ".scaled_fp8");
 }
@@ -108,14 +110,13 @@ Fp8FileScheme read_fp8_scheme(const SafetensorsIndex& index,
     }
     if (ends_with(t.name, ".weight_scale")) weight_scale = true;
     if (ends_with(t.name, "scale_weight")) own_scale = true;
-    if (ends_with(t.name, "scale_input") || ends_with(t.name, "input_scale")) s.input_scales += 1;
+    if (is_input_scale_name(t.name)) s.input_scales += 1;
   }
   // FP8 weights and their scales, once every format that names itself has been refused
   for (const auto& t : index.tensors) {
     const std::string layer = layer_of(t.name);
     if (!is_fp8_dtype(t.dtype)) continue;
     s.fp8_tensors += 1;
-    s.fp8_by_dtype[dtype_name(t.dtype)] += 1;
     const std::string scale_key = find_scale_key(has, t.name);
     if (scale_key.empty()) continue;
     const TensorRecord& sc = *by_name.at(scale_key);

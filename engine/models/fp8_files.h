@@ -19,7 +19,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -35,6 +34,8 @@ std::string find_scale_key(const std::function<bool(const std::string&)>& has, c
 std::string find_input_scale_key(const std::function<bool(const std::string&)>& has, const std::string& weight_key);
 // Whether a tensor name is a scale of another tensor (any spelling above, input scales included).
 bool is_scale_name(const std::string& name);
+// Whether a tensor name is an activation scale (`.scale_input`, `.input_scale`).
+bool is_input_scale_name(const std::string& name);
 // Tensors that describe quantisation and hold no model value: `.comfy_quant` and the `scaled_fp8`
 // marker (at any prefix).
 bool is_quantisation_marker(const std::string& name);
@@ -46,7 +47,6 @@ struct Fp8FileScheme {
   uint64_t scaled_weights = 0;   // F8 weights that have a scale
   uint64_t channel_scaled = 0;   // of which per output channel
   uint64_t input_scales = 0;
-  std::map<std::string, uint64_t> fp8_by_dtype;  // "F8_E4M3" -> count
 };
 
 // Reads the quantisation description of a parsed header; `bytes` returns a (small) tensor's data

@@ -5,7 +5,6 @@
 #include <sstream>
 
 #include "core/strings.h"
-#include "models/fp8_files.h"
 
 namespace fp8s {
 namespace {
@@ -63,8 +62,7 @@ InspectReport inspect_checkpoint(const SafetensorsFile& file) {
     r.quantization_metadata = it->second;
   }
   if (auto it = file.metadata().find("fp8s.demo"); it != file.metadata().end()) r.demo = it->second;
-  const Fp8FileScheme scheme = read_fp8_scheme(file);
-  r.fp8_layout = scheme.layout;
+  r.fp8 = read_fp8_scheme(file);
   std::map<std::string, ComponentStats> by_label;
   std::map<std::string, uint64_t> weight_dtypes;  // dtype census of quantisable weights
   for (const auto& t : file.tensors()) {
@@ -95,7 +93,7 @@ InspectReport inspect_checkpoint(const SafetensorsFile& file) {
       c.quantisable_params += n;
       c.bytes_fp8 += n;
       weight_dtypes[dtype_name(t.dtype)] += 1;
-      if (t.dtype == Dtype::F8_E4M3 || t.dtype == Dtype::F8_E5M2) c.fp8_in_file += 1;
+      if (is_fp8_dtype(t.dtype)) c.fp8_in_file += 1;
     } else {
       c.bytes_fp8 += 2 * n;
     }
@@ -117,7 +115,7 @@ InspectReport inspect_checkpoint(const SafetensorsFile& file) {
     // FP8 weights in the file, all or some (a UNet in FP8 beside 16-bit text encoders): `auto`
     // keeps them one byte, in their format and scaling as the scale tensors show it.
     const WeightType type = e4m3 >= e5m2 ? WeightType::FP8_E4M3 : WeightType::FP8_E5M2;
-    const Fp8Scale scale = scheme.channel_scaled ? Fp8Scale::Channel : scheme.scaled_weights ? Fp8Scale::Tensor : Fp8Scale::None;
+    const Fp8Scale scale = r.fp8.channel_scaled ? Fp8Scale::Channel : r.fp8.scaled_weights ? Fp8Scale::Tensor : Fp8Scale::None;
     r.own_storage = StorageSpec{type, scale, false};
     r.storage = std::string(weight_type_name(type)) + " (scale " + fp8_scale_name(scale) + ")";
     if (e4m3 && e5m2) r.storage += ", " + std::to_string(e5m2) + " layers E5M2";
@@ -154,8 +152,8 @@ std::string format_inspect_report(const InspectReport& r) {
   if (!r.demo.empty()) o << "  model:        " << r.demo << "\n";
   o << "  file size:    " << with_commas(r.file_size) << " bytes\n";
   o << "  weights:      " << r.storage << "\n";
-  if (!r.fp8_layout.empty()) {
-    o << "  FP8 layout:   " << r.fp8_layout << "; FP8 layers in the file:";
+  if (!r.fp8.layout.empty()) {
+    o << "  FP8 layout:   " << r.fp8.layout << "; FP8 layers in the file:";
     for (const auto& c : r.components) {
       if (c.quantisable_tensors) o << " " << c.name << " " << c.fp8_in_file << "/" << c.quantisable_tensors;
     }
@@ -208,7 +206,7 @@ nlohmann::json inspect_report_json(const InspectReport& r) {
   j["components"] = nlohmann::json::array();
   for (const auto& c : r.components) j["components"].push_back(comp(c));
   if (!r.quantization_metadata.empty()) j["quantization"] = r.quantization_metadata;
-  if (!r.fp8_layout.empty()) j["fp8_layout"] = r.fp8_layout;
+  if (!r.fp8.layout.empty()) j["fp8_layout"] = r.fp8.layout;
   return j;
 }
 

@@ -11,6 +11,7 @@
 #include "core/types.h"
 #include "io/safetensors.h"
 #include "models/architecture.h"
+#include "models/fp8_files.h"
 
 namespace fp8s {
 
@@ -39,7 +40,7 @@ struct InspectReport {
   std::optional<StorageSpec> own_storage;
   bool is_fp8_source() const { return own_storage && is_fp8(own_storage->weights); }
   std::string quantization_metadata;  // fp8s.quantization, if present
-  std::string fp8_layout;             // whose FP8 layout the file follows (models/fp8_files.h); "" without FP8
+  Fp8FileScheme fp8;                  // whose FP8 layout the file follows (layout "" without FP8)
   std::string demo;                   // fp8s.demo: the built-in demo model's description
   std::vector<ComponentStats> components;
   ComponentStats total;

@@ -4,6 +4,7 @@
 // (one byte a weight) when the storage is FP8 of its format, and is decoded otherwise; every other
 // F8 tensor (bias, norm, embedding, VAE) is decoded with the codec, never used as raw codes.
 #include <algorithm>
+#include <functional>
 #include <set>
 
 #include "backend/backend.h"
@@ -16,11 +17,6 @@
 #include "models/tensor_roles.h"
 
 namespace fp8s {
-
-namespace {
-bool is_fp8_dtype(Dtype d) { return d == Dtype::F8_E4M3 || d == Dtype::F8_E5M2; }
-Fp8Format fp8_format_of(Dtype dtype) { return dtype == Dtype::F8_E4M3 ? Fp8Format::E4M3FN : Fp8Format::E5M2; }
-}  // namespace
 
 at::Tensor read_fp8_codes(const SafetensorsFile& file, const TensorRecord& record) {
   at::Tensor out = at::empty(std::vector<int64_t>(record.shape.begin(), record.shape.end()), at::kByte);
@@ -81,7 +77,10 @@ bool shape_equals(const std::vector<int64_t>& a, at::IntArrayRef b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
 }
 
-bool file_has(const SafetensorsFile& file, const std::string& name) { return file.find(name) != nullptr; }
+// The file's "has this tensor" test, as find_scale_key / find_input_scale_key take it.
+std::function<bool(const std::string&)> lookup(const SafetensorsFile& file) {
+  return [&file](const std::string& name) { return file.find(name) != nullptr; };
+}
 
 // A [N] scale shaped to multiply a weight [N, ...] along its first dimension ([1]: a scalar).
 at::Tensor scale_for(const at::Tensor& scale, int64_t dims) {
@@ -92,9 +91,14 @@ at::Tensor scale_for(const at::Tensor& scale, int64_t dims) {
 }
 
 // The scale of the weight `rec` in any spelling and shape the readers write (0-d, [1], [out],
-// [out,1]; F32, BF16 or F16) as F32 [1] or [out]; undefined when the file has none.
-at::Tensor read_weight_scale(const SafetensorsFile& file, const TensorRecord& rec) {
-  const std::string key = find_scale_key([&](const std::string& n) { return file_has(file, n); }, rec.name);
+// [out,1]; F32, BF16 or F16) as F32 [1] or [out], and the tensor it came from; values undefined
+// and key empty when the file has none.
+struct FileScale {
+  std::string key;
+  at::Tensor values;
+};
+FileScale read_weight_scale(const SafetensorsFile& file, const TensorRecord& rec) {
+  const std::string key = find_scale_key(lookup(file), rec.name);
   if (key.empty()) return {};
   const at::Tensor scale = read_tensor(file, file.at(key)).reshape({-1});
   const int64_t out = rec.shape.empty() ? 1 : rec.shape[0];
@@ -102,7 +106,7 @@ at::Tensor read_weight_scale(const SafetensorsFile& file, const TensorRecord& re
     throw InputError(file.path() + ": scale '" + key + "' has " + std::to_string(scale.numel()) +
                      " values for the " + std::to_string(out) + " output channels of '" + rec.name + "'");
   }
-  return scale;
+  return {key, scale};
 }
 
 // Puts a layer's stored weight in place on `device`: float weights as they are, FP8 codes as the
@@ -143,8 +147,8 @@ void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const Te
   const bool src_fp8 = is_fp8_dtype(rec.dtype);
   // Every spelling of the scale multiplies (also a 16-bit weight's: ComfyUI's legacy files carry
   // scales of 1 on layers they left unquantised).
-  const at::Tensor scale = read_weight_scale(file, rec);
-  const std::string input_key = find_input_scale_key([&](const std::string& n) { return file_has(file, n); }, key);
+  const at::Tensor scale = read_weight_scale(file, rec).values;
+  const std::string input_key = find_input_scale_key(lookup(file), key);
   if (!input_key.empty()) layer.input_scale = read_tensor(file, file.at(input_key)).reshape({-1}).narrow(0, 0, 1).to(device);
   at::Tensor w;  // FP32, when the weight goes through a conversion
   if (src_fp8) {
@@ -255,8 +259,7 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
     used.insert(key);
     // the file's scales were read with its weight (also when it was decoded); the layer keeps
     // its own under the buffer name `scale_weight`
-    const auto has = [&](const std::string& n) { return file_has(file, n); };
-    for (const std::string& k : {find_scale_key(has, key), find_input_scale_key(has, key)}) {
+    for (const std::string& k : {find_scale_key(lookup(file), key), find_input_scale_key(lookup(file), key)}) {
       if (!k.empty()) used.insert(k);
     }
     if (layer->scale_weight.defined()) handled.insert(scale_key_for(name));
@@ -289,10 +292,10 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
       // quantises embeddings too)
       at::Tensor v = read_tensor(file, *rec);
       if (is_fp8_dtype(rec->dtype)) {
-        const at::Tensor scale = read_weight_scale(file, *rec);
-        if (scale.defined()) {
-          v.mul_(scale_for(scale, v.dim()));
-          used.insert(find_scale_key([&](const std::string& n) { return file_has(file, n); }, key));
+        const FileScale scale = read_weight_scale(file, *rec);
+        if (scale.values.defined()) {
+          v.mul_(scale_for(scale.values, v.dim()));
+          used.insert(scale.key);
         }
       }
       t.set_data((v.is_floating_point() ? v.to(float_dtype) : v).to(device));
@@ -335,7 +338,7 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
     const std::string rest = t.name.substr(prefix.size());
     if (std::find(ignorable.begin(), ignorable.end(), rest) != ignorable.end()) continue;
     // quantisation markers and activation scales describe, they hold no model value
-    if (is_quantisation_marker(t.name) || ends_with(t.name, "input_scale") || ends_with(t.name, "scale_input")) continue;
+    if (is_quantisation_marker(t.name) || is_input_scale_name(t.name)) continue;
     unused.push_back(t.name);
   }
   if (!unused.empty()) {

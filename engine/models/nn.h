@@ -159,7 +159,8 @@ class LayerNormImpl : public torch::nn::Module {
 TORCH_MODULE(LayerNorm);
 
 // softmax(q kᵀ · scale + mask) v: the fused kernel where the build has it (LibTorch 2.x), else
-// sliced_attention; BF16 on an AMX CPU without it: kernels/attention_amx. FP8S_ATTENTION=amx|fused|sliced picks one.
+// sliced_attention; BF16 on an AMX CPU without it: kernels/attention_amx. The run's KernelOptions
+// (backend/kernel_options.h: FP8S_ATTENTION or the engine's own) may force one.
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                      const at::Tensor& mask = {}, int64_t budget_bytes = 256ll << 20);
 

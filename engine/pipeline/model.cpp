@@ -10,7 +10,6 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "lora/lora.h"
-#include "models/fp8_files.h"
 #include "pipeline/request.h"
 #include "models/inspect.h"
 #include "models/unet.h"
@@ -42,14 +41,14 @@ Model::Model(const std::string& checkpoint, const StorageSpec& storage, const at
                      ", which is not supported yet (supported: SD 1.x and SDXL base checkpoints)");
   }
   config_ = config_for(*file_);
-  // What cannot run (NVFP4, MXFP8, int8/4-bit) is refused here, before any weight is read.
-  const Fp8FileScheme scheme = read_fp8_scheme(*file_);
-  if (!scheme.layout.empty()) {
+  // What cannot run (NVFP4, MXFP8, int8/4-bit) is refused here (inspect reads the file's FP8
+  // scheme), before any weight is read.
+  const InspectReport report = inspect_checkpoint(*file_);
+  if (const auto& s = report.fp8; !s.layout.empty()) {
     log().info("{}: FP8 layout {} ({} F8 tensors, {} weights scaled, {} per channel, {} input scales)",
-               checkpoint, scheme.layout, scheme.fp8_tensors, scheme.scaled_weights, scheme.channel_scaled,
-               scheme.input_scales);
+               checkpoint, s.layout, s.fp8_tensors, s.scaled_weights, s.channel_scaled, s.input_scales);
   }
-  source_ = inspect_checkpoint(*file_).own_storage;
+  source_ = report.own_storage;
   load_all();
   file_->release_mapping();
 }

@@ -167,10 +167,6 @@ struct ModelInfo {
   std::string kernels;              // the engine's kernel options ("attention auto, packed convolutions on")
 };
 
-// Checks a request's numbers (size 64..4096 in multiples of 8 — 0 means `native_size` —, steps,
-// CFG, batch, clip skip 1..`text_layers`, SDXL size conditioning, LoRA multipliers of the list and
-// of the prompt's <lora:NAME:W> tags); throws InputError naming the value and the allowed range.
-// The only place these are checked: the engine calls it before it allocates anything.
 // The diffusion models' number of training timesteps: no sampling schedule may be longer.
 inline constexpr int kTrainingTimesteps = 1000;
 // A1111's hires pass (and img2img with fixed steps): `steps` steps of a schedule of
@@ -178,6 +174,10 @@ inline constexpr int kTrainingTimesteps = 1000;
 // refuse what exceeds kTrainingTimesteps (validate_request).
 double hires_schedule_length(int steps, float strength);
 
+// Checks a request's numbers (size 64..4096 in multiples of 8 — 0 means `native_size` —, steps,
+// CFG, batch, clip skip 1..`text_layers`, SDXL size conditioning, LoRA multipliers of the list and
+// of the prompt's <lora:NAME:W> tags); throws InputError naming the value and the allowed range.
+// The only place these are checked: the engine calls it before it allocates anything.
 void validate_request(const GenerationRequest& request, int native_size, int text_layers = 12);
 // The image size a request runs at: its width/height, else the init image's (rounded down to a
 // multiple of 8), else the model's native size.

@@ -140,7 +140,7 @@ void ModelPanel::showReport(const QString& path, std::shared_ptr<InspectReport> 
   } else {
     QString html = QStringLiteral("<b>%1</b><table cellspacing=0 cellpadding=1>")
                        .arg(QString::fromStdString(m_report->detection.description()).toHtmlEscaped());
-    const bool fp8File = !m_report->fp8_layout.empty();
+    const bool fp8File = !m_report->fp8.layout.empty();
     html += tr("<tr><td>component&nbsp;</td><td align=right>params&nbsp;</td><td align=right>16-bit&nbsp;</td><td align=right>FP8</td>%1</tr>")
                 .arg(fp8File ? tr("<td align=right>&nbsp;FP8 in file</td>") : QString());
     for (const auto& c : m_report->components) {
@@ -157,7 +157,7 @@ void ModelPanel::showReport(const QString& path, std::shared_ptr<InspectReport> 
     }
     html += QStringLiteral("</table>");
     html += tr("In the file: %1").arg(QString::fromStdString(m_report->storage).toHtmlEscaped());
-    if (fp8File) html += tr("<br>FP8 layout: %1").arg(QString::fromStdString(m_report->fp8_layout).toHtmlEscaped());
+    if (fp8File) html += tr("<br>FP8 layout: %1").arg(QString::fromStdString(m_report->fp8.layout).toHtmlEscaped());
     if (m_report->is_fp8_source()) {
       html += tr("<br><span style='color:#b9770e'>This checkpoint is already FP8: 16- and 32-bit storage hold its "
                  "FP8 values upcast, so a compare shows the memory difference but the same images. The real "
