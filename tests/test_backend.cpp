@@ -300,21 +300,21 @@ class TestBackend : public QObject {
         const QString how = what + " " + QString::fromStdString(storage_display_name(StorageSpec{st.type, st.scale, false}));
         QConv2d layer(s.in, s.out, s.k, s.stride);
         layer->bias.set_data(bias.to(at::kFloat));
-        layer->weight.set_data(at::empty({1}, st.placeholder).expand(w.sizes()));
-        layer->fp8 = fp8;
+        layer->store.weight.set_data(at::empty({1}, st.placeholder).expand(w.sizes()));
+        layer->store.fp8 = fp8;
         const auto w32 = w.to(at::kFloat);
         store_layer_weight(*layer, w32, StorageSpec{st.type, st.scale, false});
-        QVERIFY2(layer->packed.defined(), qPrintable(how));
+        QVERIFY2(layer->store.packed.defined(), qPrintable(how));
         if (fp8) {
           std::vector<uint8_t> codes(static_cast<std::size_t>(w.numel()));
           const auto wc = w32.contiguous();
           quantize_weight(wc.data_ptr<float>(), s.out, w.numel(), Fp8Format::E4M3FN, st.scale, codes.data());
           const auto want = at::from_blob(codes.data(), w.sizes(), at::kByte);
-          QVERIFY2(at::equal(layer->stored_weight().contiguous(), want), qPrintable(how + ": codes"));
+          QVERIFY2(at::equal(layer->store.logical().contiguous(), want), qPrintable(how + ": codes"));
         } else {
-          QVERIFY2(at::equal(layer->stored_weight().contiguous(), w.to(st.placeholder).contiguous()), qPrintable(how + ": weight bits"));
+          QVERIFY2(at::equal(layer->store.logical().contiguous(), w.to(st.placeholder).contiguous()), qPrintable(how + ": weight bits"));
         }
-        const auto stored = layer->decoded_weight(at::kFloat).clone();
+        const auto stored = layer->store.decode(at::kFloat).clone();
         // per channel, the weight is never rounded to BF16 (FP8 values are BF16-exact; the FP32
         // scale multiplies the output): the reference is the FP32 weight
         const bool channel = st.scale == Fp8Scale::Channel;

@@ -113,7 +113,7 @@ std::map<std::string, at::Tensor> loaded_values(torch::nn::Module& module, const
   for (const auto& item : module.named_parameters(true)) {
     const auto it = layers.find(item.key());
     out[prefix + item.key()] =
-        it != layers.end() ? it->second->decoded_weight(at::kFloat).contiguous().clone() : item.value().to(at::kFloat).contiguous();
+        it != layers.end() ? it->second->store.decode(at::kFloat).contiguous().clone() : item.value().to(at::kFloat).contiguous();
   }
   for (const auto& item : module.named_buffers(true)) {
     if (item.value().defined() && item.value().is_floating_point() && !ends_with(item.key(), "scale_weight")) {
@@ -205,12 +205,12 @@ class TestFp8Files : public QObject {
       const auto& rec = model.file().at(key);
       // (F8 embedding MLPs and VAE layers are decoded, as their 16-bit weights would stay 16-bit)
       if ((rec.dtype != Dtype::F8_E4M3 && rec.dtype != Dtype::F8_E5M2) || !is_quantisable(key, rec.shape, false)) continue;
-      QVERIFY2(layer->fp8, key.c_str());
-      if (layer->packed.defined()) {  // packed: one byte per element of oneDNN's padded blocks
-        QCOMPARE(layer->packed.element_size(), int64_t(1));
-        QVERIFY2(layer->packed.numel() == layer->packed_layout.elements && uint64_t(layer->packed.numel()) >= rec.numel(), key.c_str());
+      QVERIFY2(layer->store.fp8, key.c_str());
+      if (layer->store.packed.defined()) {  // packed: one byte per element of oneDNN's padded blocks
+        QCOMPARE(layer->store.packed.element_size(), int64_t(1));
+        QVERIFY2(layer->store.packed.numel() == layer->store.layout.elements && uint64_t(layer->store.packed.numel()) >= rec.numel(), key.c_str());
       } else {
-        QCOMPARE(static_cast<uint64_t>(layer->weight.nbytes()), rec.numel());
+        QCOMPARE(static_cast<uint64_t>(layer->store.weight.nbytes()), rec.numel());
       }
       ++fp8;
     }
@@ -318,7 +318,7 @@ class TestFp8Files : public QObject {
     int input_scales = 0;  // kept, for FP8 compute
     for (const auto& [key, layer] : model.layers()) {
       if (!model.file().find(key.substr(0, key.size() - 7) + ".scale_input")) continue;
-      QVERIFY2(layer->input_scale.defined() && layer->input_scale.item<float>() == 1.0f, key.c_str());
+      QVERIFY2(layer->store.input_scale.defined() && layer->store.input_scale.item<float>() == 1.0f, key.c_str());
       ++input_scales;
     }
     QVERIFY(input_scales > 8);

@@ -9,6 +9,10 @@
 #include <QJsonObject>
 
 #include "backend/backend.h"
+#include "backend/kernel_options.h"
+#include "fp8/codec.h"
+#include "fp8/quantize.h"
+#include "lora/lora_apply.h"
 #include "models/convert.h"
 #include "io/png.h"
 #include "memory/tracking_allocator.h"
@@ -47,12 +51,12 @@ class TestFp8Storage : public QObject {
           const bool vae = key.rfind("first_stage_model.", 0) == 0;
           const bool embedding = key.find("time_embed") != std::string::npos;
           if (vae || embedding) {
-            QCOMPARE(layer->weight.scalar_type(), at::kHalf);  // the VAE and embeddings stay 16-bit
-            QVERIFY(!layer->fp8);
+            QCOMPARE(layer->store.weight.scalar_type(), at::kHalf);  // the VAE and embeddings stay 16-bit
+            QVERIFY(!layer->store.fp8);
             continue;
           }
-          QVERIFY2(layer->fp8 && layer->weight.scalar_type() == at::kByte, key.c_str());
-          (layer->weight.dim() == 4 ? conv : linear) += 1;
+          QVERIFY2(layer->store.fp8 && layer->store.weight.scalar_type() == at::kByte, key.c_str());
+          (layer->store.weight.dim() == 4 ? conv : linear) += 1;
           // independent path: the file's weight, quantised by quantize_weight, decoded by the codec
           const auto& rec = model.file().at(key);
           std::vector<uint16_t> raw(rec.numel());
@@ -64,12 +68,12 @@ class TestFp8Storage : public QObject {
           // a convolution's codes are kept channels_last (its activations are, for BF16 compute):
           // compared element by element in the file's OIHW order
           // (or packed in oneDNN's order where the build packs them: stored_weight unpacks)
-          const auto logical = layer->stored_weight();
+          const auto logical = layer->store.logical();
           if (logical.dim() == 4) QVERIFY2(logical.is_contiguous(at::MemoryFormat::ChannelsLast), key.c_str());
           const bool packable = logical.dim() == 4 && backend::has_packed_conv();  // every scaling packs
-          QVERIFY2(layer->packed.defined() == packable, key.c_str());
+          QVERIFY2(layer->store.packed.defined() == packable, key.c_str());
           const auto stored = logical.contiguous();
-          auto decoded = layer->decoded_weight(at::kFloat).contiguous().clone();
+          auto decoded = layer->store.decode(at::kFloat).contiguous().clone();
           const int64_t cols = static_cast<int64_t>(w.size()) / rec.shape[0];
           for (std::size_t i = 0; i < w.size(); ++i) {
             QCOMPARE(stored.data_ptr<uint8_t>()[i], codes[i]);
@@ -78,7 +82,7 @@ class TestFp8Storage : public QObject {
             if (decoded.data_ptr<float>()[i] != want) QFAIL(key.c_str());
           }
           // the BF16 decode is the FP32 one rounded (exact for unscaled codes)
-          auto bf = layer->decoded_weight(at::kBFloat16).to(at::kFloat);
+          auto bf = layer->store.decode(at::kBFloat16).to(at::kFloat);
           QVERIFY(at::allclose(bf, decoded, 1.0 / 128, 0));
         }
         QVERIFY(linear > 50);
@@ -89,6 +93,91 @@ class TestFp8Storage : public QObject {
 
   // The file's codes and scales as they are (its scaled Linear layers and unscaled convolutions
   // alike), one byte a weight, decoding to code x scale.
+  // The weight store, every kind the loader makes (dense BF16/FP16, FP8 unscaled, per tensor and
+  // per channel; a convolution packed where the build packs): its logical weight, decode,
+  // decode_into and bytes against the codec applied by hand; and an online LoRA term against
+  // y + scale · up(down(x)) written out.
+  void weightStoreOwnsEveryStorageKind() {
+    at::manual_seed(11);
+    struct Kind { WeightType type; Fp8Scale scale; };
+    for (const bool conv : {false, true}) {
+      for (const Kind k : {Kind{WeightType::BF16, Fp8Scale::None}, Kind{WeightType::FP16, Fp8Scale::None},
+                           Kind{WeightType::FP8_E4M3, Fp8Scale::None}, Kind{WeightType::FP8_E4M3, Fp8Scale::Tensor},
+                           Kind{WeightType::FP8_E5M2, Fp8Scale::Channel}}) {
+        const bool fp8 = is_fp8(k.type);
+        const QString how = QString(conv ? "conv " : "linear ") + QString::fromStdString(storage_display_name({k.type, k.scale, false}));
+        const at::Tensor w = conv ? at::randn({8, 4, 3, 3}) : at::randn({8, 16});
+        std::shared_ptr<torch::nn::Module> module;
+        QuantisedLayer* layer = nullptr;
+        if (conv) {
+          auto c = std::make_shared<QConv2dImpl>(4, 8, 3);
+          layer = c.get(), module = c;
+        } else {
+          auto l = std::make_shared<QLinearImpl>(16, 8);
+          layer = l.get(), module = l;
+        }
+        layer->bias.set_data(at::zeros({8}));
+        const auto placeholder_dtype = fp8 ? at::kByte : k.type == WeightType::BF16 ? at::kBFloat16 : at::kHalf;
+        layer->store.weight.set_data(at::empty({1}, placeholder_dtype).expand(w.sizes()));
+        layer->store.fp8 = fp8;
+        if (fp8) layer->store.format = fp8_format(k.type);
+        store_layer_weight(*layer, w, StorageSpec{k.type, k.scale, false});
+        const WeightStore& st = layer->store;
+
+        // what it should hold, from the codec
+        at::Tensor want_logical, want_values;
+        uint64_t scale_bytes = 0;
+        if (fp8) {
+          std::vector<uint8_t> codes(static_cast<std::size_t>(w.numel()));
+          const auto scales = quantize_weight(w.data_ptr<float>(), 8, w.numel(), fp8_format(k.type), k.scale, codes.data());
+          want_logical = at::from_blob(codes.data(), w.sizes(), at::kByte).clone();
+          want_values = at::empty(w.sizes(), at::kFloat);
+          const int64_t per_row = w.numel() / 8;
+          for (int64_t i = 0; i < w.numel(); ++i) {
+            const float s = scales.empty() ? 1.0f : scales[scales.size() == 1 ? 0 : static_cast<std::size_t>(i / per_row)];
+            want_values.view({-1})[i] = decode_fp8(codes[static_cast<std::size_t>(i)], fp8_format(k.type)) * s;
+          }
+          scale_bytes = 4 * scales.size();
+        } else {
+          want_logical = w.to(placeholder_dtype);
+          want_values = want_logical.to(at::kFloat);
+        }
+        const bool packed = conv && backend::has_packed_conv() && backend::current_kernel_options().packed_conv;
+        const auto kind = packed ? (fp8 ? WeightStore::Kind::PackedFp8 : WeightStore::Kind::PackedDense)
+                                 : (fp8 ? WeightStore::Kind::Fp8 : WeightStore::Kind::Dense);
+        QVERIFY2(st.kind() == kind, qPrintable(how));
+        QVERIFY2(at::equal(st.logical().contiguous(), want_logical), qPrintable(how + ": logical"));
+        QVERIFY2(at::equal(st.decode(at::kFloat).contiguous(), want_values), qPrintable(how + ": decode"));
+        at::Tensor into = at::empty(w.sizes(), at::kFloat);
+        st.decode_into(into);
+        QVERIFY2(at::equal(into, want_values), qPrintable(how + ": decode_into"));
+        if (conv) {  // into a channels_last BF16 buffer: the BF16 decode, whatever the strides
+          at::Tensor cl = at::empty(w.sizes(), at::kBFloat16).contiguous(at::MemoryFormat::ChannelsLast);
+          st.decode_into(cl);
+          QVERIFY2(at::equal(cl.contiguous(), st.decode(at::kBFloat16).contiguous()), qPrintable(how + ": decode_into BF16"));
+        }
+        const uint64_t element = fp8 ? 1 : 2;
+        const uint64_t elements = packed ? static_cast<uint64_t>(st.layout.elements) : static_cast<uint64_t>(w.numel());
+        QCOMPARE(st.bytes(), elements * element + scale_bytes);
+
+        // an online LoRA term, then none
+        const at::Tensor down = conv ? at::randn({2, 4, 3, 3}) : at::randn({2, 16});
+        const at::Tensor up = conv ? at::randn({8, 2, 1, 1}) : at::randn({8, 2});
+        const at::Tensor x = conv ? at::randn({1, 4, 6, 6}) : at::randn({3, 16});
+        const auto forward = [&] {
+          return conv ? std::static_pointer_cast<QConv2dImpl>(module)->forward(x) : std::static_pointer_cast<QLinearImpl>(module)->forward(x);
+        };
+        const at::Tensor base = forward();
+        add_online_lora(*layer, {down, up, 0.75});
+        const at::Tensor term = conv ? at::conv2d(at::conv2d(x, down, {}, 1, 1), up) : at::linear(at::linear(x, down), up);
+        QVERIFY2(at::allclose(forward(), base + 0.75 * term, 1e-5, 1e-5), qPrintable(how + ": online LoRA"));
+        QVERIFY(clear_online_loras(*layer));
+        QVERIFY(!clear_online_loras(*layer));
+        QVERIFY2(at::equal(forward(), base), qPrintable(how + ": LoRA removed"));
+      }
+    }
+  }
+
   void fp8CheckpointsLoadWithoutUpcasting() {
     const QString fp8 = m_dir.path() + "/tiny-fp8.safetensors";
     auto r = test::run_cli({"convert", "--model", m_model, "--weights", "fp8-e5m2", "--fp8-scale", "channel", "--out", fp8});
@@ -99,19 +188,19 @@ class TestFp8Storage : public QObject {
     int checked = 0, scaled = 0;
     for (const auto& [key, layer] : from_file.layers()) {
       const auto& rec = file.at(key);
-      QCOMPARE(layer->fp8, rec.dtype == Dtype::F8_E5M2);
-      if (!layer->fp8) continue;
-      QCOMPARE(layer->format, Fp8Format::E5M2);
+      QCOMPARE(layer->store.fp8, rec.dtype == Dtype::F8_E5M2);
+      if (!layer->store.fp8) continue;
+      QCOMPARE(layer->store.format, Fp8Format::E5M2);
       std::vector<uint8_t> codes(rec.numel());
       file.read(rec, codes.data());
-      const auto stored = layer->stored_weight().contiguous();
+      const auto stored = layer->store.logical().contiguous();
       QVERIFY(std::equal(codes.begin(), codes.end(), stored.data_ptr<uint8_t>()));  // the file's codes, as they are
       std::vector<float> scales(static_cast<std::size_t>(rec.shape[0]), 1.0f);
       if (const auto* sc = file.find(key.substr(0, key.size() - 7) + ".weight_scale")) {
         file.read(*sc, scales.data());
         ++scaled;
       }
-      const auto mine = layer->decoded_weight(at::kFloat).contiguous();
+      const auto mine = layer->store.decode(at::kFloat).contiguous();
       const uint64_t cols = rec.numel() / static_cast<uint64_t>(rec.shape[0]);
       for (uint64_t i = 0; i < rec.numel(); ++i) {
         if (mine.data_ptr<float>()[i] != decode_fp8(codes[i], Fp8Format::E5M2) * scales[i / cols]) QFAIL(key.c_str());
@@ -141,8 +230,8 @@ class TestFp8Storage : public QObject {
     for (const auto& [key, layer] : upcast.layers()) {
       const auto& rec = upcast.file().at(key);
       if (rec.dtype != Dtype::F8_E4M3) continue;
-      QVERIFY2(!layer->fp8 && layer->weight.scalar_type() == at::kHalf, key.c_str());
-      QCOMPARE(static_cast<uint64_t>(layer->weight.nbytes()), 2 * rec.numel());
+      QVERIFY2(!layer->store.fp8 && layer->store.weight.scalar_type() == at::kHalf, key.c_str());
+      QCOMPARE(static_cast<uint64_t>(layer->store.weight.nbytes()), 2 * rec.numel());
       std::vector<uint8_t> codes(rec.numel());
       upcast.file().read(rec, codes.data());
       std::vector<float> scales(static_cast<std::size_t>(rec.shape[0]), 1.0f);  // unscaled: convolutions
@@ -151,7 +240,7 @@ class TestFp8Storage : public QObject {
         upcast.file().read(*srec, scales.data());
       }
       const uint64_t cols = rec.numel() / rec.shape[0];
-      const auto w = layer->stored_weight().contiguous();  // packed or not, the logical FP16 weight
+      const auto w = layer->store.logical().contiguous();  // packed or not, the logical FP16 weight
       QCOMPARE(w.scalar_type(), at::kHalf);
       const auto* half = reinterpret_cast<const uint16_t*>(w.data_ptr());
       for (uint64_t i = 0; i < rec.numel(); ++i) {
@@ -164,7 +253,7 @@ class TestFp8Storage : public QObject {
     Model e5m2(fp8.toStdString(), StorageSpec{WeightType::FP8_E5M2, Fp8Scale::Channel, false});
     for (const auto& [key, layer] : e5m2.layers()) {
       if (e5m2.file().at(key).dtype != Dtype::F8_E4M3) continue;
-      QVERIFY2(layer->fp8 && layer->format == Fp8Format::E5M2 && layer->weight.scalar_type() == at::kByte, key.c_str());
+      QVERIFY2(layer->store.fp8 && layer->store.format == Fp8Format::E5M2 && layer->store.weight.scalar_type() == at::kByte, key.c_str());
     }
     if (!test::have_reference()) QSKIP("the infotext half needs the CLIP vocabulary from ../shared/reference/clip");
     auto generate = [&](const QStringList& extra) {
@@ -209,7 +298,7 @@ class TestFp8Storage : public QObject {
       for (const auto& b : unet.named_buffers(true)) add(b.value());
       for (const auto& m : unet.named_modules("", false)) {
         if (auto* layer = dynamic_cast<QuantisedLayer*>(m.value().get())) {
-          add(layer->packed);
+          add(layer->store.packed);
           ++layers;
         }
       }
@@ -237,8 +326,8 @@ class TestFp8Storage : public QObject {
     auto check = [&](torch::nn::Module& root) {
       std::set<const at::TensorImpl*> quantised;
       for (const auto& item : root.named_modules("", false)) {
-        if (auto* layer = dynamic_cast<QuantisedLayer*>(item.value().get()); layer && layer->fp8) {
-          quantised.insert(layer->weight.unsafeGetTensorImpl());
+        if (auto* layer = dynamic_cast<QuantisedLayer*>(item.value().get()); layer && layer->store.fp8) {
+          quantised.insert(layer->store.weight.unsafeGetTensorImpl());
         }
       }
       for (const auto& p : root.named_parameters(true)) {

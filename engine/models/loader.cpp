@@ -109,38 +109,6 @@ FileScale read_weight_scale(const SafetensorsFile& file, const TensorRecord& rec
   return {key, scale};
 }
 
-// Puts a layer's stored weight in place on `device`: float weights as they are, FP8 codes as the
-// device keeps them (uint8 for the CPU's table decode, native float8 elsewhere), with its scale.
-void place_layer(QuantisedLayer& layer, const at::Tensor& stored, bool fp8, Fp8Format format,
-                 const at::Tensor& scale, const at::Device& device) {
-  layer.fp8 = fp8;
-  if (fp8) layer.format = format;
-  at::Tensor w = stored;
-  if (fp8 && !device.is_cpu() && backend::has_native_fp8()) w = backend::codes_as_native_fp8(stored, format);
-  layer.packed = at::Tensor();
-  layer.packed_layout = {};
-  // Where the build packs convolution weights, every 16-bit weight and every FP8 weight of a CPU
-  // convolution goes in packed, so storage types differ in their bytes only (review issue 30): the
-  // reorder is a permutation, so FP8 codes go through it as BF16 values 0..255 (exact) and FP16
-  // bits as BF16 bit patterns; a per-channel scale multiplies the output channels instead.
-  const auto* conv = dynamic_cast<const QConv2dImpl*>(&layer);
-  const bool sixteen = w.scalar_type() == at::kBFloat16 || w.scalar_type() == at::kHalf;
-  if (conv && device.is_cpu() && backend::has_packed_conv() && backend::current_kernel_options().packed_conv &&
-      (fp8 || sixteen)) {
-    const at::Tensor as_bf16 = fp8 ? w.to(at::kBFloat16) : w.scalar_type() == at::kHalf ? w.contiguous().view(at::kBFloat16) : w;
-    auto [elements, layout] = backend::pack_conv_weight(as_bf16, conv->stride(), conv->padding());
-    layer.packed = fp8 ? elements.to(at::kByte) : w.scalar_type() == at::kHalf ? elements.view(at::kHalf) : elements;
-    layer.packed_layout = std::move(layout);
-    w = at::empty({1}, w.options()).expand(w.sizes());  // the placeholder: shape and dtype, no memory
-  } else if (device.is_cpu() && w.dim() == 4 && w.scalar_type() != at::kFloat) {
-    // A CPU convolution's 16-bit weight or FP8 codes kept channels_last, as its 16-bit activations
-    // are (activation_format): oneDNN then reorders it from OHWI, and FP8 decodes straight into that.
-    w = w.contiguous(at::MemoryFormat::ChannelsLast);
-  }
-  layer.weight.set_data(w.to(device));
-  if (scale.defined()) layer.register_scale(scale.to(device));
-}
-
 // Quantises or copies a checkpoint weight into a layer's storage on `device`.
 void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const TensorRecord& rec,
                     const std::string& key, const StorageSpec& storage, const at::Device& device) {
@@ -149,7 +117,7 @@ void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const Te
   // scales of 1 on layers they left unquantised).
   const at::Tensor scale = read_weight_scale(file, rec).values;
   const std::string input_key = find_input_scale_key(lookup(file), key);
-  if (!input_key.empty()) layer.input_scale = read_tensor(file, file.at(input_key)).reshape({-1}).narrow(0, 0, 1).to(device);
+  if (!input_key.empty()) layer.store.input_scale = read_tensor(file, file.at(input_key)).reshape({-1}).narrow(0, 0, 1).to(device);
   at::Tensor w;  // FP32, when the weight goes through a conversion
   if (src_fp8) {
     at::Tensor codes = read_fp8_codes(file, rec);
@@ -157,7 +125,7 @@ void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const Te
     if (is_fp8(storage.weights) && fp8_format(storage.weights) == src_format) {
       // FP8 storage of the checkpoint's own format: its codes and scale as they are, whatever
       // scaling the storage names (quantising FP8 values again could only lose, in the same bytes).
-      place_layer(layer, codes, true, src_format, scale, device);
+      layer.place(codes, true, src_format, scale, device);
       return;
     }
     // Any other storage holds the FP8 values decoded (16/32-bit: an upcast, 2 or 4 bytes a
@@ -168,9 +136,9 @@ void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const Te
   const at::ScalarType target = float_storage_dtype(storage.weights);
   if (!src_fp8 && !scale.defined() && !is_fp8(storage.weights) && ((rec.dtype == Dtype::F16 && target == at::kHalf) ||
                                    (rec.dtype == Dtype::BF16 && target == at::kBFloat16))) {
-    at::Tensor v = at::empty(layer.weight.sizes(), at::TensorOptions().dtype(target));
+    at::Tensor v = at::empty(layer.store.weight.sizes(), at::TensorOptions().dtype(target));
     file.read(rec, v.data_ptr());
-    place_layer(layer, v, false, layer.format, {}, device);
+    layer.place(v, false, layer.store.format, {}, device);
     return;
   }
   if (!w.defined()) {
@@ -178,7 +146,7 @@ void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const Te
     if (scale.defined()) w.mul_(scale_for(scale, w.dim()));
   }
   if (!is_fp8(storage.weights)) {
-    place_layer(layer, w.to(float_storage_dtype(storage.weights)), false, layer.format, {}, device);
+    layer.place(w.to(float_storage_dtype(storage.weights)), false, layer.store.format, {}, device);
     return;
   }
   const Fp8Format format = fp8_format(storage.weights);
@@ -189,7 +157,7 @@ void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const Te
   if (!scales.empty()) {
     new_scale = at::from_blob(const_cast<float*>(scales.data()), {static_cast<int64_t>(scales.size())}, at::kFloat).clone();
   }
-  place_layer(layer, codes, true, format, new_scale, device);
+  layer.place(codes, true, format, new_scale, device);
 }
 
 }  // namespace
@@ -198,27 +166,27 @@ void load_layer_weight(QuantisedLayer& layer, const SafetensorsFile& file, const
                        const StorageSpec& storage, bool quantise, std::optional<at::Device> device) {
   StorageSpec spec = storage;
   if (!quantise && is_fp8(spec.weights)) spec.weights = WeightType::FP16;
-  load_quantised(layer, file, file.at(key), key, spec, device.value_or(layer.weight.device()));
+  load_quantised(layer, file, file.at(key), key, spec, device.value_or(layer.store.weight.device()));
 }
 
 void store_layer_weight(QuantisedLayer& layer, const at::Tensor& w_in, const StorageSpec& storage,
                         std::optional<uint64_t> stochastic_seed) {
-  const at::Device device = layer.weight.device();
+  const WeightStore& store = layer.store;
+  const at::Device device = store.weight.device();
   at::Tensor w = w_in.to(at::kCPU, at::kFloat).contiguous();  // the codec quantises on the CPU
-  if (!layer.fp8) {
-    place_layer(layer, w.to(layer.weight.scalar_type()), false, layer.format, {}, device);
+  if (!store.fp8) {
+    layer.place(w.to(store.weight.scalar_type()), false, store.format, {}, device);
     return;
   }
   at::Tensor codes = at::empty(w.sizes(), at::kByte);
-  const Fp8Scale scale = layer.scale_weight.defined()
-                             ? (layer.scale_weight.numel() > 1 ? Fp8Scale::Channel : Fp8Scale::Tensor)
-                             : storage.scale;
+  const Fp8Scale scale = store.scale.defined() ? (store.scale.numel() > 1 ? Fp8Scale::Channel : Fp8Scale::Tensor)
+                                               : storage.scale;
   const auto scales =
-      stochastic_seed ? quantize_weight_stochastic(w.data_ptr<float>(), w.size(0), w.numel(), layer.format,
+      stochastic_seed ? quantize_weight_stochastic(w.data_ptr<float>(), w.size(0), w.numel(), store.format,
                                                    scale, codes.data_ptr<uint8_t>(), *stochastic_seed)
-                      : quantize_weight(w.data_ptr<float>(), w.size(0), w.numel(), layer.format, scale,
+                      : quantize_weight(w.data_ptr<float>(), w.size(0), w.numel(), store.format, scale,
                                         codes.data_ptr<uint8_t>());
-  place_layer(layer, codes, true, layer.format,
+  layer.place(codes, true, store.format,
               scales.empty() ? at::Tensor() : at::tensor(std::vector<float>(scales.begin(), scales.end()), at::kFloat),
               device);
 }
@@ -247,9 +215,9 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
       missing.push_back(key);
       continue;
     }
-    if (!shape_equals(rec->shape, layer->weight.sizes())) {
+    if (!shape_equals(rec->shape, layer->store.weight.sizes())) {
       throw InputError(file.path() + ": tensor '" + key + "' has shape " + shape_str(rec->shape) +
-                       " but the model expects " + shape_str(layer->weight.sizes()) +
+                       " but the model expects " + shape_str(layer->store.weight.sizes()) +
                        "; the checkpoint is not the architecture it claims to be");
     }
     // Embedding MLPs (time_embed, label_emb) stay 16-bit like every embedding (DESIGN.md section 2).
@@ -262,8 +230,8 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
     for (const std::string& k : {find_scale_key(lookup(file), key), find_input_scale_key(lookup(file), key)}) {
       if (!k.empty()) used.insert(k);
     }
-    if (layer->scale_weight.defined()) handled.insert(scale_key_for(name));
-    report.quantised += layer->fp8 ? 1 : 0;
+    if (layer->store.scale.defined()) handled.insert(scale_key_for(name));
+    report.quantised += layer->store.fp8 ? 1 : 0;
   }
   const at::ScalarType float_dtype = float_storage_dtype(storage.weights);
   auto load_one = [&](const std::string& name, at::Tensor& t) {
@@ -316,20 +284,19 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
                      (missing.size() > 3 ? ", ..." : "") +
                      "); is this a complete SD checkpoint of the detected architecture?");
   }
-  // what the module holds: a packed layer's weight is a placeholder of the logical shape that owns
-  // no memory, its elements (padding included) are in `packed`
-  std::set<const at::TensorImpl*> placeholders;
+  // what the module holds: each layer's store (a packed layer's weight is a placeholder of the
+  // logical shape that owns no memory, its elements are in the store), then every other tensor
+  std::set<const at::TensorImpl*> counted;
   for (const auto& [name, layer] : layers) {
-    if (layer->packed.defined()) {
-      placeholders.insert(layer->weight.unsafeGetTensorImpl());
-      report.bytes += layer->packed.nbytes();
-    }
+    if (!counted.insert(layer->store.weight.unsafeGetTensorImpl()).second) continue;
+    report.bytes += layer->store.bytes();
+    if (layer->store.scale.defined()) counted.insert(layer->store.scale.unsafeGetTensorImpl());
   }
   for (auto& item : module.named_parameters(true)) {
-    if (!placeholders.count(item.value().unsafeGetTensorImpl())) report.bytes += item.value().nbytes();
+    if (!counted.count(item.value().unsafeGetTensorImpl())) report.bytes += item.value().nbytes();
   }
   for (auto& item : module.named_buffers(true)) {
-    if (item.value().defined()) report.bytes += item.value().nbytes();
+    if (item.value().defined() && !counted.count(item.value().unsafeGetTensorImpl())) report.bytes += item.value().nbytes();
   }
   report.tensors = used.size();
   std::vector<std::string> unused;

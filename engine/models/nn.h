@@ -14,6 +14,7 @@
 #include "fp8/codec.h"
 #include "fp8/quantize.h"
 #include "io/safetensors.h"
+#include "models/weight_store.h"
 
 namespace fp8s {
 
@@ -71,46 +72,33 @@ at::MemoryFormat activation_format(at::ScalarType compute, const at::Device& dev
 // `x` (image-shaped) in the compute dtype and its activation_format, in one copy.
 at::Tensor as_activation(const at::Tensor& x, at::ScalarType compute);
 
-// A Linear or Conv2d layer whose weight is kept in its storage type (float, or FP8 codes as
-// uint8 plus an optional F32 scale) and decoded into the input's dtype just before use.
+// A term a layer adds to its output at forward time, beside its weight (online LoRA,
+// lora/lora_apply.h): y + term(x). `conv` is the layer's geometry, unset for a Linear layer.
+class OutputTerm {
+ public:
+  virtual ~OutputTerm() = default;
+  virtual at::Tensor add_to(const at::Tensor& y, const at::Tensor& x, std::optional<ConvGeometry> conv) const = 0;
+};
+
+// A Linear or Conv2d layer: its weight in a WeightStore (models/weight_store.h), decoded into the
+// input's dtype just before use, its bias, and the output terms added at forward time.
 class QuantisedLayer {
  public:
   virtual ~QuantisedLayer() = default;
-  at::Tensor weight;        // registered parameter "weight"
+  WeightStore store;        // store.weight: registered parameter "weight"; store.scale: buffer "scale_weight"
   at::Tensor bias;          // registered parameter "bias" (may be undefined)
-  at::Tensor scale_weight;  // registered buffer "scale_weight" when FP8-scaled
-  at::Tensor input_scale;   // the file's activation scale (`.scale_input`/`.input_scale`), for FP8 compute
-  bool fp8 = false;
-  Fp8Format format = Fp8Format::E4M3FN;
   bool fp8_compute = false;  // Linear only: multiply in FP8 where the device can (GenerationRequest::fp8_compute)
+  std::vector<std::shared_ptr<const OutputTerm>> terms;
 
-  // The weight in `dtype`: a cast for float storage, the FP8 decode (times scale) otherwise.
-  at::Tensor decoded_weight(at::ScalarType dtype) const;
   at::Tensor bias_as(at::ScalarType dtype) const;
-  // decoded_weight on a device other than the CPU (native float8 there).
-  at::Tensor decoded_on_device(at::ScalarType dtype) const;
+  // The geometry the packed order and the output terms need (unset: a Linear layer).
+  virtual std::optional<ConvGeometry> conv_geometry() const { return std::nullopt; }
+  // Puts a stored weight in place (WeightStore::place) and registers its scale once.
+  void place(const at::Tensor& stored, bool fp8, Fp8Format format, const at::Tensor& scale, const at::Device& device);
 
-  // A CPU convolution's 16-bit weight or FP8 codes where the run packs them (backend::has_packed_conv
-  // and KernelOptions::packed_conv): its elements in oneDNN's blocked order (codes and FP16 bits
-  // permuted as BF16 elements are), and `weight` a placeholder of the logical shape and storage
-  // dtype that owns no memory. stored_weight() is the logical weight as stored, packed or not.
-  at::Tensor packed;
-  backend::PackedLayout packed_layout;
-  at::Tensor stored_weight() const;
-  // The packed FP8 codes decoded to BF16 elements in the same order (a scratch buffer), times a
-  // per-tensor scale (a per-channel one is applied to the output).
-  at::Tensor decoded_packed() const;
-  bool per_channel_scale() const { return fp8 && scale_weight.defined() && scale_weight.numel() > 1; }
-  // Registers the FP8 scale buffer once (called by the loader).
+ protected:
   virtual void register_scale(const at::Tensor& scale) = 0;
-
-  // LoRAs applied at forward time (base weights untouched): y += scale · up(down(x)).
-  struct OnlineLora {
-    at::Tensor down;  // [r, in] or [r, in, kh, kw], FP32
-    at::Tensor up;    // [out, r] or [out, r, 1, 1], FP32
-    double scale = 1;
-  };
-  std::vector<OnlineLora> online_loras;
+  at::Tensor add_terms(at::Tensor y, const at::Tensor& x) const;
 };
 
 class QLinearImpl : public torch::nn::Module, public QuantisedLayer {
@@ -128,6 +116,7 @@ class QConv2dImpl : public torch::nn::Module, public QuantisedLayer {
   void register_scale(const at::Tensor& scale) override;
   int64_t stride() const { return stride_; }
   int64_t padding() const { return padding_; }
+  std::optional<ConvGeometry> conv_geometry() const override { return ConvGeometry{stride_, padding_}; }
 
  private:
   int64_t stride_, padding_;
@@ -199,14 +188,6 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
                                const std::map<std::string, QuantisedLayer*>& fused = {},
                                const at::Device& device = at::Device(at::kCPU));
 
-// Time spent decoding FP8 weights (for `bench`: GB/s and share of the step time).
-struct DecodeStats {
-  uint64_t nanoseconds = 0;
-  uint64_t weights = 0;  // decoded elements
-};
-DecodeStats decode_stats();
-void reset_decode_stats();
-
 // (Re)loads one quantised layer's weight from `key` in the storage type (FP8 codes + scale when
 // `quantise` and the storage is FP8; the file's codes when the file is already FP8), onto `device`
 // (unset: where the layer's weight is now).
@@ -223,9 +204,5 @@ void store_layer_weight(QuantisedLayer& layer, const at::Tensor& w, const Storag
 at::Tensor read_tensor(const SafetensorsFile& file, const TensorRecord& record);
 // An F8 tensor's codes as uint8, as they are in the file.
 at::Tensor read_fp8_codes(const SafetensorsFile& file, const TensorRecord& record);
-
-// FP8 codes decoded into `out` (FP32, BF16 or FP16, the codes' shape): decode(code) times the
-// per-tensor scale, or times the per-channel scale along the first dimension (undefined: none).
-void decode_fp8_into(const at::Tensor& codes, Fp8Format format, const at::Tensor& scale, at::Tensor& out);
 
 }  // namespace fp8s

@@ -49,7 +49,7 @@ TextEncoderImpl::TextEncoderImpl(const TextEncoderConfig& c) : config_(c) {
     layer.ln2 = l->register_module("ln_2", LayerNorm(w));
     // open_clip's fused projection: attn.in_proj_weight / in_proj_bias = cat(q, k, v)
     layer.in_proj = std::make_shared<QLinearImpl>(w, 3 * w);
-    attn->register_parameter("in_proj_weight", layer.in_proj->weight, false);
+    attn->register_parameter("in_proj_weight", layer.in_proj->store.weight, false);
     attn->register_parameter("in_proj_bias", layer.in_proj->bias, false);
     layer.out = attn->register_module("out_proj", QLinear(w, w));
     layer.fc1 = mlp->register_module("c_fc", QLinear(w, c.mlp_dim));

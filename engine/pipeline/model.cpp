@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "lora/lora.h"
+#include "lora/lora_apply.h"
 #include "pipeline/request.h"
 #include "models/inspect.h"
 #include "models/unet.h"
@@ -98,7 +99,7 @@ void Model::index_layers() {
       if (auto* layer = dynamic_cast<QuantisedLayer*>(item.value().get())) {
         const std::string key = prefix + item.key() + ".weight";
         layers_[key] = layer;
-        layer_quantisable_[key] = quantisable && is_quantisable(key, layer->weight.sizes().vec(), true);
+        layer_quantisable_[key] = quantisable && is_quantisable(key, layer->store.weight.sizes().vec(), true);
       }
     }
   };
@@ -107,7 +108,7 @@ void Model::index_layers() {
     add(*text_[i], prefix, true);
     for (const auto& [name, layer] : text_[i]->fused_layers()) {
       layers_[prefix + name] = layer;
-      layer_quantisable_[prefix + name] = is_quantisable(prefix + name, layer->weight.sizes().vec(), true);
+      layer_quantisable_[prefix + name] = is_quantisable(prefix + name, layer->store.weight.sizes().vec(), true);
     }
   }
   add(*unet_, kUNetPrefix, true);
@@ -130,22 +131,14 @@ std::size_t Model::set_loras(const std::vector<LoraRequest>& loras, LoraMode mod
   // Undo the previous set: merged layers are read again from the file, online factors dropped.
   for (const auto& key : lora_touched_) {
     auto* layer = layers_.at(key);
-    if (!layer->online_loras.empty()) {
-      layer->online_loras.clear();
-    } else {
-      load_layer_weight(*layer, *file_, key, storage_, layer_quantisable_.at(key));
-    }
+    if (!clear_online_loras(*layer)) load_layer_weight(*layer, *file_, key, storage_, layer_quantisable_.at(key));
   }
   lora_touched_.clear();
   active_loras_.clear();
   active_mode_ = mode;
   // merge: each layer's LoRA factors gathered first, then one layer at a time gets its summed delta
   // (FP32, one layer's worth) and is stored again, so the merge never holds more than one layer's delta.
-  struct Factor {
-    at::Tensor down, up;
-    double scale;
-  };
-  std::map<std::string, std::vector<Factor>> merged;
+  std::map<std::string, std::vector<LoraFactor>> merged;
   for (std::size_t n = 0; n < loras.size(); ++n) {
     const auto& request = loras[n];
     for (const auto& [module, target] : plans[n].targets) {
@@ -160,14 +153,13 @@ std::size_t Model::set_loras(const std::vector<LoraRequest>& loras, LoraMode mod
       const double m = unet ? request.unet_multiplier : request.te_multiplier;
       at::Tensor up = module->up;
       if (third >= 0) {
-        const int64_t w = layer->weight.size(0) / 3;
+        const int64_t w = layer->store.weight.size(0) / 3;
         up = at::zeros({3 * w, module->rank()}, at::kFloat);
         up.narrow(0, third * w, w).copy_(module->up.flatten(1));
       }
       const double scale = m * module->alpha / module->rank();
       if (mode == LoraMode::Online) {
-        const auto device = layer->weight.device();
-        layer->online_loras.push_back({module->down.to(device), up.to(device), scale});
+        add_online_lora(*layer, {module->down, up, scale});
         if (std::find(lora_touched_.begin(), lora_touched_.end(), key) == lora_touched_.end()) lora_touched_.push_back(key);
       } else {
         merged[key].push_back({module->down, up, scale});
@@ -176,14 +168,9 @@ std::size_t Model::set_loras(const std::vector<LoraRequest>& loras, LoraMode mod
     active_loras_.push_back(request);
   }
   for (const auto& [key, factors] : merged) {
-    auto* layer = layers_.at(key);
-    at::Tensor w = layer->decoded_weight(at::kFloat).clone();
-    for (const auto& f : factors) {
-      w.add_(at::matmul(f.up.flatten(1).to(w.device()), f.down.flatten(1).to(w.device())).reshape(w.sizes()), f.scale);
-    }
     std::optional<uint64_t> seed;
     if (mode == LoraMode::MergeStochastic) seed = std::hash<std::string>{}(key);  // fixed per tensor
-    store_layer_weight(*layer, w, storage_, seed);
+    merge_loras(*layers_.at(key), factors, storage_, seed);
     lora_touched_.push_back(key);
   }
   return lora_touched_.size();

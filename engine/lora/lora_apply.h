@@ -1,0 +1,35 @@
+// LoRA applied to a layer (models/nn.h QuantisedLayer), in either mode: merged into its stored
+// weight (decoded, summed in FP32, stored again the way the layer stores it), or online, as an
+// output term y += scale · up(down(x)) beside an untouched base weight.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "core/types.h"
+
+namespace fp8s {
+
+class QuantisedLayer;
+
+// One LoRA module's factors for a layer: down [r, in] or [r, in, kh, kw], up [out, r] or
+// [out, r, 1, 1] (FP32), and multiplier · alpha / rank.
+struct LoraFactor {
+  at::Tensor down, up;
+  double scale = 1;
+};
+
+// Adds the factors as an output term on the layer's device (a convolution's down keeps its
+// kernel, LoCon, or is 1x1).
+void add_online_lora(QuantisedLayer& layer, const LoraFactor& factor);
+// Drops the layer's online LoRA terms; false when it had none.
+bool clear_online_loras(QuantisedLayer& layer);
+// W + Σ scale · up @ down, one layer's worth of FP32 at a time, stored again like the layer
+// stores W now (FP8: quantised again with a fresh scale; stochastic rounding from `seed` if set).
+void merge_loras(QuantisedLayer& layer, const std::vector<LoraFactor>& factors, const StorageSpec& storage,
+                 std::optional<uint64_t> stochastic_seed = std::nullopt);
+
+}  // namespace fp8s
