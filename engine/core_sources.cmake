@@ -4,6 +4,8 @@ set(FP8S_CORE_SOURCES
   core/logging.cpp
   core/types.cpp
   core/install_prefix.cpp
+  core/files.cpp
+  text/t5_tokenizer.cpp
   core/sha256.cpp
   io/safetensors.cpp
   io/png.cpp

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "text/clip_tokenizer.h"
 #include "text/prompt_parser.h"
+#include "text/t5_tokenizer.h"
 #include "support.h"
 
 using namespace fp8s;
@@ -28,6 +29,60 @@ class TestTokenizer : public QObject {
     if (!test::have_reference()) return;
     m_gz = std::make_unique<ClipTokenizer>(ClipTokenizer::load(test::reference_path("clip/bpe_simple_vocab_16e6.txt.gz")));
     m_json = std::make_unique<ClipTokenizer>(ClipTokenizer::load(test::reference_path("clip/vocab.json")));
+  }
+
+  // Flux's T5 tokenizer against HF tokenizers' encoding of the same tokenizer.json
+  // (flux/t5_tokenize_cases.json): every case through the library and the CLI.
+  void t5TokenizeCases() {
+    FP8S_REQUIRE_REFERENCE();
+    const std::string dir = test::reference_path("flux/t5_tokenizer");
+    const auto t5 = T5Tokenizer::load(dir);
+    QCOMPARE(t5.vocab_size(), std::size_t(32100));
+    QCOMPARE(t5.eos(), 1);
+    QCOMPARE(t5.pad(), 0);
+    const auto cases = load_json("flux/t5_tokenize_cases.json").array();
+    QVERIFY(cases.size() >= 10);
+    for (const auto& v : cases) {
+      const auto c = v.toObject();
+      std::vector<int32_t> want;
+      for (const auto& id : c["ids"].toArray()) want.push_back(id.toInt());
+      const std::string prompt = c["prompt"].toString().toStdString();
+      QVERIFY2(t5.encode_padded(prompt, c["length"].toInt()) == want, qPrintable(c["prompt"].toString()));
+    }
+    // the CLI, finding the tokenizer through FP8S_T5_TOKENIZER as the harness sets it
+    qputenv("FP8S_T5_TOKENIZER", QByteArray::fromStdString(dir + "/tokenizer.json"));
+    const auto c = cases[0].toObject();
+    const auto r = test::run_cli({"tokenize", "--t5", "--length", QString::number(c["length"].toInt()), "--json", c["prompt"].toString()});
+    qunsetenv("FP8S_T5_TOKENIZER");
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    QCOMPARE(QJsonDocument::fromJson(r.out.toUtf8()).object()["ids"].toArray(), c["ids"].toArray());
+  }
+
+  // Hand-built inputs with known answers: the NFKC map (full-width letters, the ligature ﬁ,
+  // a non-breaking space), trailing spaces stripped, a run of spaces one '▁', truncation keeping
+  // </s> last, and no tokenizer anywhere named with where it looked.
+  void t5NormalizerAndErrors() {
+    FP8S_REQUIRE_REFERENCE();
+    const auto t5 = T5Tokenizer::load(test::reference_path("flux/t5_tokenizer"));
+    QCOMPARE(t5.normalize("\xef\xbc\xa1\xef\xbc\xa2"), std::string("AB"));   // ＡＢ
+    QCOMPARE(t5.normalize("\xef\xac\x81ne"), std::string("fine"));             // ﬁne
+    QCOMPARE(t5.normalize("a\xc2\xa0" "b  "), std::string("a b"));               // NBSP, trailing spaces
+    QCOMPARE(t5.normalize("a   b"), std::string("a\xe2\x96\x81" "b"));           // a run of spaces
+    QCOMPARE(t5.encode("\xef\xbc\xa1\xef\xbc\xa2"), t5.encode("AB"));
+    // a combining accent on a letter with no precomposed form: <unk> for it (HF gives 3 226 2 63)
+    QCOMPARE(t5.encode("x\xcc\x81y"), (std::vector<int32_t>{3, 226, 2, 63}));
+    const auto ids = t5.encode_padded("word word word word", 3);
+    QCOMPARE(ids.size(), std::size_t(3));
+    QCOMPARE(ids[2], 1);
+    QCOMPARE(ids[0], t5.encode("word")[0]);
+    qputenv("XDG_DATA_HOME", "/nonexistent-fp8s");
+    try {
+      T5Tokenizer::find("", "/nonexistent-fp8s/models/flux1-dev.safetensors");
+      QFAIL("found a tokenizer where there is none");
+    } catch (const MissingVocabulary& e) {
+      QVERIFY2(QString(e.what()).contains("/nonexistent-fp8s/models/t5_tokenizer"), e.what());
+    }
+    qunsetenv("XDG_DATA_HOME");
   }
 
   void vocabularyFacts() {

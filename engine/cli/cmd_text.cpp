@@ -6,14 +6,16 @@
 #include "cli/commands.h"
 #include "text/clip_tokenizer.h"
 #include "text/prompt_parser.h"
+#include "text/t5_tokenizer.h"
 
 namespace fp8s::cli {
 
 void register_tokenize(CLI::App& app) {
   struct Opts {
     CommonOptions common;
-    std::string prompt, vocab;
-    bool raw = false;
+    std::string prompt, vocab, t5_tokenizer;
+    bool raw = false, t5 = false;
+    int length = 512;
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("tokenize", "CLIP token ids of a prompt (A1111 windows and weights)");
@@ -21,7 +23,17 @@ void register_tokenize(CLI::App& app) {
   sub->add_option("prompt", o->prompt, "the prompt")->required();
   sub->add_flag("--raw", o->raw, "BPE ids only: no emphasis parsing, BOS/EOS or padding");
   sub->add_option("--vocab", o->vocab, "CLIP vocabulary (.txt.gz, vocab.json, or a folder)");
+  sub->add_flag("--t5", o->t5, "T5 ids (Flux's second text encoder) instead of CLIP: the prompt's pieces, </s>, padding");
+  sub->add_option("--length", o->length, "with --t5: the padded length (Flux dev 512, schnell 256)")->check(CLI::Range(1, 4096));
+  sub->add_option("--t5-tokenizer", o->t5_tokenizer, "with --t5: the T5 tokenizer.json (or its folder)");
   sub->callback([o] {
+    if (o->t5) {
+      const auto tokenizer = T5Tokenizer::find(o->t5_tokenizer, "");
+      const auto ids = o->raw ? tokenizer.encode(o->prompt) : tokenizer.encode_padded(o->prompt, o->length);
+      const nlohmann::json j{{"prompt", o->prompt}, {"ids", ids}};
+      std::cout << (o->common.json ? j.dump() : j["ids"].dump()) << "\n";
+      return;
+    }
     const auto tokenizer = ClipTokenizer::find(o->vocab, "");
     nlohmann::json j{{"prompt", o->prompt}};
     if (o->raw) {

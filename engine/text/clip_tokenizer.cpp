@@ -11,26 +11,13 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
-#include "core/install_prefix.h"
+#include "core/files.h"
 #include "text/text_clean.h"
 
 namespace fp8s {
 namespace {
 
 constexpr int kMerges = 49152 - 256 - 2;  // CLIP uses the first 48894 merges of the file
-
-bool is_file(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-bool is_dir(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-std::string dirname_of(const std::string& p) {
-  auto slash = p.find_last_of('/');
-  return slash == std::string::npos ? "." : p.substr(0, slash);
-}
 
 std::string read_gzip(const std::string& path) {
   gzFile f = gzopen(path.c_str(), "rb");
@@ -43,14 +30,6 @@ std::string read_gzip(const std::string& path) {
   gzclose(f);
   if (failed || out.empty()) throw InputError(path + ": the CLIP vocabulary is not a valid gzip file");
   return out;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(path + ": cannot open");
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
 }
 
 // Which of a folder's files form a vocabulary, if any.
@@ -149,15 +128,7 @@ std::vector<std::string> ClipTokenizer::search_paths(const std::string& explicit
     paths.push_back(dirname_of(checkpoint) + "/clip");
   }
   if (const char* env = std::getenv("FP8S_CLIP_VOCAB"); env && *env) paths.push_back(env);
-  std::string data_home;
-  if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) {
-    data_home = x;
-  } else if (const char* h = std::getenv("HOME"); h && *h) {
-    data_home = std::string(h) + "/.local/share";
-  }
-  if (!data_home.empty()) paths.push_back(data_home + "/fp8studio/clip");
-  const std::string prefix = install_prefix();
-  if (!prefix.empty()) paths.push_back(prefix + "/share/fp8studio/clip");
+  for (const auto& d : data_dirs("clip")) paths.push_back(d);
   return paths;
 }
 

@@ -1,0 +1,18 @@
+// Small file-system helpers the vocabulary finders share (CLIP BPE, T5 Unigram).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace fp8s {
+
+bool is_file(const std::string& p);
+bool is_dir(const std::string& p);
+std::string dirname_of(const std::string& p);
+// The whole file; InputError naming it when it cannot be read.
+std::string read_file(const std::string& path);
+// The per-user and installed data folders for `sub` (e.g. "clip"): $XDG_DATA_HOME/fp8studio/sub
+// (or ~/.local/share/fp8studio/sub), then <prefix>/share/fp8studio/sub.
+std::vector<std::string> data_dirs(const std::string& sub);
+
+}  // namespace fp8s
