@@ -1,4 +1,5 @@
 // make-synthetic, inspect and convert: the checkpoint tools.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "lora/lora.h"
 #include "models/inspect.h"
 #include "models/synthetic.h"
+#include "pipeline/flux_model.h"
 
 namespace fp8s::cli {
 namespace {
@@ -25,34 +27,52 @@ Fp8Format format_from_weights(const std::string& weights) {
 void register_make_synthetic(CLI::App& app) {
   struct Opts {
     CommonOptions common;
-    std::string arch, dtype = "fp16", out;
+    std::string arch, dtype, out;
     uint64_t seed = 0;
-    bool overwrite = false;
+    bool overwrite = false, list = false;
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand(
       "make-synthetic", "write a checkpoint with random weights in a real model's exact layout");
   add_common_options(*sub, o->common, false);
-  sub->add_option("--arch", o->arch, "sd15, sdxl, tiny-sd1 or tiny-sdxl")
+  sub->add_option("--arch", o->arch,
+                  "sd15, sdxl, tiny-sd1, tiny-sdxl; Flux's components: flux-dev, flux-schnell, t5xxl, clip-l, flux-ae")
       ->required()
-      ->check(CLI::IsMember({"sd15", "sdxl", "tiny-sd1", "tiny-sdxl"}));
-  sub->add_option("--dtype", o->dtype, "float type of the weights")
-      ->check(CLI::IsMember({"fp16", "bf16", "fp32"}))
-      ->capture_default_str();
+      ->check(CLI::IsMember({"sd15", "sdxl", "tiny-sd1", "tiny-sdxl", "flux-dev", "flux-schnell", "t5xxl", "clip-l", "flux-ae"}));
+  sub->add_option("--dtype", o->dtype,
+                  "float type of the weights (default: the released file's: fp16; Flux bf16, its autoencoder fp32); "
+                  "fp8-e4m3/fp8-e5m2 (Flux, T5, CLIP-L): every Linear weight FP8 as the plain FP8 files")
+      ->check(CLI::IsMember({"fp16", "bf16", "fp32", "fp8-e4m3", "fp8-e5m2"}));
   sub->add_option("--seed", o->seed, "random seed")->capture_default_str();
-  sub->add_option("--out", o->out, "output .safetensors file (never overwritten)")->required();
+  sub->add_option("--out", o->out, "output .safetensors file (never overwritten)");
   sub->add_flag("--overwrite", o->overwrite, "replace --out if it exists");
+  sub->add_flag("--list", o->list, "print the layout as JSON ({key: {dtype, shape}}) instead of writing it");
   sub->callback([o] {
-    SyntheticOptions s;
-    s.config = *preset_by_name(o->arch);
-    s.float_dtype = o->dtype == "fp32" ? Dtype::F32 : o->dtype == "bf16" ? Dtype::BF16 : Dtype::F16;
-    s.seed = o->seed;
-    s.out = o->out;
-    s.overwrite = o->overwrite;
-    auto bar = std::make_unique<ProgressPrinter>("make-synthetic " + o->arch,
-                                                 checkpoint_layout(s.config, s.float_dtype).size(),
-                                                 "tensors");
-    make_synthetic(s, [&](std::size_t done, std::size_t, uint64_t) { bar->update(done); });
+    if (o->out.empty() && !o->list) throw InputError("make-synthetic needs --out FILE (or --list)");
+    const std::map<std::string, Dtype> dtypes{{"fp16", Dtype::F16}, {"bf16", Dtype::BF16}, {"fp32", Dtype::F32},
+                                              {"fp8-e4m3", Dtype::F8_E4M3}, {"fp8-e5m2", Dtype::F8_E5M2}};
+    const std::optional<Dtype> dtype = o->dtype.empty() ? std::nullopt : std::optional<Dtype>(dtypes.at(o->dtype));
+    const auto& flux = flux_family_archs();
+    const bool family = std::find(flux.begin(), flux.end(), o->arch) != flux.end();
+    if (!family && dtype && is_fp8_dtype(*dtype)) throw InputError("make-synthetic writes SD checkpoints in fp16, bf16 or fp32");
+    std::vector<LayoutEntry> layout;
+    std::map<std::string, std::string> metadata{{"format", "pt"}};
+    if (family) {
+      layout = flux_family_layout(o->arch, dtype);
+    } else {
+      const auto config = *preset_by_name(o->arch);
+      layout = checkpoint_layout(config, dtype.value_or(Dtype::F16));
+      if (!config.ldm_config_json.empty()) metadata["ldm.config"] = config.ldm_config_json;
+    }
+    if (o->list) {
+      nlohmann::json j = nlohmann::json::object();
+      for (const auto& e : layout) j[e.name] = {{"dtype", dtype_name(e.dtype)}, {"shape", e.shape}};
+      std::cout << j.dump() << "\n";
+      return;
+    }
+    auto bar = std::make_unique<ProgressPrinter>("make-synthetic " + o->arch, layout.size(), "tensors");
+    make_synthetic_layout(layout, metadata, o->seed, o->out, o->overwrite,
+                          [&](std::size_t done, std::size_t, uint64_t) { bar->update(done); });
     bar->finish();
     log().info("wrote {}", o->out);
   });

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "core/error.h"
+#include "models/flux/flux_files.h"
 #include "models/inspect.h"
 #include "core/logging.h"
 #include "pipeline/engine.h"
@@ -67,7 +68,8 @@ void register_generate(CLI::App& app) {
   sub->callback([o] {
     o->r.loras = parse_lora_flags(o->loras);
     LoadOptions load = load_options(o->m);
-    finish_request(o->r, o->flags, default_storage(inspect_checkpoint(SafetensorsFile(load.checkpoint))));
+    const bool flux = is_flux_file(SafetensorsFile(load.checkpoint));
+    finish_request(o->r, o->flags, auto_storage_for(load.checkpoint), flux);
     load.storage = o->r.storage;
     // before the model loads: an output folder that cannot take files is an error now, not after sampling
     check_writable_folder(o->outdir);

@@ -10,6 +10,7 @@
 #include "fp8/codec.h"
 #include "io/safetensors.h"
 #include "models/nn.h"
+#include "pipeline/flux_model.h"
 #include "pipeline/model.h"
 
 namespace fp8s::cli {
@@ -70,7 +71,105 @@ struct ModelProbeOptions {
   std::vector<std::string> loras;
   std::string lora_mode = "auto";
   bool overwrite = false;
+  float guidance = 3.5f;  // flux-sample
+  bool no_shift = false;  // flux-sample: schnell's unshifted schedule
 };
+
+// Reads the named input tensors of a case (`--input ROLE=NAME` overrides).
+std::map<std::string, at::Tensor> read_case_inputs(const std::string& role, const std::vector<std::string>& roles,
+                                                   const ModelProbeOptions& o, std::map<std::string, std::string>& names) {
+  for (const auto& r : roles) names[r] = o.prefix + r;
+  for (const auto& spec : o.inputs) {
+    const auto eq = spec.find('=');
+    if (eq == std::string::npos) throw InputError("--input expects ROLE=NAME, got '" + spec + "'");
+    const auto r = spec.substr(0, eq);
+    if (!names.count(r)) throw InputError("--input: role '" + r + "' is not an input of " + role);
+    names[r] = spec.substr(eq + 1);
+  }
+  SafetensorsFile cases(o.case_file);
+  std::map<std::string, at::Tensor> in;
+  for (const auto& [r, name] : names) in[r] = read_tensor(cases, cases.at(name));
+  return in;
+}
+
+void write_case_outputs(const std::map<std::string, at::Tensor>& out, const ModelProbeOptions& o) {
+  std::vector<TensorSpec> specs;
+  std::vector<at::Tensor> values;
+  for (const auto& [name, t] : out) {
+    auto c = t.to(at::kCPU, at::kFloat).contiguous();
+    specs.push_back({o.prefix + name, Dtype::F32, c.sizes().vec()});
+    values.push_back(c);
+  }
+  SafetensorsWriter writer(o.out, specs, {}, o.overwrite);
+  for (const auto& v : values) writer.append(v.data_ptr<float>(), v.numel() * 4);
+  writer.commit();
+}
+
+const std::map<std::string, std::vector<std::string>>& flux_roles() {
+  static const std::map<std::string, std::vector<std::string>> roles{
+      {"t5", {"tokens"}},
+      {"clip-pooled", {"tokens"}},
+      {"flux", {"img", "img_ids", "txt", "txt_ids", "t", "y"}},
+      {"flux-vae-decode", {"latent"}},
+      {"flux-vae-encode", {"image"}},
+      {"flux-sample", {"noise", "txt", "y"}}};
+  return roles;
+}
+
+// The Flux roles: each reads the component it needs from --model (a component file or an
+// all-in-one checkpoint).
+void probe_flux(const std::string& role, const ModelProbeOptions& o) {
+  if (o.model.empty() || o.case_file.empty()) throw InputError("probe " + role + " needs --model FILE and --case CASE.safetensors");
+  FluxFiles files;
+  {
+    const SafetensorsFile f(o.model);
+    const auto c = flux_contents(f);
+    if (c.transformer) files.transformer = {o.model, *c.transformer};
+    if (c.t5) files.t5 = {o.model, *c.t5};
+    if (c.clip_l) files.clip_l = {o.model, *c.clip_l};
+    if (c.vae) files.vae = {o.model, *c.vae};
+    files.dev = c.dev;
+    const bool needs_transformer = role == "flux" || role == "flux-sample";
+    if (needs_transformer && !c.transformer) throw InputError(o.model + ": not a Flux transformer (no double_blocks.*)");
+  }
+  StorageSpec storage;
+  storage.weights = *parse_weight_type(o.weights);
+  storage.scale = *parse_fp8_scale(o.scale);
+  const auto device = backend::resolve_device(o.device);
+  const auto compute = compute_dtype(*parse_compute_type(o.compute), device);
+  FluxModel model(files, storage, device);
+  auto roles = flux_roles().at(role);
+  if (role == "flux" && files.dev) roles.push_back("guidance");
+  std::map<std::string, std::string> names;
+  auto in = read_case_inputs(role, roles, o, names);
+  static const std::map<std::string, int64_t> kDims{{"tokens", 2}, {"img", 3}, {"img_ids", 3}, {"txt", 3},
+                                                    {"txt_ids", 3}, {"t", 1}, {"y", 2}, {"guidance", 1},
+                                                    {"latent", 4}, {"image", 4}, {"noise", 4}};
+  for (const auto& [r, t] : in) {
+    if (t.dim() != kDims.at(r) && !(kDims.at(r) == 1 && t.numel() == t.size(0))) {
+      throw InputError(o.case_file + ": input '" + names[r] + "' has " + std::to_string(t.dim()) +
+                       " dimensions, expected " + std::to_string(kDims.at(r)));
+    }
+  }
+  std::map<std::string, at::Tensor> out;
+  if (role == "t5") {
+    out["hidden"] = model.encode_t5(in["tokens"], compute);
+  } else if (role == "clip-pooled") {
+    const auto [pooled, hidden] = model.encode_clip(in["tokens"], compute);
+    out["pooled"] = pooled;
+    out["hidden"] = hidden;
+  } else if (role == "flux") {
+    out["pred"] = model.transformer(in["img"], in["img_ids"], in["txt"], in["txt_ids"], in["t"].reshape({-1}), in["y"],
+                                    in.count("guidance") ? in["guidance"].reshape({-1}) : at::Tensor(), compute);
+  } else if (role == "flux-vae-decode") {
+    out["image"] = model.vae_decode(in["latent"], compute);
+  } else if (role == "flux-vae-encode") {
+    out["latent"] = model.vae_encode(in["image"], compute);
+  } else {
+    out["latent"] = model.sample(in["noise"], in["txt"], in["y"], o.steps, FluxGuidance{o.guidance}, !o.no_shift, compute);
+  }
+  write_case_outputs(out, o);
+}
 
 // Runs one model stage on the case's input tensors and writes its outputs (F32) to --out.
 void probe_model(const std::string& role, const ModelProbeOptions& o) {
@@ -82,9 +181,14 @@ void probe_model(const std::string& role, const ModelProbeOptions& o) {
       {"sample", {"noise", "cond", "uncond"}},
       {"sdxl-text", {"tokens_l", "tokens_g"}},
       {"adm", {"pooled", "size_cond"}}};
+  if (flux_roles().count(role)) {
+    probe_flux(role, o);
+    return;
+  }
   if (!kInputs.count(role)) {
     throw InputError("unknown probe role '" + role +
-                     "' (known: clip, sdxl-text, adm, unet, vae-decode, vae-encode, sample, fp8-encode, fp8-decode)");
+                     "' (known: clip, sdxl-text, adm, unet, vae-decode, vae-encode, sample, t5, clip-pooled, flux, "
+                     "flux-vae-decode, flux-vae-encode, flux-sample, fp8-encode, fp8-decode)");
   }
   if (o.model.empty() || o.case_file.empty()) {
     throw InputError("probe " + role + " needs --model CKPT and --case CASE.safetensors");
@@ -101,17 +205,7 @@ void probe_model(const std::string& role, const ModelProbeOptions& o) {
   auto roles = kInputs.at(role);
   if (model.is_sdxl() && role == "unet") roles.push_back("y");
   if (model.is_sdxl() && role == "sample") roles.insert(roles.end(), {"y_cond", "y_uncond"});
-  for (const auto& r : roles) names[r] = o.prefix + r;
-  for (const auto& spec : o.inputs) {
-    const auto eq = spec.find('=');
-    if (eq == std::string::npos) throw InputError("--input expects ROLE=NAME, got '" + spec + "'");
-    const auto r = spec.substr(0, eq);
-    if (!names.count(r)) throw InputError("--input: role '" + r + "' is not an input of " + role);
-    names[r] = spec.substr(eq + 1);
-  }
-  SafetensorsFile cases(o.case_file);
-  std::map<std::string, at::Tensor> in;
-  for (const auto& [r, name] : names) in[r] = read_tensor(cases, cases.at(name));
+  auto in = read_case_inputs(role, roles, o, names);
   std::map<std::string, at::Tensor> out;
   auto expect_dims = [&](const std::string& r, int64_t dims) {
     if (in[r].dim() != dims) {
@@ -153,16 +247,7 @@ void probe_model(const std::string& role, const ModelProbeOptions& o) {
                                  in.count("y_cond") ? in["y_cond"] : at::Tensor(),
                                  in.count("y_uncond") ? in["y_uncond"] : at::Tensor());
   }
-  std::vector<TensorSpec> specs;
-  std::vector<at::Tensor> values;
-  for (auto& [name, t] : out) {
-    auto c = t.to(at::kFloat).contiguous();
-    specs.push_back({o.prefix + name, Dtype::F32, c.sizes().vec()});
-    values.push_back(c);
-  }
-  SafetensorsWriter writer(o.out, specs, {}, o.overwrite);
-  for (const auto& v : values) writer.append(v.data_ptr<float>(), v.numel() * 4);
-  writer.commit();
+  write_case_outputs(out, o);
 }
 
 }  // namespace
@@ -205,6 +290,8 @@ void register_probe(CLI::App& app) {
   sub->add_option("--steps", o->m.steps, "sampling steps")->check(CLI::Range(1, 1000))->capture_default_str();
   sub->add_option("--cfg", o->m.cfg, "classifier-free guidance scale")->capture_default_str();
   sub->add_option("--seed", o->m.seed, "seed of the step noise")->capture_default_str();
+  sub->add_option("--guidance", o->m.guidance, "flux-sample: Flux dev's distilled guidance")->capture_default_str();
+  sub->add_flag("--no-shift", o->m.no_shift, "flux-sample: the unshifted schedule (schnell)");
   sub->add_option("--lora", o->m.loras, "FILE:MULT")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("--lora-mode", o->m.lora_mode, "auto, merge, merge-stochastic, online")
       ->check(CLI::IsMember({"auto", "merge", "merge-stochastic", "online"}))

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <new>
 
+#include "models/flux/flux_files.h"
+#include "models/inspect.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -19,6 +21,15 @@ std::string model_or_demo(const std::string& model_flag) {
   return model_flag.empty() ? demo::find_demo_model() : model_flag;
 }
 
+StorageSpec auto_storage_for(const std::string& checkpoint) {
+  const SafetensorsFile file(checkpoint);
+  const auto c = flux_contents(file);
+  if (!c.transformer) return default_storage(inspect_checkpoint(file));
+  const auto* qkv = file.find(*c.transformer + "double_blocks.0.img_attn.qkv.weight");
+  if (qkv && is_fp8_dtype(qkv->dtype)) return {fp8_format_of(qkv->dtype) == Fp8Format::E5M2 ? WeightType::FP8_E5M2 : WeightType::FP8_E4M3, Fp8Scale::None, false};
+  return {WeightType::BF16, Fp8Scale::None, false};
+}
+
 LoadOptions load_options(const ModelFlags& flags) {
   LoadOptions load;
   load.checkpoint = model_or_demo(flags.model);
@@ -26,6 +37,10 @@ LoadOptions load_options(const ModelFlags& flags) {
   load.lora_dir = flags.lora_dir;
   load.device = flags.device;
   load.embeddings_dir = flags.embeddings_dir;
+  load.t5 = flags.t5;
+  load.clip_l = flags.clip_l;
+  load.vae = flags.vae;
+  load.t5_tokenizer = flags.t5_tokenizer;
   if (load.embeddings_dir.empty()) {  // the user data folder's, as the GUI uses
     const char* xdg = std::getenv("XDG_DATA_HOME");
     const char* home = std::getenv("HOME");

@@ -100,24 +100,27 @@ void add_image_options(CLI::App& sub, GenerationRequest& r, std::string& init_im
 
 // Adds the request flags shared by generate, compare and bench.
 void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flags) {
-  auto& [sampler, schedule, weights, scale, compute, lora_mode, init_image, mask] = flags;
+  auto& [sampler, schedule, weights, scale, compute, lora_mode, init_image, mask, sampler_option, schedule_option, cfg_option] = flags;
   sub.add_option("--lora-mode", lora_mode, "auto (online for FP8, else merge), merge, merge-stochastic, online")
       ->check(CLI::IsMember({"auto", "merge", "merge-stochastic", "online"}))
       ->capture_default_str();
   sub.add_option("--prompt", r.prompt, "the prompt (A1111 syntax: (emphasis:1.2), [less], BREAK)");
   sub.add_option("--negative", r.negative, "the negative prompt");
   sub.add_option("--steps", r.steps, "sampling steps")->capture_default_str();
-  sub.add_option("--cfg", r.cfg, "classifier-free guidance scale")->capture_default_str();
+  flags.cfg_option = sub.add_option("--cfg", r.cfg, "classifier-free guidance scale (Flux: 1, no CFG, unless given)")->capture_default_str();
+  sub.add_option("--guidance", r.guidance, "Flux dev: distilled guidance (Forge's Distilled CFG Scale)")->capture_default_str();
+  sub.add_option("--t5-max-length", r.t5_max_length, "Flux: T5's padded length (0: 512 dev, 256 schnell)")->capture_default_str();
+  sub.add_flag("--no-shift", r.no_shift, "Flux: the schedule without the resolution shift (as schnell)");
   sub.add_option("--seed", r.seed, "seed (-1: random); batch count N uses seed, seed+1, ...")->capture_default_str();
   sub.add_option("--width", r.width, "width in pixels, a multiple of 8 (0: the model's native size)");
   sub.add_option("--height", r.height, "height in pixels, a multiple of 8 (0: the model's native size)");
   sub.add_option("--batch-size", r.batch_size, "images per sampling run")->capture_default_str();
   sub.add_option("--batch-count", r.batch_count, "sampling runs")->capture_default_str();
   sub.add_option("--clip-skip", r.clip_skip, "1 = last CLIP layer, 2 = penultimate")->capture_default_str();
-  sub.add_option("--sampler", sampler, "euler, euler_ancestral, heun, dpmpp_2m, ddim, lcm")
+  flags.sampler_option = sub.add_option("--sampler", sampler, "euler, euler_ancestral, heun, dpmpp_2m, ddim, lcm (Flux: euler)")
       ->check([](const std::string& s) { return parse_sampler(s) ? "" : "unknown sampler '" + s + "'"; })
       ->capture_default_str();
-  sub.add_option("--schedule", schedule, "normal or karras")
+  flags.schedule_option = sub.add_option("--schedule", schedule, "normal or karras")
       ->check([](const std::string& s) { return parse_schedule(s) ? "" : "unknown schedule '" + s + "'"; })
       ->capture_default_str();
   sub.add_option("--weights", weights,
@@ -160,6 +163,10 @@ void add_model_options(CLI::App& sub, ModelFlags& flags, bool lora_dir) {
   sub.add_option("--model", flags.model, "checkpoint (.safetensors; default: the built-in demo model)");
   sub.add_option("--vocab", flags.vocab, "CLIP vocabulary (.txt.gz, vocab.json, or a folder)");
   if (lora_dir) sub.add_option("--lora-dir", flags.lora_dir, "folder where <lora:NAME:W> prompt tags are looked up");
+  sub.add_option("--t5", flags.t5, "Flux: the T5-XXL encoder (t5xxl_fp16 / _fp8_e4m3fn[_scaled].safetensors)");
+  sub.add_option("--clip-l", flags.clip_l, "Flux: the CLIP-L encoder (clip_l.safetensors)");
+  sub.add_option("--vae", flags.vae, "Flux: the autoencoder (ae.safetensors)");
+  sub.add_option("--t5-tokenizer", flags.t5_tokenizer, "Flux: the T5 tokenizer.json (or its folder)");
   sub.add_option("--embeddings-dir", flags.embeddings_dir,
                  "textual inversions (NAME.safetensors, used by writing NAME in a prompt; default "
                  "~/.local/share/fp8studio/embeddings)");
@@ -171,14 +178,19 @@ void add_device_option(CLI::App& sub, std::string& device) {
       ->capture_default_str();
 }
 
-void finish_request(GenerationRequest& r, const RequestFlags& flags, const StorageSpec& auto_storage) {
-  const auto& [sampler, schedule, weights, scale, compute, lora_mode, init_image, mask] = flags;
+void finish_request(GenerationRequest& r, const RequestFlags& flags, const StorageSpec& auto_storage, bool flux) {
+  const auto& [sampler, schedule, weights, scale, compute, lora_mode, init_image, mask, sampler_option, schedule_option, cfg_option] = flags;
   // img2img / inpainting images (read and checked here; their sizes by validate_request)
   if (!init_image.empty()) r.init_image = read_png(init_image).image;
   if (!mask.empty()) r.mask = read_png(mask).image;
   r.lora_mode = *parse_lora_mode(lora_mode);
   r.sampler = *parse_sampler(sampler);
   r.schedule = *parse_schedule(schedule);
+  if (flux) {  // BFL's sampler (Forge: Euler, Simple) and no CFG unless asked
+    if (!sampler_option || sampler_option->count() == 0) r.sampler = Sampler::Euler;
+    if (!schedule_option || schedule_option->count() == 0) r.schedule = Schedule::Normal;
+    if (!cfg_option || cfg_option->count() == 0) r.cfg = 1.0f;
+  }
   if (weights == "auto") {
     const bool fp8_vae = r.storage.fp8_vae;
     r.storage = auto_storage;

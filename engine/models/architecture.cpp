@@ -17,6 +17,30 @@ Detection detect_architecture(const ShapeMap& shapes) {
     return it == shapes.end() ? nullptr : &it->second;
   };
   const std::string u = kUNetPrefix;
+  // Flux (reference/flux/README.md): BFL's transformer with no prefix or ComfyUI's all-in-one
+  for (const std::string p : {"", "model.diffusion_model."}) {
+    if (!shape_of(p + "double_blocks.0.img_attn.qkv.weight")) continue;
+    d.arch = shape_of(p + "guidance_in.in_layer.weight") ? Arch::FLUX_DEV : Arch::FLUX_SCHNELL;
+    if (shape_of("text_encoders.t5xxl.transformer.encoder.block.0.layer.0.SelfAttention.q.weight")) d.variant = "all-in-one";
+    return d;
+  }
+  if (shape_of("encoder.block.0.layer.0.SelfAttention.q.weight") && shape_of("shared.weight")) {
+    d.arch = Arch::FLUX_PART;
+    d.variant = "T5-XXL text encoder";
+    return d;
+  }
+  for (const std::string p : {"", "text_model."}) {
+    if (shape_of(p + "embeddings.token_embedding.weight") && shape_of(p + "encoder.layers.0.mlp.fc1.weight")) {
+      d.arch = Arch::FLUX_PART;
+      d.variant = "CLIP-L text encoder";
+      return d;
+    }
+  }
+  if (shape_of("decoder.conv_in.weight") && !shape_of("quant_conv.weight")) {
+    d.arch = Arch::FLUX_PART;
+    d.variant = "autoencoder";
+    return d;
+  }
   if (shape_of(u + "x_embedder.proj.weight")) {
     d.arch = Arch::SD3;
     return d;

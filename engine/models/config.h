@@ -8,7 +8,8 @@
 
 namespace fp8s {
 
-enum class Arch { SD1, SD2, SDXL_BASE, SDXL_REFINER, SD3, UNKNOWN };
+// FLUX_PART: a Flux component file on its own (T5-XXL, CLIP-L, the autoencoder).
+enum class Arch { SD1, SD2, SDXL_BASE, SDXL_REFINER, SD3, FLUX_DEV, FLUX_SCHNELL, FLUX_PART, UNKNOWN };
 const char* arch_name(Arch arch);  // "SD 1.x", "SDXL base", ...
 
 struct UNetConfig {
@@ -37,6 +38,8 @@ struct VaeConfig {
   int out_ch = 3;
   bool double_z = true;
   float scale_factor = 0.18215f;
+  float shift_factor = 0;   // Flux's autoencoder: latent = scale · (z − shift)
+  bool quant_convs = true;  // quant_conv / post_quant_conv (Flux's autoencoder has none)
 };
 
 struct TextEncoderConfig {

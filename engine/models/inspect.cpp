@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/strings.h"
+#include "models/flux/flux_files.h"
 
 namespace fp8s {
 namespace {
@@ -65,9 +66,31 @@ InspectReport inspect_checkpoint(const SafetensorsFile& file) {
   r.fp8 = read_fp8_scheme(file);
   std::map<std::string, ComponentStats> by_label;
   std::map<std::string, uint64_t> weight_dtypes;  // dtype census of quantisable weights
+  // Flux files: components by their prefixes; every Linear weight but the VAE's is quantisable
+  const bool flux = r.detection.arch == Arch::FLUX_DEV || r.detection.arch == Arch::FLUX_SCHNELL ||
+                    r.detection.arch == Arch::FLUX_PART;
+  const FluxFileContents parts = flux ? flux_contents(file) : FluxFileContents{};
+  auto label_of = [&](const std::string& name) -> std::string {
+    if (!flux) return component_label(name);
+    // the longest matching prefix wins (an all-in-one file nests nothing, a component file has "")
+    std::string best = "other";
+    std::size_t best_len = 0;
+    for (const auto& [label, p] : {std::pair{"transformer", parts.transformer}, std::pair{"t5xxl", parts.t5},
+                                   std::pair{"clip_l", parts.clip_l}, std::pair{"vae", parts.vae}}) {
+      if (p && starts_with(name, *p) && (best == "other" || p->size() > best_len)) best = label, best_len = p->size();
+    }
+    return best;
+  };
+  auto quantisable = [&](const TensorRecord& t, const std::string& label) {
+    if (!flux) return is_quantisable(t.name, t.shape, false);
+    const bool embedding = t.name.find("embed") != std::string::npos || ends_with(t.name, "shared.weight") ||
+                           t.name.find("relative_attention_bias") != std::string::npos;
+    return label != "vae" && label != "other" && ends_with(t.name, ".weight") && t.shape.size() == 2 && !embedding;
+  };
   for (const auto& t : file.tensors()) {
-    auto& c = by_label[component_label(t.name)];
-    c.name = component_label(t.name);
+    const std::string label = label_of(t.name);
+    auto& c = by_label[label];
+    c.name = label;
     const TensorRole role = role_of(t.name, t.shape);
     const uint64_t n = t.numel();
     c.tensors += 1;
@@ -88,7 +111,7 @@ InspectReport inspect_checkpoint(const SafetensorsFile& file) {
     c.params += n;
     c.bytes_fp32 += 4 * n;
     c.bytes_16bit += 2 * n;
-    if (is_quantisable(t.name, t.shape, false)) {
+    if (quantisable(t, label)) {
       c.quantisable_tensors += 1;
       c.quantisable_params += n;
       c.bytes_fp8 += n;
@@ -98,7 +121,7 @@ InspectReport inspect_checkpoint(const SafetensorsFile& file) {
       c.bytes_fp8 += 2 * n;
     }
   }
-  for (const char* order : {"unet", "clip_l", "open_clip_h", "open_clip_g", "vae", "other"}) {
+  for (const char* order : {"unet", "transformer", "t5xxl", "clip_l", "open_clip_h", "open_clip_g", "vae", "other"}) {
     if (auto it = by_label.find(order); it != by_label.end()) {
       r.components.push_back(it->second);
       by_label.erase(it);
@@ -176,7 +199,7 @@ std::string format_inspect_report(const InspectReport& r) {
   row(r.total);
   o << "  FP8 limit:    " << with_commas(r.fp8_limit_bytes()) << " bytes ("
     << human_bytes(r.fp8_limit_bytes()) << "; " << with_commas(r.total.quantisable_tensors)
-    << " Linear/Conv2d weights of UNet and text encoders in one byte, the rest 16-bit)\n";
+    << " quantisable Linear/Conv2d weights in one byte, the rest 16-bit)\n";
   o << "  FP8 saves:    " << human_bytes(r.total.bytes_16bit - r.total.bytes_fp8)
     << " against fp16 storage\n";
   return o.str();

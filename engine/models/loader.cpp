@@ -113,6 +113,13 @@ FileScale read_weight_scale(const SafetensorsFile& file, const TensorRecord& rec
 void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const TensorRecord& rec,
                     const std::string& key, const StorageSpec& storage, const at::Device& device) {
   const bool src_fp8 = is_fp8_dtype(rec.dtype);
+  if (device.is_meta()) {  // a layout check: shapes and types, no values read
+    const bool fp8 = is_fp8(storage.weights);
+    const auto sizes = layer.store.weight.sizes().vec();
+    layer.place(at::empty(sizes, at::TensorOptions().dtype(fp8 ? at::kByte : float_storage_dtype(storage.weights))), fp8,
+                fp8 ? fp8_format(storage.weights) : layer.store.format, {}, device);
+    return;
+  }
   // Every spelling of the scale multiplies (also a 16-bit weight's: ComfyUI's legacy files carry
   // scales of 1 on layers they left unquantised).
   const at::Tensor scale = read_weight_scale(file, rec).values;
@@ -194,7 +201,8 @@ void store_layer_weight(QuantisedLayer& layer, const at::Tensor& w_in, const Sto
 LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile& file,
                                const std::string& prefix, const StorageSpec& storage,
                                bool quantise_component, const std::vector<std::string>& ignorable,
-                               const std::map<std::string, QuantisedLayer*>& fused, const at::Device& device) {
+                               const std::map<std::string, QuantisedLayer*>& fused, const at::Device& device,
+                               bool every_layer) {
   LoadReport report;
   std::vector<std::string> missing;
   std::set<std::string> used;
@@ -222,7 +230,7 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
     }
     // Embedding MLPs (time_embed, label_emb) stay 16-bit like every embedding (DESIGN.md section 2).
     load_layer_weight(*layer, file, key, storage,
-                      quantise_component && is_quantisable(key, rec->shape, /*fp8_vae=*/true), device);
+                      quantise_component && (every_layer || is_quantisable(key, rec->shape, /*fp8_vae=*/true)), device);
     handled.insert(name);
     used.insert(key);
     // the file's scales were read with its weight (also when it was decoded); the layer keeps
@@ -246,6 +254,11 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
       throw InputError(file.path() + ": tensor '" + key + "' has shape " + shape_str(rec->shape) +
                        " but the model expects " + shape_str(t.sizes()) +
                        "; the checkpoint is not the architecture it claims to be");
+    }
+    if (device.is_meta()) {  // a layout check: no values read
+      t.set_data(at::empty(t.sizes(), at::TensorOptions().dtype(rec->dtype == Dtype::I64 ? at::kLong : float_dtype).device(device)));
+      used.insert(key);
+      return;
     }
     // Same float type in the file and in memory: read straight into the new tensor, without an
     // FP32 intermediate (the token embedding alone would be 150 MB of it).

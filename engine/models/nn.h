@@ -181,12 +181,14 @@ struct LoadReport {
 // missing keys, a shape mismatch or keys under `prefix` that no module holds (`ignorable` keys excepted:
 // buffers such as position ids that the modules do not keep).
 // `fused` names layers whose weight is a parameter of another module (key relative to prefix).
+// `every_layer`: every QLinear/QConv2d of a quantised component is quantisable (the Flux and T5
+// networks, whose keys the SD tensor roles do not name), not only those is_quantisable() names.
 LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile& file,
                                const std::string& prefix, const StorageSpec& storage,
                                bool quantise_component,
                                const std::vector<std::string>& ignorable = {},
                                const std::map<std::string, QuantisedLayer*>& fused = {},
-                               const at::Device& device = at::Device(at::kCPU));
+                               const at::Device& device = at::Device(at::kCPU), bool every_layer = false);
 
 // (Re)loads one quantised layer's weight from `key` in the storage type (FP8 codes + scale when
 // `quantise` and the storage is FP8; the file's codes when the file is already FP8), onto `device`

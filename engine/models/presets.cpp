@@ -35,6 +35,9 @@ const char* arch_name(Arch arch) {
     case Arch::SDXL_BASE: return "SDXL base";
     case Arch::SDXL_REFINER: return "SDXL refiner";
     case Arch::SD3: return "SD 3";
+    case Arch::FLUX_DEV: return "Flux.1 dev";
+    case Arch::FLUX_SCHNELL: return "Flux.1 schnell";
+    case Arch::FLUX_PART: return "Flux.1 component";
     case Arch::UNKNOWN: return "unknown";
   }
   return "unknown";

@@ -96,13 +96,19 @@ void make_synthetic(const SyntheticOptions& options, const ProgressFn& progress)
       options.float_dtype != Dtype::BF16) {
     throw InputError("make-synthetic writes fp16, bf16 or fp32 weights");
   }
-  const auto layout = checkpoint_layout(options.config, options.float_dtype);
+  std::map<std::string, std::string> metadata{{"format", "pt"}};
+  if (!options.config.ldm_config_json.empty()) metadata["ldm.config"] = options.config.ldm_config_json;
+  make_synthetic_layout(checkpoint_layout(options.config, options.float_dtype), metadata, options.seed, options.out,
+                        options.overwrite, progress);
+}
+
+void make_synthetic_layout(const std::vector<LayoutEntry>& layout, const std::map<std::string, std::string>& metadata,
+                           uint64_t seed, const std::string& out, bool overwrite, const ProgressFn& progress) {
   std::vector<TensorSpec> specs;
   specs.reserve(layout.size());
   for (const auto& e : layout) specs.push_back({e.name, e.dtype, e.shape});
-  std::map<std::string, std::string> metadata{{"format", "pt"}};
-  if (!options.config.ldm_config_json.empty()) metadata["ldm.config"] = options.config.ldm_config_json;
-  SafetensorsWriter writer(options.out, specs, metadata, options.overwrite);
+  SafetensorsWriter writer(out, specs, metadata, overwrite);
+  std::vector<uint8_t> codes;
 
   std::vector<float> values;
   std::vector<uint16_t> half;
@@ -133,7 +139,7 @@ void make_synthetic(const SyntheticOptions& options, const ProgressFn& progress)
         writer.append(half.data(), half.size() * 2);
       }
     } else {
-      const uint64_t stream = splitmix64(options.seed ^ hash_name(e.name));
+      const uint64_t stream = splitmix64(seed ^ hash_name(e.name));
       const float bound = bound_for(e);
       const float fill = e.role == TensorRole::NormWeight ? 1.0f : 0.0f;
       for (uint64_t first = 0; first < n; first += kChunk) {
@@ -143,6 +149,10 @@ void make_synthetic(const SyntheticOptions& options, const ProgressFn& progress)
         else std::fill(values.begin(), values.end(), fill);
         if (e.dtype == Dtype::F32) {
           writer.append(values.data(), m * 4);
+        } else if (is_fp8_dtype(e.dtype)) {
+          codes.resize(m);
+          encode_f32_to_fp8(values.data(), codes.data(), m, fp8_format_of(e.dtype));
+          writer.append(codes.data(), m);
         } else {
           half.resize(m);
           if (e.dtype == Dtype::F16) f32_to_f16(values.data(), half.data(), m);

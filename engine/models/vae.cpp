@@ -85,12 +85,16 @@ VaeImpl::VaeImpl(const VaeConfig& c) : config_(c) {
   }
   dec_norm_ = dec->register_module("norm_out", GroupNorm(32, block_in, 1e-6));
   dec_out_ = dec->register_module("conv_out", QConv2d(block_in, c.out_ch, 3));
-  quant_ = register_module("quant_conv", QConv2d(2 * c.z_channels, 2 * c.embed_dim, 1));
-  post_quant_ = register_module("post_quant_conv", QConv2d(c.embed_dim, c.z_channels, 1));
+  if (c.quant_convs) {
+    quant_ = register_module("quant_conv", QConv2d(2 * c.z_channels, 2 * c.embed_dim, 1));
+    post_quant_ = register_module("post_quant_conv", QConv2d(c.embed_dim, c.z_channels, 1));
+  }
 }
 
 at::Tensor VaeImpl::encode(const at::Tensor& image, at::ScalarType compute) {
-  return encode_moments(image, compute).slice(1, 0, config_.embed_dim).to(at::kFloat) * config_.scale_factor;
+  // SD: mean · scale; Flux's autoencoder: scale · (mean − shift)
+  return (encode_moments(image, compute).slice(1, 0, config_.embed_dim).to(at::kFloat) - config_.shift_factor) *
+         config_.scale_factor;
 }
 
 at::Tensor VaeImpl::encode_moments(const at::Tensor& image, at::ScalarType compute) {
@@ -102,12 +106,14 @@ at::Tensor VaeImpl::encode_moments(const at::Tensor& image, at::ScalarType compu
   }
   h = enc_mid2_->forward(enc_attn_->forward(enc_mid1_->forward(h)));
   h = enc_out_->forward(at::silu(enc_norm_->forward(h)));
-  return quant_->forward(h).to(at::kFloat).contiguous();
+  if (quant_) h = quant_->forward(h);
+  return h.to(at::kFloat).contiguous();
 }
 
 at::Tensor VaeImpl::decode(const at::Tensor& latent, at::ScalarType compute) {
   InferenceGuard no_grad;
-  auto z = post_quant_->forward(as_activation(latent.to(at::kFloat) / config_.scale_factor, compute));
+  auto z = as_activation(latent.to(at::kFloat) / config_.scale_factor + config_.shift_factor, compute);
+  if (post_quant_) z = post_quant_->forward(z);
   auto h = dec_in_->forward(z);
   h = dec_mid2_->forward(dec_attn_->forward(dec_mid1_->forward(h)));
   for (int i = static_cast<int>(up_.size()) - 1; i >= 0; --i) {

@@ -22,37 +22,15 @@
 #include "pipeline/conditioning.h"
 #include "pipeline/embeddings.h"
 #include "pipeline/img2img.h"
+#include "pipeline/flux_generate.h"
 #include "pipeline/model.h"
+#include "pipeline/run_support.h"
 #include "text/clip_tokenizer.h"
 #include "text/prompt_parser.h"
+#include "text/t5_tokenizer.h"
 
 namespace fp8s {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-// A1111's legacy model hash: sha256 of 64 KiB at offset 1 MiB, first 8 hex digits.
-std::string legacy_model_hash(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "";
-  std::vector<uint8_t> buf(0x10000);
-  const ssize_t n = ::pread(fd, buf.data(), buf.size(), 0x100000);
-  ::close(fd);
-  Sha256 h;
-  if (n > 0) h.update(buf.data(), static_cast<std::size_t>(n));
-  return h.hex().substr(0, 8);
-}
-
-std::string stem_of(const std::string& path) {
-  auto slash = path.find_last_of('/');
-  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-  auto dot = name.find_last_of('.');
-  return dot == std::string::npos ? name : name.substr(0, dot);
-}
 
 // A1111's "Approx cheap" latent -> RGB preview for SD 1.x latents.
 RgbImage latent_preview(const at::Tensor& latent) {
@@ -68,45 +46,6 @@ RgbImage latent_preview(const at::Tensor& latent) {
   return img;
 }
 
-// The request's VRAM peaks across phases (each phase resets the allocator's peak).
-struct VramPeaks {
-  uint64_t allocated = 0, reserved = 0;
-  void add(const backend::DeviceMemory& m) {
-    allocated = std::max(allocated, m.allocated_peak);
-    reserved = std::max(reserved, m.reserved_peak);
-  }
-};
-
-// A phase begins: the device's peak counters start again (after the previous phase's are kept).
-void begin_phase(const at::Device& device, VramPeaks* peaks) {
-  if (!device.is_cuda()) return;
-  backend::synchronize(device);
-  if (peaks) peaks->add(backend::device_memory(device));
-  backend::reset_device_peak(device);
-}
-
-void emit_memory(Observer* observer, Phase phase, int step, Clock::time_point start,
-                 const at::Device& device) {
-  if (!observer) return;
-  const auto mem = read_process_memory();
-  MemorySample s;
-  s.phase = phase;
-  s.step = step;
-  s.t_ms = ms_since(start);
-  s.rss_bytes = mem.rss_bytes;
-  s.rss_peak_bytes = mem.rss_peak_bytes;
-  const auto tracked = tracked_bytes();
-  s.tracked_live_bytes = tracked.live;
-  s.tracked_peak_bytes = tracked.peak;
-  s.gpu = device.is_cuda();
-  const auto vram = backend::device_memory(device);
-  s.cuda_allocated_bytes = vram.allocated;
-  s.cuda_reserved_bytes = vram.reserved;
-  s.cuda_allocated_peak_bytes = vram.allocated_peak;
-  s.cuda_reserved_peak_bytes = vram.reserved_peak;
-  observer->onMemory(s);
-}
-
 }  // namespace
 
 struct Engine::Impl {
@@ -115,11 +54,21 @@ struct Engine::Impl {
   backend::KernelOptions kernels;  // this engine's, in effect on its thread while it loads and runs (KernelScope)
   EmbeddingLibrary embeddings;
   std::unique_ptr<Model> model;
+  std::unique_ptr<FluxModel> flux;  // a Flux model instead (its components load on first use)
+  std::shared_ptr<const T5Tokenizer> t5_tokenizer;
   std::shared_ptr<const ClipTokenizer> tokenizer;  // found before the weights are read
   std::string model_hash;
   double load_ms = 0;
 
+  FluxRunContext flux_context() const {
+    FluxRunContext c{flux.get(), tokenizer.get(), t5_tokenizer.get(), stem_of(options.checkpoint), model_hash, load_ms, 1024};
+    // the tiny reference transformers are far narrower than 3072: their native size is small too
+    const auto& t = flux->files().transformer;
+    if (SafetensorsFile(t.path).at(t.prefix + "img_in.weight").shape[0] < 3072) c.native_size = 64;
+    return c;
+  }
   int native_size() const {
+    if (flux) return flux_context().native_size;
     const auto& c = model->config();
     if (c.unet.model_channels < 320) return 64;
     return c.arch == Arch::SDXL_BASE ? 1024 : 512;
@@ -169,11 +118,19 @@ Engine::Engine(const LoadOptions& options, Observer* observer) : impl_(std::make
   emit_memory(observer, Phase::Load, -1, start, device);
   // The vocabulary is looked up before the weights are read (a real checkpoint is GBs): a missing
   // one fails in a moment. A missing checkpoint is left to the loader, whose error names it.
-  if (std::filesystem::exists(options.checkpoint)) {
+  const bool flux = std::filesystem::exists(options.checkpoint) && is_flux_file(SafetensorsFile(options.checkpoint));
+  if (flux) {
+    // Flux: the components found and the memory checked before any weight is read
+    auto files = resolve_flux_files(options.checkpoint, options.t5, options.clip_l, options.vae);
+    impl_->tokenizer = std::make_shared<const ClipTokenizer>(ClipTokenizer::find(options.vocab, options.checkpoint));
+    impl_->t5_tokenizer = std::make_shared<const T5Tokenizer>(T5Tokenizer::find(options.t5_tokenizer, options.checkpoint));
+    if (device.is_cpu()) check_flux_fits(files, options.storage, 512, 512, 1, available_memory_bytes());
+    impl_->flux = std::make_unique<FluxModel>(std::move(files), options.storage, device);
+  } else if (std::filesystem::exists(options.checkpoint)) {
     impl_->tokenizer = std::make_shared<const ClipTokenizer>(ClipTokenizer::find(options.vocab, options.checkpoint));
     check_vocabulary_fits(*impl_->tokenizer, options.checkpoint);
   }
-  impl_->model = std::make_unique<Model>(impl_->options.checkpoint, options.storage, device);
+  if (!flux) impl_->model = std::make_unique<Model>(impl_->options.checkpoint, options.storage, device);
   if (device.is_cuda()) log().info("running on {}", backend::describe_device(device));
   impl_->model_hash = legacy_model_hash(impl_->options.checkpoint);
   impl_->load_ms = ms_since(start);
@@ -189,6 +146,21 @@ std::shared_ptr<const ClipTokenizer> Engine::tokenizer() const { return impl_->t
 ModelInfo Engine::info() const {
   ModelInfo i;
   i.path = impl_->options.checkpoint;
+  if (impl_->flux) {
+    const auto& f = *impl_->flux;
+    i.architecture = f.dev() ? "Flux.1 dev" : "Flux.1 schnell";
+    i.storage = weight_type_name(f.storage().weights);
+    i.kernels = backend::describe(impl_->kernels);
+    const auto b = flux_storage_bytes(f.files(), f.storage());
+    i.unet_bytes = b.transformer;
+    i.text_bytes = b.t5 + b.clip_l;
+    i.vae_bytes = b.vae;
+    i.native_size = impl_->native_size();
+    i.device = backend::describe_device(f.device());
+    i.gpu = f.device().is_cuda();
+    i.device_total_bytes = backend::device_total_bytes(f.device());
+    return i;
+  }
   i.architecture = impl_->model->detection().description();
   i.storage = weight_type_name(impl_->model->storage().weights);
   i.source_note = impl_->model->source_note();
@@ -208,6 +180,7 @@ ModelInfo Engine::info() const {
 std::vector<float> Engine::unet_probe(const StorageSpec& storage, ComputeType compute, uint64_t seed,
                                      int latent_size, const std::vector<LoraRequest>& loras,
                                      LoraMode lora_mode) {
+  if (impl_->flux) throw InputError("the UNet probe is for SD models; " + impl_->options.checkpoint + " is a Flux model");
   const backend::KernelScope kernels(impl_->kernels);
   auto& model = *impl_->model;
   model.set_storage(storage);
@@ -223,6 +196,7 @@ std::vector<float> Engine::unet_probe(const StorageSpec& storage, ComputeType co
 }
 
 void Engine::validate(const GenerationRequest& r) const {
+  if (impl_->flux) return validate_flux_request(r, impl_->flux_context());
   validate_request(r, impl_->native_size(), impl_->text_layers());
   const auto& device = impl_->model->device();
   compute_dtype(r.compute, device);  // refuses FP16 compute on the CPU
@@ -251,6 +225,10 @@ void Engine::validate(const GenerationRequest& r) const {
 
 GenerationResult Engine::generate(const GenerationRequest& request_in, Observer* observer,
                                   const std::atomic<bool>& cancel) {
+  if (impl_->flux) {
+    const backend::KernelScope kernels(impl_->kernels);
+    return generate_flux(impl_->flux_context(), request_in, observer, cancel);
+  }
   validate(request_in);
   GenerationRequest r = request_in;
   r.width = request_width(r, impl_->native_size());
@@ -405,16 +383,7 @@ GenerationResult Engine::generate(const GenerationRequest& request_in, Observer*
   result.unet_bytes = bytes.unet;
   result.text_bytes = bytes.text;
   result.vae_bytes = bytes.vae;
-  result.rss_peak_bytes = read_process_memory().rss_peak_bytes;
-  result.tracked_peak_bytes = tracked_bytes().peak;
-  begin_phase(device, &vram);
-  result.vram_peak_bytes = vram.allocated;
-  result.vram_reserved_peak_bytes = vram.reserved;
-  if (observer) observer->onPhase({Phase::Done, result.timing.total_ms});
-  emit_memory(observer, Phase::Done, -1, start, device);
-  const auto usage = backend::kernel_usage();
-  result.attention_kernel = backend::attention_used(usage);
-  result.conv_layout = backend::conv_layout_used(usage);
+  finish_result(result, vram, device, observer, start);
   return result;
 }
 

@@ -52,6 +52,12 @@ struct GenerationRequest {
   // FP8 compute (ComfyUI's fp8_e4m3fn_fast): E4M3-stored Linear layers multiply in FP8 through
   // _scaled_mm with a per-tensor activation scale. CUDA compute capability 8.9+ only; changes numerics.
   bool fp8_compute = false;
+  // Flux: the distilled guidance the dev transformer is given (Forge's "Distilled CFG Scale";
+  // schnell ignores it), and T5's padded length (0: BFL's 512 for dev, 256 for schnell). CFG
+  // with the negative prompt runs only when cfg != 1 (front ends start Flux at CFG 1).
+  float guidance = 3.5f;
+  int t5_max_length = 0;
+  bool no_shift = false;  // Flux: get_schedule without the resolution shift (schnell never shifts)
 
   // img2img (A1111's StableDiffusionProcessingImg2Img): the init image is resized to the request's
   // size (0: the image's own, rounded down to a multiple of 8), encoded, noised to the first sigma

@@ -1,0 +1,45 @@
+// Where a Flux model's four components are: the transformer (BFL names, no prefix, or ComfyUI's
+// all-in-one `model.diffusion_model.`), T5-XXL (HF T5EncoderModel names; `text_encoders.t5xxl.transformer.`),
+// CLIP-L (HF CLIPTextModel names with or without `text_model.`; `text_encoders.clip_l.transformer.`)
+// and the autoencoder (BFL names; `vae.`), in one file or several, found the way ComfyUI's models
+// folder lays them out. LibTorch-free.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+
+namespace fp8s {
+
+// One component: the file and the prefix of its names there (path empty: not found).
+struct ComponentSource {
+  std::string path;
+  std::string prefix;
+  bool found() const { return !path.empty(); }
+};
+
+// What one file holds: the prefix of each component it has.
+struct FluxFileContents {
+  std::optional<std::string> transformer, t5, clip_l, vae;
+  bool dev = false;  // the transformer has guidance_in.* (dev); schnell has none
+};
+FluxFileContents flux_contents(const SafetensorsFile& file);
+// A Flux transformer (double_blocks.*) at any prefix.
+bool is_flux_file(const SafetensorsFile& file);
+
+struct FluxFiles {
+  ComponentSource transformer, t5, clip_l, vae;
+  bool dev = true;
+  std::vector<std::string> searched;  // folders looked in for the missing components
+};
+
+// The components of `model` (a transformer or all-in-one file), each taken from the model file
+// when it holds it, else the explicit path (`--t5`, `--clip-l`, `--vae`), else a ComfyUI models
+// folder around the model (text_encoders/ and clip/: t5xxl*, clip_l*; vae/: ae*, flux*vae*).
+// Throws InputError when an explicit file does not hold its component.
+FluxFiles resolve_flux_files(const std::string& model, const std::string& t5, const std::string& clip_l,
+                             const std::string& vae);
+
+}  // namespace fp8s

@@ -1,0 +1,299 @@
+#include "pipeline/flux_generate.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "backend/backend.h"
+#include "backend/kernel_options.h"
+#include "core/error.h"
+#include "core/logging.h"
+#include "core/strings.h"
+#include "memory/process_memory.h"
+#include "memory/tracking_allocator.h"
+#include "pipeline/model.h"
+#include "pipeline/run_support.h"
+#include "text/clip_tokenizer.h"
+#include "text/prompt_parser.h"
+#include "text/t5_tokenizer.h"
+
+namespace fp8s {
+namespace {
+
+constexpr uint64_t kProcessBytes = 600ull << 20;  // LibTorch, Qt and the rest of the process
+
+// Bytes of one component's tensors under `prefix` in `storage`.
+uint64_t component_bytes(const ComponentSource& c, const StorageSpec& storage_in, bool quantised, bool keep_file_type) {
+  if (!c.found()) return 0;
+  const SafetensorsFile f(c.path);
+  const StorageSpec storage = keep_file_type ? flux_component_storage(f, c.prefix, storage_in) : storage_in;
+  const uint64_t float_bytes = storage.weights == WeightType::FP32 ? 4 : 2;
+  uint64_t total = 0;
+  for (const auto& t : f.tensors()) {
+    if (!starts_with(t.name, c.prefix)) continue;
+    const std::string name = t.name.substr(c.prefix.size());
+    const bool weight = ends_with(name, ".weight") && (t.shape.size() == 2 || t.shape.size() == 4);
+    const bool embedding = name.find("embed") != std::string::npos || starts_with(name, "shared.") ||
+                           name.find("relative_attention_bias") != std::string::npos;
+    if (name.find("scale_weight") != std::string::npos || name.find("weight_scale") != std::string::npos ||
+        name.find("input_scale") != std::string::npos || name.find("scale_input") != std::string::npos) {
+      continue;  // FP8 files' scales: a few bytes, read with their weights
+    }
+    const bool fp8 = quantised && is_fp8(storage.weights) && weight && !embedding;
+    total += t.numel() * (fp8 ? 1 : float_bytes);
+  }
+  return total;
+}
+
+std::string gb(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GB", static_cast<double>(bytes) / 1e9);
+  return buf;
+}
+
+std::string storage_label(const StorageSpec& s) {
+  switch (s.weights) {
+    case WeightType::FP32: return "FP32";
+    case WeightType::FP16: return "FP16";
+    case WeightType::BF16: return "BF16";
+    default: return "FP8";
+  }
+}
+
+// The prompt as Flux reads it: A1111 emphasis markup removed (weights have no meaning to T5's
+// or CLIP-L's plain captions here), BREAK a space.
+std::string plain_prompt(const std::string& prompt) {
+  std::string out;
+  for (const auto& part : parse_prompt_attention(prompt)) {
+    if (part.weight == -1 && part.text == "BREAK") {
+      out += ' ';
+    } else {
+      out += part.text;
+    }
+  }
+  return out;
+}
+
+// CLIP-L's 77 ids as BFL's HFEmbedder gets them: BOS, the prompt (truncated), EOS, EOS padding.
+std::vector<int64_t> clip_ids(const ClipTokenizer& tok, const std::string& text) {
+  std::vector<int64_t> ids{tok.bos()};
+  for (int32_t id : tok.encode(text)) {
+    if (ids.size() == 76) break;
+    ids.push_back(id);
+  }
+  ids.resize(77, tok.eos());
+  return ids;
+}
+
+struct Encoded {
+  at::Tensor txt, y;
+};
+
+Encoded encode(FluxModel& model, const ClipTokenizer& clip, const T5Tokenizer& t5, const std::string& prompt,
+               int t5_length, int batch, at::ScalarType compute) {
+  const std::string text = plain_prompt(prompt);
+  const auto t5_ids = t5.encode_padded(text, t5_length);
+  const auto tokens = at::tensor(std::vector<int64_t>(t5_ids.begin(), t5_ids.end()), at::kLong).unsqueeze(0);
+  const auto cl = clip_ids(clip, text);
+  const auto ctokens = at::tensor(cl, at::kLong).unsqueeze(0);
+  Encoded e;
+  e.txt = model.encode_t5(tokens, compute).expand({batch, -1, -1}).contiguous();
+  e.y = model.encode_clip(ctokens, compute).first.expand({batch, -1}).contiguous();
+  return e;
+}
+
+}  // namespace
+
+FluxComponentBytes flux_storage_bytes(const FluxFiles& files, const StorageSpec& storage) {
+  FluxComponentBytes b;
+  b.transformer = component_bytes(files.transformer, storage, true, false);
+  b.t5 = component_bytes(files.t5, storage, true, true);
+  b.clip_l = component_bytes(files.clip_l, storage, true, true);
+  b.vae = component_bytes(files.vae, storage, storage.fp8_vae, true);
+  return b;
+}
+
+uint64_t flux_peak_bytes(const FluxComponentBytes& b, int width, int height, int batch, int hidden_size) {
+  const uint64_t tokens = static_cast<uint64_t>(width / 16) * static_cast<uint64_t>(height / 16) + 512;
+  // FP32 image/text streams, the modulated and MLP intermediates (about 20 hidden-wide rows a token)
+  const uint64_t activations = static_cast<uint64_t>(batch) * tokens * static_cast<uint64_t>(hidden_size) * 20 * 4 + (256ull << 20);
+  // the autoencoder's full-resolution levels: ~6 live 128-channel maps in 16 bits
+  const uint64_t decode = static_cast<uint64_t>(batch) * static_cast<uint64_t>(width) * static_cast<uint64_t>(height) * 128 * 6 * 2;
+  const uint64_t text_phase = b.t5 + b.clip_l;
+  const uint64_t sample_phase = b.transformer + b.vae + std::max(activations, decode);
+  return std::max(text_phase, sample_phase) + kProcessBytes;
+}
+
+void check_flux_fits(const FluxFiles& files, const StorageSpec& storage, int width, int height, int batch,
+                     uint64_t available) {
+  if (available == 0) return;  // unknown
+  const int hidden = static_cast<int>(SafetensorsFile(files.transformer.path).at(files.transformer.prefix + "img_in.weight").shape[0]);
+  const uint64_t need = flux_peak_bytes(flux_storage_bytes(files, storage), width, height, batch, hidden);
+  if (need <= available) return;
+  std::string msg = storage_label(storage) + " Flux at " + std::to_string(width) + "x" + std::to_string(height) +
+                    " needs " + gb(need) + ", this machine has " + gb(available);
+  if (!is_fp8(storage.weights)) {
+    StorageSpec fp8 = storage;
+    fp8.weights = WeightType::FP8_E4M3;
+    const uint64_t need8 = flux_peak_bytes(flux_storage_bytes(files, fp8), width, height, batch, hidden);
+    msg += "; FP8 needs " + gb(need8) + (need8 <= available ? " (use --weights fp8-e4m3)" : "");
+  } else {
+    msg += "; use a smaller size or batch";
+  }
+  throw InputError(msg);
+}
+
+int flux_t5_length(const GenerationRequest& r, bool dev) { return r.t5_max_length > 0 ? r.t5_max_length : dev ? 512 : 256; }
+
+void validate_flux_request(const GenerationRequest& r, const FluxRunContext& ctx) {
+  const int w = r.width > 0 ? r.width : ctx.native_size;
+  const int h = r.height > 0 ? r.height : ctx.native_size;
+  for (auto [v, name] : {std::pair{w, "width"}, std::pair{h, "height"}}) {
+    if (v < 16 || v > 4096 || v % 16 != 0) {
+      throw InputError(std::string("Flux ") + name + " " + std::to_string(v) + " must be a multiple of 16 in 16..4096; use e.g. " +
+                       std::to_string(std::max(16, (v + 8) / 16 * 16)));
+    }
+  }
+  if (r.steps < 1 || r.steps > 1000) throw InputError("steps must be between 1 and 1000");
+  if (!std::isfinite(r.cfg) || r.cfg < 0 || r.cfg > 100) throw InputError("CFG scale must be between 0 and 100");
+  if (!std::isfinite(r.guidance) || r.guidance < 0 || r.guidance > 100) {
+    throw InputError("distilled guidance must be between 0 and 100 (Flux dev's default is 3.5)");
+  }
+  if (r.t5_max_length < 0 || r.t5_max_length > 4096) throw InputError("--t5-max-length must be between 1 and 4096 (0: the model's)");
+  if (r.batch_size < 1 || r.batch_size > 64) throw InputError("batch size must be between 1 and 64");
+  if (r.batch_count < 1 || r.batch_count > 10000) throw InputError("batch count must be between 1 and 10000");
+  if (r.sampler != Sampler::Euler) {
+    throw InputError(std::string("Flux samples with BFL's Euler on the flow; --sampler ") + sampler_name(r.sampler) + " does not apply (use euler)");
+  }
+  if (r.init_image || r.enable_hr) throw InputError("img2img, inpainting and hires fix are not available for Flux models yet");
+  if (!r.loras.empty() || !parse_extra_networks(r.prompt).loras.empty()) {
+    throw InputError("LoRAs are not available for Flux models yet");
+  }
+  if (r.fp8_compute && !backend::supports_fp8_compute(ctx.model->device())) {
+    throw InputError("--fp8-compute needs an NVIDIA GPU of compute capability 8.9 or newer; this model runs on " +
+                     backend::describe_device(ctx.model->device()));
+  }
+  compute_dtype(r.compute, ctx.model->device());
+  if (ctx.model->device().is_cpu()) {
+    check_flux_fits(ctx.model->files(), r.storage, w, h, r.batch_size, available_memory_bytes());
+  }
+}
+
+std::string format_flux_infotext(const GenerationRequest& r, uint64_t seed, const std::string& model_name,
+                                 const std::string& model_hash, bool dev) {
+  std::ostringstream o;
+  o << r.prompt << "\n";
+  if (!r.negative.empty() && r.cfg != 1.0f) o << "Negative prompt: " << r.negative << "\n";
+  o << "Steps: " << r.steps << ", Sampler: Euler, Schedule type: Simple, CFG scale: " << r.cfg;
+  if (dev) o << ", Distilled CFG Scale: " << r.guidance;
+  o << ", Seed: " << seed << ", Size: " << r.width << "x" << r.height;
+  if (!model_hash.empty()) o << ", Model hash: " << model_hash;
+  o << ", Model: " << model_name;
+  o << ", FP8 weight: " << (is_fp8(r.storage.weights) ? std::string(weight_type_name(r.storage.weights)) : "Disable");
+  if (r.t5_max_length > 0) o << ", T5 length: " << r.t5_max_length;
+  if (dev && r.no_shift) o << ", Shift: off";
+  o << ", Weights: " << weight_type_name(r.storage.weights) << ", Compute: " << compute_type_name(r.compute);
+  return o.str();
+}
+
+GenerationResult generate_flux(const FluxRunContext& ctx, const GenerationRequest& request_in, Observer* observer,
+                               const std::atomic<bool>& cancel) {
+  validate_flux_request(request_in, ctx);
+  FluxModel& model = *ctx.model;
+  GenerationRequest r = request_in;
+  r.width = r.width > 0 ? r.width : ctx.native_size;
+  r.height = r.height > 0 ? r.height : ctx.native_size;
+  r.seed = resolve_seed(r.seed);
+  const auto start = Clock::now();
+  const at::Device device = model.device();
+  const at::ScalarType compute = compute_dtype(r.compute, device);
+  reset_tracked_peak();
+  GenerationResult result;
+  trim_heap();
+  result.rss_peak_is_per_request = reset_rss_peak();
+  result.seed = static_cast<uint64_t>(r.seed);
+  const double loaded_before = model.load_ms();
+  VramPeaks vram;
+  begin_phase(device, nullptr);
+  backend::reset_kernel_usage();
+  if (r.storage != model.storage()) model.set_storage(r.storage);
+  model.set_fp8_compute(r.fp8_compute);
+  // Phases in sequence where they do not fit together: the transformer leaves before the text
+  // encoders load, and they leave before it loads again.
+  const uint64_t available = device.is_cpu() ? available_memory_bytes() : backend::device_total_bytes(device);
+  const auto bytes = flux_storage_bytes(model.files(), r.storage);
+  const bool together = available == 0 || bytes.transformer + bytes.t5 + bytes.clip_l + bytes.vae + kProcessBytes < available;
+  if (!together) model.release_transformer();
+
+  if (observer) observer->onPhase({Phase::Encode, ms_since(start)});
+  begin_phase(device, &vram);
+  emit_memory(observer, Phase::Encode, -1, start, device);
+  const auto t_encode = Clock::now();
+  const int t5_length = flux_t5_length(r, model.dev());
+  const Encoded cond = encode(model, *ctx.clip, *ctx.t5, parse_extra_networks(r.prompt).prompt_without_tags, t5_length, r.batch_size, compute);
+  const bool cfg = r.cfg != 1.0f;
+  Encoded uncond;
+  if (cfg) uncond = encode(model, *ctx.clip, *ctx.t5, parse_extra_networks(r.negative).prompt_without_tags, t5_length, r.batch_size, compute);
+  if (!together) model.release_text_encoders();
+  result.timing.encode_ms = ms_since(t_encode);
+  if (cancel.load()) throw Cancelled();
+
+  const int factor = model.vae_factor();
+  for (int n = 0; n < r.batch_count; ++n) {
+    const uint64_t seed = static_cast<uint64_t>(r.seed) + static_cast<uint64_t>(n);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    // BFL's get_noise: 16 channels at the autoencoder's resolution, from a CPU generator
+    const auto noise = at::randn({r.batch_size, 16, r.height / factor, r.width / factor}, gen, at::kFloat);
+    if (observer) observer->onPhase({Phase::Sample, ms_since(start)});
+    begin_phase(device, &vram);
+    auto step_start = Clock::now();
+    FluxGuidance g{r.guidance, cfg ? r.cfg : 1.0f, cfg ? uncond.txt : at::Tensor(), cfg ? uncond.y : at::Tensor()};
+    const auto latent = model.sample(noise, cond.txt, cond.y, r.steps, g, model.dev() && !r.no_shift, compute, [&](int i, int total, double t) {
+      backend::synchronize(device);
+      const double step_ms = ms_since(step_start);
+      result.timing.step_ms.push_back(step_ms);
+      result.timing.denoise_ms.push_back(step_ms);
+      if (observer) {
+        StepEvent e;
+        e.image_index = n;
+        e.step = i;
+        e.steps = total;
+        e.sigma = static_cast<float>(t);
+        e.step_ms = step_ms;
+        e.denoise_ms = step_ms;
+        observer->onStep(e);
+        emit_memory(observer, Phase::Sample, e.step, start, device);
+      }
+      if (cancel.load()) throw Cancelled();
+      step_start = Clock::now();
+    });
+    if (observer) observer->onPhase({Phase::Decode, ms_since(start)});
+    begin_phase(device, &vram);
+    const auto t_decode = Clock::now();
+    auto decoded = model.vae_decode(latent, compute);
+    if (!at::isfinite(decoded).all().item<bool>()) decoded = model.vae_decode(latent, at::kFloat);
+    result.timing.decode_ms += ms_since(t_decode);
+    emit_memory(observer, Phase::Decode, -1, start, device);
+    for (auto& img : to_images(decoded)) {
+      GeneratedImage gi;
+      gi.image = std::move(img);
+      gi.seed = seed;
+      gi.parameters = format_flux_infotext(r, seed, ctx.model_name, ctx.model_hash, model.dev());
+      result.images.push_back(std::move(gi));
+    }
+  }
+  result.timing.total_ms = ms_since(start);
+  // Flux components load when first used (and again after a phase dropped them): this request's loads
+  result.timing.load_ms = model.load_ms() - loaded_before;
+  const auto& held = model.bytes();
+  result.unet_bytes = held.transformer;
+  result.text_bytes = held.t5 + held.clip_l;
+  result.vae_bytes = held.vae;
+  result.weight_bytes = result.unet_bytes + result.text_bytes + result.vae_bytes;
+  finish_result(result, vram, device, observer, start);
+  return result;
+}
+
+}  // namespace fp8s

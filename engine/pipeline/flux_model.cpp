@@ -1,0 +1,370 @@
+#include "pipeline/flux_model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "models/flux/flux.h"
+#include "models/t5/t5.h"
+#include "models/text_encoder.h"
+#include "models/vae.h"
+
+namespace fp8s {
+
+std::vector<double> flux_schedule(int steps, int64_t image_tokens, bool shift) {
+  if (steps < 1) throw InputError("Flux sampling needs at least 1 step, got " + std::to_string(steps));
+  std::vector<double> t(static_cast<std::size_t>(steps) + 1);
+  for (int i = 0; i <= steps; ++i) t[static_cast<std::size_t>(i)] = 1.0 - static_cast<double>(i) / steps;
+  if (!shift) return t;
+  const double m = (1.15 - 0.5) / (4096 - 256), b = 0.5 - m * 256;
+  const double mu = m * static_cast<double>(image_tokens) + b;
+  for (auto& v : t) v = v <= 0 ? 0.0 : std::exp(mu) / (std::exp(mu) + (1.0 / v - 1.0));
+  return t;
+}
+
+at::Tensor flux_pack(const at::Tensor& latent) {
+  const int64_t B = latent.size(0), C = latent.size(1), H = latent.size(2), W = latent.size(3);
+  return latent.reshape({B, C, H / 2, 2, W / 2, 2}).permute({0, 2, 4, 1, 3, 5}).reshape({B, (H / 2) * (W / 2), C * 4});
+}
+
+at::Tensor flux_unpack(const at::Tensor& tokens, int64_t height, int64_t width) {
+  const int64_t B = tokens.size(0), C = tokens.size(2) / 4;
+  return tokens.reshape({B, height / 2, width / 2, C, 2, 2}).permute({0, 3, 1, 4, 2, 5}).reshape({B, C, height, width});
+}
+
+at::Tensor flux_image_ids(int64_t batch, int64_t height, int64_t width) {
+  auto ids = at::zeros({height / 2, width / 2, 3});
+  ids.select(2, 1).add_(at::arange(height / 2, at::kFloat).unsqueeze(1));
+  ids.select(2, 2).add_(at::arange(width / 2, at::kFloat).unsqueeze(0));
+  return ids.reshape({1, -1, 3}).expand({batch, -1, -1}).contiguous();
+}
+
+namespace {
+
+int64_t dim_of(const SafetensorsFile& f, const std::string& key, std::size_t d) {
+  const auto& shape = f.at(key).shape;
+  if (shape.size() <= d) throw InputError(f.path() + ": tensor '" + key + "' has an unexpected shape");
+  return shape[d];
+}
+
+int count_blocks(const SafetensorsFile& f, const std::string& before, const std::string& after) {
+  int n = 0;
+  while (f.find(before + std::to_string(n) + after)) ++n;
+  return n;
+}
+
+std::string metadata(const SafetensorsFile& f, const std::string& key) {
+  auto it = f.metadata().find(key);
+  return it == f.metadata().end() ? std::string() : it->second;
+}
+
+// Each configuration from the tensor shapes; what shapes cannot say (Flux's RoPE axes, CLIP's
+// head count, the autoencoder's scale and shift) from the tiny files' metadata, else the released value.
+FluxConfig flux_config(const SafetensorsFile& f, const std::string& p, bool dev) {
+  FluxConfig c = parse_flux_config(metadata(f, "flux.config"), dev, f.path());
+  c.hidden_size = static_cast<int>(dim_of(f, p + "img_in.weight", 0));
+  c.in_channels = static_cast<int>(dim_of(f, p + "img_in.weight", 1));
+  c.context_in_dim = static_cast<int>(dim_of(f, p + "txt_in.weight", 1));
+  c.vec_in_dim = static_cast<int>(dim_of(f, p + "vector_in.in_layer.weight", 1));
+  c.num_heads = static_cast<int>(c.hidden_size / dim_of(f, p + "double_blocks.0.img_attn.norm.query_norm.scale", 0));
+  c.mlp_ratio = static_cast<double>(dim_of(f, p + "double_blocks.0.img_mlp.0.weight", 0)) / c.hidden_size;
+  c.depth = count_blocks(f, p + "double_blocks.", ".img_attn.qkv.weight");
+  c.depth_single_blocks = count_blocks(f, p + "single_blocks.", ".linear1.weight");
+  int axes = 0;
+  for (int a : c.axes_dim) axes += a;
+  if (axes != c.head_dim()) {
+    throw InputError(f.path() + ": the transformer's head width " + std::to_string(c.head_dim()) +
+                     " does not match the RoPE axes (" + std::to_string(axes) + "); not a Flux.1 transformer");
+  }
+  return c;
+}
+
+T5Config t5_config(const SafetensorsFile& f, const std::string& p) {
+  T5Config c;
+  c.vocab_size = static_cast<int>(dim_of(f, p + "shared.weight", 0));
+  c.d_model = static_cast<int>(dim_of(f, p + "shared.weight", 1));
+  const std::string b0 = p + "encoder.block.0.layer.";
+  c.buckets = static_cast<int>(dim_of(f, b0 + "0.SelfAttention.relative_attention_bias.weight", 0));
+  c.num_heads = static_cast<int>(dim_of(f, b0 + "0.SelfAttention.relative_attention_bias.weight", 1));
+  c.d_kv = static_cast<int>(dim_of(f, b0 + "0.SelfAttention.q.weight", 0) / c.num_heads);
+  c.d_ff = static_cast<int>(dim_of(f, b0 + "1.DenseReluDense.wi_0.weight", 0));
+  c.num_layers = count_blocks(f, p + "encoder.block.", ".layer.0.SelfAttention.q.weight");
+  c.max_distance = parse_t5_config(metadata(f, "t5.config"), f.path()).max_distance;
+  return c;
+}
+
+TextEncoderConfig clip_config(const SafetensorsFile& f, const std::string& p) {
+  TextEncoderConfig c;
+  c.name = "clip_l";
+  c.prefix = p;
+  c.vocab_size = static_cast<int>(dim_of(f, p + "embeddings.token_embedding.weight", 0));
+  c.width = static_cast<int>(dim_of(f, p + "embeddings.token_embedding.weight", 1));
+  c.context_length = static_cast<int>(dim_of(f, p + "embeddings.position_embedding.weight", 0));
+  c.mlp_dim = static_cast<int>(dim_of(f, p + "encoder.layers.0.mlp.fc1.weight", 0));
+  c.layers = count_blocks(f, p + "encoder.layers.", ".mlp.fc1.weight");
+  // CLIP's heads are 64 wide; narrower test encoders use 16 (the shapes cannot tell)
+  c.heads = c.width % 64 == 0 ? c.width / 64 : std::max(1, c.width / 16);
+  if (const auto meta = metadata(f, "clip.config"); !meta.empty()) {
+    try {
+      c.heads = nlohmann::json::parse(meta).value("heads", c.heads);
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(f.path() + ": malformed clip.config metadata (" + e.what() + ")");
+    }
+  }
+  c.position_ids = f.find(p + "embeddings.position_ids") != nullptr;
+  c.quick_gelu = true;
+  return c;
+}
+
+VaeConfig ae_config(const SafetensorsFile& f, const std::string& p) {
+  VaeConfig c;
+  c.quant_convs = false;
+  c.scale_factor = 0.3611f;
+  c.shift_factor = 0.1159f;
+  c.ch = static_cast<int>(dim_of(f, p + "encoder.conv_in.weight", 0));
+  c.z_channels = static_cast<int>(dim_of(f, p + "decoder.conv_in.weight", 1));
+  c.embed_dim = c.z_channels;
+  const int levels = count_blocks(f, p + "encoder.down.", ".block.0.conv1.weight");
+  c.ch_mult.clear();
+  for (int i = 0; i < levels; ++i) {
+    c.ch_mult.push_back(static_cast<int>(dim_of(f, p + "encoder.down." + std::to_string(i) + ".block.0.conv1.weight", 0) / c.ch));
+  }
+  c.num_res_blocks = count_blocks(f, p + "encoder.down.0.block.", ".conv1.weight");
+  if (const auto meta = metadata(f, "ae.config"); !meta.empty()) {
+    try {
+      const auto j = nlohmann::json::parse(meta);
+      c.scale_factor = j.value("scale_factor", c.scale_factor);
+      c.shift_factor = j.value("shift_factor", c.shift_factor);
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(f.path() + ": malformed ae.config metadata (" + e.what() + ")");
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+StorageSpec flux_component_storage(const SafetensorsFile& file, const std::string& prefix, const StorageSpec& storage) {
+  if (storage.weights != WeightType::FP16 && storage.weights != WeightType::BF16) return storage;
+  StorageSpec s = storage;
+  for (const auto& t : file.tensors()) {
+    if (t.name.compare(0, prefix.size(), prefix) != 0 || t.shape.size() < 2) continue;
+    if (t.dtype == Dtype::F16) s.weights = WeightType::FP16;
+    else if (t.dtype == Dtype::BF16) s.weights = WeightType::BF16;
+    else if (t.dtype == Dtype::F32) s.weights = WeightType::FP32;
+    break;
+  }
+  return s;
+}
+
+const std::vector<std::string>& flux_family_archs() {
+  static const std::vector<std::string> names{"flux-dev", "flux-schnell", "t5xxl", "clip-l", "flux-ae"};
+  return names;
+}
+
+std::vector<LayoutEntry> flux_family_layout(const std::string& arch, std::optional<Dtype> dtype) {
+  const BuildOn on(at::Device(at::kMeta));
+  std::shared_ptr<torch::nn::Module> m;
+  Dtype base = Dtype::F16;
+  if (arch == "flux-dev" || arch == "flux-schnell") {
+    m = std::make_shared<FluxImpl>(parse_flux_config("", arch == "flux-dev", arch));
+    base = Dtype::BF16;
+  } else if (arch == "t5xxl") {
+    m = std::make_shared<T5EncoderImpl>(T5Config{});
+  } else if (arch == "clip-l") {
+    TextEncoderConfig c;
+    c.name = "clip_l";
+    c.position_ids = false;
+    m = std::make_shared<TextEncoderImpl>(c);
+  } else if (arch == "flux-ae") {
+    VaeConfig c;
+    c.quant_convs = false;
+    c.z_channels = c.embed_dim = 16;
+    m = std::make_shared<VaeImpl>(c);
+    base = Dtype::F32;
+    if (dtype && is_fp8_dtype(*dtype)) throw InputError("make-synthetic: the Flux autoencoder is written in fp16, bf16 or fp32");
+  } else {
+    throw InputError("unknown Flux-family layout '" + arch + "'");
+  }
+  const bool fp8 = dtype && is_fp8_dtype(*dtype);
+  const Dtype floats = dtype && !fp8 ? *dtype : base;
+  std::vector<LayoutEntry> out;
+  for (const auto& item : m->named_parameters(true)) {
+    const std::string& name = item.key();
+    LayoutEntry e;
+    e.name = name;
+    e.shape = item.value().sizes().vec();
+    const bool embedding = name.find("embedding") != std::string::npos || name == "shared.weight" ||
+                           name.find("relative_attention_bias") != std::string::npos;
+    const bool ends_weight = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
+    const bool ends_bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    if (embedding) e.role = TensorRole::Embedding;
+    else if (ends_bias) e.role = e.shape.size() == 1 && name.find("norm") != std::string::npos ? TensorRole::NormBias : TensorRole::Bias;
+    else if (ends_weight && e.shape.size() == 2) e.role = TensorRole::LinearWeight;
+    else if (ends_weight && e.shape.size() == 4) e.role = TensorRole::ConvWeight;
+    else e.role = TensorRole::NormWeight;  // norm weights and RMS scales
+    e.dtype = fp8 && e.role == TensorRole::LinearWeight ? *dtype : floats;
+    out.push_back(std::move(e));
+  }
+  std::sort(out.begin(), out.end(), [](const LayoutEntry& a, const LayoutEntry& b) { return a.name < b.name; });
+  return out;
+}
+
+FluxModel::FluxModel(FluxFiles files, const StorageSpec& storage, const at::Device& device)
+    : files_(std::move(files)), storage_(storage), device_(device) {}
+
+FluxModel::~FluxModel() = default;
+
+FluxImpl& FluxModel::flux() {
+  if (!flux_) {
+    const auto start = std::chrono::steady_clock::now();
+    const SafetensorsFile f(files_.transformer.path);
+    const BuildOn on(device_);
+    auto m = std::make_shared<FluxImpl>(flux_config(f, files_.transformer.prefix, files_.dev));
+    bytes_.transformer = load_module_weights(*m, f, files_.transformer.prefix, storage_, true, {}, {}, device_, true).bytes;
+    flux_ = m;
+    set_fp8_compute(fp8_compute_);
+    load_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  }
+  return *flux_;
+}
+
+void FluxModel::load_all() {
+  flux();
+  if (files_.t5.found()) t5();
+  if (files_.clip_l.found()) clip();
+  if (files_.vae.found()) vae();
+}
+
+void FluxModel::release_transformer() {
+  flux_.reset();
+  bytes_.transformer = 0;
+}
+
+void FluxModel::set_storage(const StorageSpec& storage) {
+  if (storage == storage_) return;
+  storage_ = storage;
+  release_transformer();
+  release_text_encoders();
+  vae_.reset();
+  bytes_ = {};
+}
+
+void FluxModel::set_fp8_compute(bool on) {
+  fp8_compute_ = on;
+  if (!flux_) return;
+  for (const auto& m : flux_->modules(false)) {
+    if (auto* l = dynamic_cast<QLinearImpl*>(m.get())) l->fp8_compute = on;
+  }
+}
+
+T5EncoderImpl& FluxModel::t5() {
+  if (!t5_) {
+    if (!files_.t5.found()) {
+      throw InputError(files_.transformer.path + ": no T5-XXL text encoder; pass --t5 t5xxl_fp16.safetensors (or t5xxl_fp8_e4m3fn*)");
+    }
+    const auto start = std::chrono::steady_clock::now();
+    const SafetensorsFile f(files_.t5.path);
+    const BuildOn on(device_);
+    auto m = std::make_shared<T5EncoderImpl>(t5_config(f, files_.t5.prefix));
+    // the tied copy of the embedding that some files carry
+    bytes_.t5 = load_module_weights(*m, f, files_.t5.prefix, flux_component_storage(f, files_.t5.prefix, storage_), true, {"encoder.embed_tokens.weight"}, {}, device_, true).bytes;
+    t5_ = m;
+    load_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  }
+  return *t5_;
+}
+
+TextEncoderImpl& FluxModel::clip() {
+  if (!clip_) {
+    if (!files_.clip_l.found()) {
+      throw InputError(files_.transformer.path + ": no CLIP-L text encoder; pass --clip-l clip_l.safetensors");
+    }
+    const SafetensorsFile f(files_.clip_l.path);
+    const BuildOn on(device_);
+    auto m = std::make_shared<TextEncoderImpl>(clip_config(f, files_.clip_l.prefix));
+    bytes_.clip_l = load_module_weights(*m, f, files_.clip_l.prefix, flux_component_storage(f, files_.clip_l.prefix, storage_), true, m->ignorable_keys(), {}, device_, true).bytes;
+    clip_ = m;
+  }
+  return *clip_;
+}
+
+VaeImpl& FluxModel::vae() {
+  if (!vae_) {
+    if (!files_.vae.found()) {
+      throw InputError(files_.transformer.path + ": no Flux autoencoder; pass --vae ae.safetensors");
+    }
+    const SafetensorsFile f(files_.vae.path);
+    const BuildOn on(device_);
+    auto m = std::make_shared<VaeImpl>(ae_config(f, files_.vae.prefix));
+    bytes_.vae = load_module_weights(*m, f, files_.vae.prefix, flux_component_storage(f, files_.vae.prefix, storage_), storage_.fp8_vae, {}, {}, device_, true).bytes;
+    vae_ = m;
+  }
+  return *vae_;
+}
+
+void FluxModel::release_text_encoders() {
+  t5_.reset();
+  clip_.reset();
+  bytes_.t5 = bytes_.clip_l = 0;
+}
+
+at::Tensor FluxModel::encode_t5(const at::Tensor& tokens, at::ScalarType compute) {
+  return t5().forward(tokens.to(at::kLong), compute);
+}
+
+std::pair<at::Tensor, at::Tensor> FluxModel::encode_clip(const at::Tensor& tokens, at::ScalarType compute) {
+  auto& te = clip();
+  const auto ids = tokens.to(at::kLong);
+  const at::Tensor hidden = te.forward(ids, te.config().layers, true, compute).hidden;
+  const auto eos = ids.argmax(-1).to(hidden.device());  // the first EOS (the largest id)
+  const auto pooled = hidden.gather(1, eos.view({-1, 1, 1}).expand({-1, 1, hidden.size(2)})).squeeze(1);
+  return {pooled, hidden};
+}
+
+at::Tensor FluxModel::transformer(const at::Tensor& img, const at::Tensor& img_ids, const at::Tensor& txt,
+                                  const at::Tensor& txt_ids, const at::Tensor& t, const at::Tensor& y,
+                                  const at::Tensor& guidance, at::ScalarType compute) {
+  return flux().forward(img, img_ids, txt, txt_ids, t, y, guidance, compute);
+}
+
+at::Tensor FluxModel::sample(const at::Tensor& noise, const at::Tensor& txt, const at::Tensor& y, int steps,
+                             const FluxGuidance& guidance, bool shift, at::ScalarType compute,
+                             const std::function<void(int, int, double)>& on_step) {
+  const int64_t B = noise.size(0), H = noise.size(2), W = noise.size(3);
+  if (H % 2 || W % 2) throw InputError("the Flux latent must have an even size, got " + std::to_string(H) + "x" + std::to_string(W));
+  at::Tensor img = flux_pack(noise.to(at::kFloat));
+  const auto img_ids = flux_image_ids(B, H, W);
+  const auto txt_ids = at::zeros({B, txt.size(1), 3});
+  const auto g = at::full({B}, guidance.distilled, at::kFloat);
+  const bool cfg = guidance.cfg != 1.0f && guidance.uncond_txt.defined();
+  const auto uncond_ids = cfg ? at::zeros({B, guidance.uncond_txt.size(1), 3}) : at::Tensor();
+  const auto ts = flux_schedule(steps, img.size(1), shift);
+  for (int i = 0; i < steps; ++i) {
+    const double t_curr = ts[static_cast<std::size_t>(i)], t_prev = ts[static_cast<std::size_t>(i) + 1];
+    const auto t = at::full({B}, t_curr, at::kFloat);
+    auto pred = transformer(img, img_ids, txt, txt_ids, t, y, g, compute).to(img.device());
+    if (cfg) {
+      const auto u = transformer(img, img_ids, guidance.uncond_txt, uncond_ids, t, guidance.uncond_y, g, compute).to(img.device());
+      pred = u + guidance.cfg * (pred - u);
+    }
+    img = img + (t_prev - t_curr) * pred;
+    if (on_step) on_step(i + 1, steps, t_curr);
+  }
+  return flux_unpack(img, H, W);
+}
+
+at::Tensor FluxModel::vae_decode(const at::Tensor& latent, at::ScalarType compute) {
+  return vae().decode(latent.to(device_), compute);
+}
+
+at::Tensor FluxModel::vae_encode(const at::Tensor& image, at::ScalarType compute) {
+  return vae().encode(image.to(device_), compute);
+}
+
+int FluxModel::vae_factor() { return 1 << (static_cast<int>(vae().config().ch_mult.size()) - 1); }
+
+}  // namespace fp8s

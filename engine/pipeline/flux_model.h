@@ -1,0 +1,122 @@
+// A Flux.1 model: its four components (models/flux/flux_files.h) each loaded from its file on first
+// use, in the requested storage, and the stages built on them: T5 and CLIP-L conditioning, one
+// transformer call, BFL's sampler (Euler on the flow over get_schedule's timesteps), the
+// 16-channel autoencoder. Text encoders can be dropped once they have encoded, so a generation's
+// peak is its largest phase, not the sum.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/types.h"
+#include "models/checkpoint_layout.h"
+#include "models/flux/flux_files.h"
+
+namespace fp8s {
+
+class FluxImpl;
+class T5EncoderImpl;
+class TextEncoderImpl;
+class VaeImpl;
+
+// BFL's get_schedule: linspace(1, 0, steps + 1), time-shifted when `shift` (dev) by
+// mu = lerp(0.5 at 256 tokens, 1.15 at 4096) of the image token count: exp(mu) / (exp(mu) + 1/t − 1).
+std::vector<double> flux_schedule(int steps, int64_t image_tokens, bool shift);
+// [B, 16, H, W] latent <-> [B, H/2 · W/2, 64] tokens ((c, ph, pw) per token), and their position
+// ids [B, N, 3] (0, row, column).
+at::Tensor flux_pack(const at::Tensor& latent);
+at::Tensor flux_unpack(const at::Tensor& tokens, int64_t height, int64_t width);
+at::Tensor flux_image_ids(int64_t batch, int64_t height, int64_t width);
+
+// The guidance of a sampling run: the distilled value dev's transformer is given, and classic CFG
+// over the prompt and a negative prompt when cfg != 1 (two transformer calls a step).
+struct FluxGuidance {
+  float distilled = 3.5f;
+  float cfg = 1.0f;
+  at::Tensor uncond_txt, uncond_y;
+};
+
+// The storage a text encoder or the autoencoder is kept in: under a 16-bit storage its file's own
+// type (F16, BF16 or F32: converting between 16-bit types or rounding F32 saves nothing worth the
+// change of numbers), else `storage` (FP8, FP32). The transformer always takes `storage`.
+StorageSpec flux_component_storage(const SafetensorsFile& file, const std::string& prefix, const StorageSpec& storage);
+
+struct FluxComponentBytes {
+  uint64_t transformer = 0, t5 = 0, clip_l = 0, vae = 0;
+};
+
+// The layout of a released Flux-family file, read off the modules themselves built on the meta
+// device with the released configuration: "flux-dev", "flux-schnell" (BF16), "t5xxl" (F16),
+// "clip-l" (F16), "flux-ae" (F32). `dtype` replaces the float type; F8_E4M3 or F8_E5M2 makes every
+// Linear weight FP8 (embeddings, norms and biases BF16 for the transformer, F16 for T5 and CLIP-L;
+// the autoencoder cannot be FP8). InputError for another name.
+std::vector<LayoutEntry> flux_family_layout(const std::string& arch, std::optional<Dtype> dtype = std::nullopt);
+// Every name flux_family_layout knows.
+const std::vector<std::string>& flux_family_archs();
+
+class FluxModel {
+ public:
+  FluxModel(FluxFiles files, const StorageSpec& storage, const at::Device& device);
+  ~FluxModel();
+  FluxModel(const FluxModel&) = delete;
+  FluxModel& operator=(const FluxModel&) = delete;
+
+  const FluxFiles& files() const { return files_; }
+  bool dev() const { return files_.dev; }
+  const StorageSpec& storage() const { return storage_; }
+  const at::Device& device() const { return device_; }
+  const FluxComponentBytes& bytes() const { return bytes_; }
+
+  // T5 tokens [B, L] -> [B, L, 4096] FP32.
+  at::Tensor encode_t5(const at::Tensor& tokens, at::ScalarType compute);
+  // CLIP-L tokens [B, 77] -> pooled [B, 768] (the final-LN state at the first EOS) and hidden [B, 77, 768].
+  std::pair<at::Tensor, at::Tensor> encode_clip(const at::Tensor& tokens, at::ScalarType compute);
+  // Loads every component that has a file now (the first generation would); a missing or
+  // unexpected key is an InputError naming it.
+  void load_all();
+  // Milliseconds spent loading components so far.
+  double load_ms() const { return load_ms_; }
+  // Frees the text encoders / the transformer (the next use loads them again).
+  void release_text_encoders();
+  void release_transformer();
+  // Another storage: every loaded component is dropped and loads again in it when next used.
+  void set_storage(const StorageSpec& storage);
+  // FP8 compute for the transformer's Linear layers (GenerationRequest::fp8_compute).
+  void set_fp8_compute(bool on);
+  at::Tensor transformer(const at::Tensor& img, const at::Tensor& img_ids, const at::Tensor& txt,
+                         const at::Tensor& txt_ids, const at::Tensor& t, const at::Tensor& y,
+                         const at::Tensor& guidance, at::ScalarType compute);
+  // BFL's loop from noise [B, 16, h, w]: pack, Euler over the schedule, unpack. `on_step(i, n, t)`
+  // after each step (t: the step's starting time).
+  at::Tensor sample(const at::Tensor& noise, const at::Tensor& txt, const at::Tensor& y, int steps,
+                    const FluxGuidance& guidance, bool shift, at::ScalarType compute,
+                    const std::function<void(int, int, double)>& on_step = {});
+  at::Tensor vae_decode(const at::Tensor& latent, at::ScalarType compute);
+  at::Tensor vae_encode(const at::Tensor& image, at::ScalarType compute);
+  // The autoencoder's downsampling factor (8 for the released one).
+  int vae_factor();
+
+ private:
+  FluxImpl& flux();
+  T5EncoderImpl& t5();
+  TextEncoderImpl& clip();
+  VaeImpl& vae();
+
+  FluxFiles files_;
+  StorageSpec storage_;
+  at::Device device_;
+  FluxComponentBytes bytes_;
+  bool fp8_compute_ = false;
+  double load_ms_ = 0;
+  std::shared_ptr<FluxImpl> flux_;
+  std::shared_ptr<T5EncoderImpl> t5_;
+  std::shared_ptr<TextEncoderImpl> clip_;
+  std::shared_ptr<VaeImpl> vae_;
+};
+
+}  // namespace fp8s

@@ -1,0 +1,89 @@
+#include "pipeline/run_support.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "backend/kernel_options.h"
+#include "core/sha256.h"
+#include "memory/process_memory.h"
+#include "memory/tracking_allocator.h"
+
+namespace fp8s {
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// A1111's legacy model hash: sha256 of 64 KiB at offset 1 MiB, first 8 hex digits.
+std::string legacy_model_hash(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::vector<uint8_t> buf(0x10000);
+  const ssize_t n = ::pread(fd, buf.data(), buf.size(), 0x100000);
+  ::close(fd);
+  Sha256 h;
+  if (n > 0) h.update(buf.data(), static_cast<std::size_t>(n));
+  return h.hex().substr(0, 8);
+}
+
+std::string stem_of(const std::string& path) {
+  auto slash = path.find_last_of('/');
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  auto dot = name.find_last_of('.');
+  return dot == std::string::npos ? name : name.substr(0, dot);
+}
+
+// The request's VRAM peaks across phases (each phase resets the allocator's peak).
+void VramPeaks::add(const backend::DeviceMemory& m) {
+  allocated = std::max(allocated, m.allocated_peak);
+  reserved = std::max(reserved, m.reserved_peak);
+}
+
+// A phase begins: the device's peak counters start again (after the previous phase's are kept).
+void begin_phase(const at::Device& device, VramPeaks* peaks) {
+  if (!device.is_cuda()) return;
+  backend::synchronize(device);
+  if (peaks) peaks->add(backend::device_memory(device));
+  backend::reset_device_peak(device);
+}
+
+void emit_memory(Observer* observer, Phase phase, int step, Clock::time_point start,
+                 const at::Device& device) {
+  if (!observer) return;
+  const auto mem = read_process_memory();
+  MemorySample s;
+  s.phase = phase;
+  s.step = step;
+  s.t_ms = ms_since(start);
+  s.rss_bytes = mem.rss_bytes;
+  s.rss_peak_bytes = mem.rss_peak_bytes;
+  const auto tracked = tracked_bytes();
+  s.tracked_live_bytes = tracked.live;
+  s.tracked_peak_bytes = tracked.peak;
+  s.gpu = device.is_cuda();
+  const auto vram = backend::device_memory(device);
+  s.cuda_allocated_bytes = vram.allocated;
+  s.cuda_reserved_bytes = vram.reserved;
+  s.cuda_allocated_peak_bytes = vram.allocated_peak;
+  s.cuda_reserved_peak_bytes = vram.reserved_peak;
+  observer->onMemory(s);
+}
+
+void finish_result(GenerationResult& result, VramPeaks& vram, const at::Device& device, Observer* observer,
+                   Clock::time_point start) {
+  result.rss_peak_bytes = read_process_memory().rss_peak_bytes;
+  result.tracked_peak_bytes = tracked_bytes().peak;
+  begin_phase(device, &vram);
+  result.vram_peak_bytes = vram.allocated;
+  result.vram_reserved_peak_bytes = vram.reserved;
+  if (observer) observer->onPhase({Phase::Done, result.timing.total_ms});
+  emit_memory(observer, Phase::Done, -1, start, device);
+  const auto usage = backend::kernel_usage();
+  result.attention_kernel = backend::attention_used(usage);
+  result.conv_layout = backend::conv_layout_used(usage);
+}
+
+}  // namespace fp8s

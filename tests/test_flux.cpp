@@ -1,0 +1,176 @@
+// Flux.1 beside the UNet family (issue 31): make-synthetic's layouts against the released files'
+// keys (reference/keys), the full-size layout loaded without a missing or unexpected key (sparse
+// files of the released headers, on the meta device), the memory rule that refuses FP16 Flux on a
+// 24 GB machine with its estimate, and the 2x2 token packing against its index formula.
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QJsonArray>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "pipeline/flux_generate.h"
+#include "pipeline/flux_model.h"
+#include "support.h"
+
+using namespace fp8s;
+
+namespace {
+
+QJsonObject load_keys(const char* name) {
+  const auto text = test::read_bytes(test::reference_path(QString("keys/") + name));
+  return QJsonDocument::fromJson(QByteArray::fromStdString(text)).object();
+}
+
+int64_t dtype_bytes(const QString& d) {
+  if (d == "F32") return 4;
+  if (d == "F16" || d == "BF16") return 2;
+  return 1;
+}
+
+// A safetensors file with exactly `keys`' tensors (the released header) whose data is a hole: it
+// takes no disk space and reads as zeros. `drop` leaves one key out.
+std::string sparse_file(const QString& dir, const char* name, const QJsonObject& keys, const QString& drop = {}) {
+  QJsonObject header;
+  int64_t offset = 0;
+  for (auto it = keys.begin(); it != keys.end(); ++it) {
+    if (it.key() == drop) continue;
+    const auto v = it.value().toObject();
+    int64_t n = dtype_bytes(v["dtype"].toString());
+    for (const auto& d : v["shape"].toArray()) n *= d.toInteger();
+    header[it.key()] = QJsonObject{{"dtype", v["dtype"]}, {"shape", v["shape"]}, {"data_offsets", QJsonArray{double(offset), double(offset + n)}}};
+    offset += n;
+  }
+  QByteArray json = QJsonDocument(header).toJson(QJsonDocument::Compact);
+  while (json.size() % 8) json.append(' ');
+  const std::string path = (dir + "/" + name).toStdString();
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const uint64_t n = static_cast<uint64_t>(json.size());
+  bool ok = fd >= 0 && ::write(fd, &n, 8) == 8 && ::write(fd, json.constData(), json.size()) == json.size() &&
+            ::ftruncate(fd, static_cast<off_t>(8 + n + static_cast<uint64_t>(offset))) == 0;
+  if (fd >= 0) ::close(fd);
+  if (!ok) throw std::runtime_error("cannot write " + path);
+  return path;
+}
+
+}  // namespace
+
+class TestFlux : public QObject {
+  Q_OBJECT
+  QTemporaryDir m_dir;
+
+  FluxFiles full_size(const QString& drop = {}) {
+    FluxFiles f;
+    f.transformer = {sparse_file(m_dir.path(), "flux1-dev.safetensors", load_keys("flux1-dev.json"), drop), ""};
+    f.t5 = {sparse_file(m_dir.path(), "t5xxl_fp16.safetensors", load_keys("t5xxl.json")), ""};
+    f.clip_l = {sparse_file(m_dir.path(), "clip_l.safetensors", load_keys("clip_l.json")), ""};
+    f.vae = {sparse_file(m_dir.path(), "ae.safetensors", load_keys("flux-ae.json")), ""};
+    f.dev = true;
+    return f;
+  }
+
+ private Q_SLOTS:
+  // make-synthetic --list prints the layout it writes: exactly the released files' keys, shapes and dtypes
+  void syntheticLayoutsAreTheReleasedFiles() {
+    FP8S_REQUIRE_REFERENCE();
+    for (const auto& [arch, keys] : {std::pair{"flux-dev", "flux1-dev.json"}, std::pair{"flux-schnell", "flux1-schnell.json"},
+                                     std::pair{"t5xxl", "t5xxl.json"}, std::pair{"clip-l", "clip_l.json"},
+                                     std::pair{"flux-ae", "flux-ae.json"}}) {
+      const auto r = test::run_cli({"make-synthetic", "--arch", arch, "--list"});
+      QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+      const auto mine = QJsonDocument::fromJson(r.out.toUtf8()).object();
+      const auto want = load_keys(keys);
+      QVERIFY2(mine.size() == want.size(), qPrintable(QString("%1: %2 keys, released %3").arg(arch).arg(mine.size()).arg(want.size())));
+      for (auto it = want.begin(); it != want.end(); ++it) {
+        QVERIFY2(mine.contains(it.key()), qPrintable(QString(arch) + " lacks " + it.key()));
+        const auto m = mine[it.key()].toObject(), w = it.value().toObject();
+        QVERIFY2(m["shape"] == w["shape"] && m["dtype"] == w["dtype"], qPrintable(QString(arch) + " differs at " + it.key()));
+      }
+    }
+    // FP8: every Linear weight F8_E4M3 (the transformer's 2-D weights), the rest BF16
+    const auto r = test::run_cli({"make-synthetic", "--arch", "flux-dev", "--dtype", "fp8-e4m3", "--list"});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    const auto fp8 = QJsonDocument::fromJson(r.out.toUtf8()).object();
+    for (auto it = fp8.begin(); it != fp8.end(); ++it) {
+      const auto v = it.value().toObject();
+      const bool linear = it.key().endsWith(".weight") && v["shape"].toArray().size() == 2;
+      QCOMPARE(v["dtype"].toString(), QString(linear ? "F8_E4M3" : "BF16"));
+    }
+  }
+
+  // The released headers (sparse files: zeros, no disk) load into the modules built from the
+  // configuration read off their shapes, on the meta device: every key used, none missing.
+  void fullSizeLayoutLoadsWithoutMissingOrUnexpectedKeys() {
+    FP8S_REQUIRE_REFERENCE();
+    {
+      FluxModel model(full_size(), StorageSpec{WeightType::BF16, Fp8Scale::None, false}, at::Device(at::kMeta));
+      model.load_all();
+      QVERIFY(model.dev());
+      // what it holds: the transformer's 11.901 B parameters in 16 bits
+      QVERIFY2(model.bytes().transformer > 23'700'000'000ull && model.bytes().transformer < 23'900'000'000ull,
+               qPrintable(QString::number(model.bytes().transformer)));
+    }
+    FluxModel broken(full_size("double_blocks.7.txt_mlp.2.weight"), StorageSpec{WeightType::BF16, Fp8Scale::None, false},
+                     at::Device(at::kMeta));
+    try {
+      broken.load_all();
+      QFAIL("a transformer without double_blocks.7.txt_mlp.2.weight loaded");
+    } catch (const InputError& e) {
+      QVERIFY2(QString(e.what()).contains("double_blocks.7.txt_mlp.2.weight"), e.what());
+    }
+  }
+
+  // The bytes each storage takes, from the keys by hand, and the refusal of FP16 Flux on a machine
+  // with 23.4 GB available, naming both estimates; FP8 E4M3 fits.
+  void fp16IsRefusedWithItsEstimate() {
+    FP8S_REQUIRE_REFERENCE();
+    const auto files = full_size();
+    uint64_t params = 0, linear = 0;
+    const auto keys = load_keys("flux1-dev.json");
+    for (auto it = keys.begin(); it != keys.end(); ++it) {
+      const auto v = it.value().toObject();
+      uint64_t n = 1;
+      for (const auto& d : v["shape"].toArray()) n *= static_cast<uint64_t>(d.toInteger());
+      params += n;
+      if (it.key().endsWith(".weight") && v["shape"].toArray().size() == 2) linear += n;
+    }
+    const auto b16 = flux_storage_bytes(files, {WeightType::FP16, Fp8Scale::None, false});
+    const auto b8 = flux_storage_bytes(files, {WeightType::FP8_E4M3, Fp8Scale::None, false});
+    QCOMPARE(b16.transformer, 2 * params);
+    QCOMPARE(b8.transformer, linear + 2 * (params - linear));
+    const uint64_t available = 23'400'000'000ull;
+    try {
+      check_flux_fits(files, {WeightType::FP16, Fp8Scale::None, false}, 512, 512, 1, available);
+      QFAIL("FP16 Flux fitted in 23.4 GB");
+    } catch (const InputError& e) {
+      const QString m = e.what();
+      QVERIFY2(m.startsWith("FP16 Flux at 512x512 needs ") && m.contains("this machine has 23.4 GB; FP8 needs "), e.what());
+    }
+    check_flux_fits(files, {WeightType::FP8_E4M3, Fp8Scale::None, false}, 512, 512, 1, available);
+  }
+
+  // Token (i, j) of the packed latent holds latent[c, 2i + ph, 2j + pw] at channel 4c + 2ph + pw,
+  // rows first; its position id is (0, i, j); unpack inverts pack.
+  void packingFollowsTheIndexFormula() {
+    const auto latent = at::randn({2, 16, 6, 10});
+    const auto tokens = flux_pack(latent);
+    QCOMPARE(tokens.sizes().vec(), (std::vector<int64_t>{2, 15, 64}));
+    const auto ids = flux_image_ids(2, 6, 10);
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t i = 0; i < 3; ++i)
+        for (int64_t j = 0; j < 5; ++j) {
+          QCOMPARE(ids[b][i * 5 + j][1].item<float>(), float(i));
+          QCOMPARE(ids[b][i * 5 + j][2].item<float>(), float(j));
+          for (int64_t c = 0; c < 16; ++c)
+            for (int64_t ph = 0; ph < 2; ++ph)
+              for (int64_t pw = 0; pw < 2; ++pw) {
+                QCOMPARE(tokens[b][i * 5 + j][4 * c + 2 * ph + pw].item<float>(), latent[b][c][2 * i + ph][2 * j + pw].item<float>());
+              }
+        }
+    QVERIFY(at::equal(flux_unpack(tokens, 6, 10), latent));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestFlux)
+#include "test_flux.moc"
