@@ -184,6 +184,9 @@ void EngineWorker::compare(const GenerationRequest& request, const StorageSpec& 
       finishRun(out, outputDir);
     };
     c.report = measure_compare(*m_engine, o, hooks);
+    for (const auto& m : c.report.modes) {
+      if (!m.refused.empty()) throw DoesNotFit(m.refused);  // the tab shows two images or the reason there are not
+    }
     c.heatmap = diff_heatmap(c.reference.result.images.front().image, c.candidate.result.images.front().image);
     Q_EMIT compareFinished(c);
   } catch (...) {

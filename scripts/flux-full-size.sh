@@ -7,6 +7,10 @@
 set -euo pipefail
 cli=${CLI:-build/engine/fp8studio-cli}
 dir=${1:-/tmp/flux-full-size}
+# the T5 tokenizer and the CLIP vocabulary: as found normally, else the reference copies
+ref=$(cd "$(dirname "$0")/.." && pwd)/../shared/reference
+[ -n "${FP8S_T5_TOKENIZER:-}" ] || [ ! -d "$ref/flux/t5_tokenizer" ] || export FP8S_T5_TOKENIZER=$ref/flux/t5_tokenizer/tokenizer.json
+[ -n "${FP8S_CLIP_VOCAB:-}" ] || [ ! -d "$ref/clip" ] || export FP8S_CLIP_VOCAB=$ref/clip
 mkdir -p "$dir/models/diffusion_models" "$dir/models/text_encoders" "$dir/models/vae"
 make() {  # arch dtype path
   [ -f "$3" ] || "$cli" make-synthetic --arch "$1" --dtype "$2" --out "$3"

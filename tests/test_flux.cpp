@@ -150,6 +150,31 @@ class TestFlux : public QObject {
     check_flux_fits(files, {WeightType::FP8_E4M3, Fp8Scale::None, false}, 512, 512, 1, available);
   }
 
+  // A ComfyUI models folder: the components beside the transformer are found by their folders
+  // and names (the FP8 T5 before the FP16 one), and an explicit file that is not its component is refused.
+  void componentsFoundInAComfyUiModelsFolder() {
+    FP8S_REQUIRE_REFERENCE();
+    const QString root = m_dir.path() + "/comfy/models";
+    for (const char* d : {"diffusion_models", "text_encoders", "clip", "vae"}) QDir().mkpath(root + "/" + d);
+    const QString ref = test::reference_dir() + "/flux/";
+    QVERIFY(QFile::copy(ref + "tiny-flux-dev.safetensors", root + "/diffusion_models/flux1-dev.safetensors"));
+    QVERIFY(QFile::copy(ref + "tiny-t5xxl.safetensors", root + "/text_encoders/t5xxl_fp16.safetensors"));
+    QVERIFY(QFile::copy(ref + "tiny-t5xxl.safetensors", root + "/clip/t5xxl_fp8_e4m3fn.safetensors"));
+    QVERIFY(QFile::copy(ref + "tiny-clip-l.safetensors", root + "/clip/clip_l.safetensors"));
+    QVERIFY(QFile::copy(ref + "tiny-ae.safetensors", root + "/vae/ae.safetensors"));
+    const auto f = resolve_flux_files((root + "/diffusion_models/flux1-dev.safetensors").toStdString(), "", "", "");
+    QCOMPARE(QString::fromStdString(f.t5.path), root + "/clip/t5xxl_fp8_e4m3fn.safetensors");
+    QCOMPARE(QString::fromStdString(f.clip_l.path), root + "/clip/clip_l.safetensors");
+    QCOMPARE(QString::fromStdString(f.vae.path), root + "/vae/ae.safetensors");
+    QVERIFY(f.dev && f.transformer.prefix.empty());
+    try {
+      resolve_flux_files((root + "/diffusion_models/flux1-dev.safetensors").toStdString(), (root + "/vae/ae.safetensors").toStdString(), "", "");
+      QFAIL("an autoencoder was taken for T5");
+    } catch (const InputError& e) {
+      QVERIFY2(QString(e.what()).contains("holds no T5-XXL encoder"), e.what());
+    }
+  }
+
   // Token (i, j) of the packed latent holds latent[c, 2i + ph, 2j + pw] at channel 4c + 2ph + pw,
   // rows first; its position id is (0, i, j); unpack inverts pack.
   void packingFollowsTheIndexFormula() {

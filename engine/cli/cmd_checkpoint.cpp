@@ -30,6 +30,7 @@ void register_make_synthetic(CLI::App& app) {
     std::string arch, dtype, out;
     uint64_t seed = 0;
     bool overwrite = false, list = false;
+    int depth = 0, single_depth = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand(
@@ -47,6 +48,10 @@ void register_make_synthetic(CLI::App& app) {
   sub->add_option("--out", o->out, "output .safetensors file (never overwritten)");
   sub->add_flag("--overwrite", o->overwrite, "replace --out if it exists");
   sub->add_flag("--list", o->list, "print the layout as JSON ({key: {dtype, shape}}) instead of writing it");
+  sub->add_option("--depth", o->depth, "benchmarks: Flux's double blocks or T5's layers (0: the released count)")
+      ->check(CLI::Range(0, 64));
+  sub->add_option("--single-depth", o->single_depth, "benchmarks: Flux's single blocks (0: the released count)")
+      ->check(CLI::Range(0, 128));
   sub->callback([o] {
     if (o->out.empty() && !o->list) throw InputError("make-synthetic needs --out FILE (or --list)");
     const std::map<std::string, Dtype> dtypes{{"fp16", Dtype::F16}, {"bf16", Dtype::BF16}, {"fp32", Dtype::F32},
@@ -58,8 +63,9 @@ void register_make_synthetic(CLI::App& app) {
     std::vector<LayoutEntry> layout;
     std::map<std::string, std::string> metadata{{"format", "pt"}};
     if (family) {
-      layout = flux_family_layout(o->arch, dtype);
+      layout = flux_family_layout(o->arch, dtype, o->depth, o->single_depth);
     } else {
+      if (o->depth || o->single_depth) throw InputError("make-synthetic: --depth applies to flux-dev, flux-schnell and t5xxl");
       const auto config = *preset_by_name(o->arch);
       layout = checkpoint_layout(config, dtype.value_or(Dtype::F16));
       if (!config.ldm_config_json.empty()) metadata["ldm.config"] = config.ldm_config_json;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "models/flux/flux_files.h"
 #include "compare/compare.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -27,21 +28,25 @@ void register_compare(CLI::App& app) {
   auto* sub = app.add_subcommand("compare", "the same image in several storage modes: memory, time, PSNR/SSIM, heat map");
   add_common_options(*sub, o->common, true);
   add_model_options(*sub, o->m, true);
-  sub->add_option("--modes", o->modes, "storage modes, e.g. fp16,fp8-e4m3,fp8-e4m3/channel")->capture_default_str();
+  auto* modes = sub->add_option("--modes", o->modes, "storage modes, e.g. fp16,fp8-e4m3,fp8-e4m3/channel (Flux: fp16,fp8-e4m3,fp8-e5m2)")
+                    ->capture_default_str();
   sub->add_option("--outdir", o->outdir, "a new compare-NNNNN folder is made in it")->capture_default_str();
   sub->add_flag("--no-unet-error", o->no_unet_error, "skip the UNet output error against fp32 storage");
   sub->add_option("--lora", o->loras, "FILE[:MULT]: apply a LoRA and report its retention per mode")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_flag("--retention-only", o->retention_only, "only the LoRA retention table (no images)");
   add_request_options(*sub, o->r, o->flags);
-  sub->callback([o] {
-    finish_request(o->r, o->flags);
+  sub->callback([o, modes] {
     CompareOptions c;
     c.load = load_options(o->m);
+    // Flux: E4M3 against E5M2 and FP16 (which a 24 GB machine reports as not fitting), BFL's sampler
+    const bool flux = is_flux_file(SafetensorsFile(c.load.checkpoint));
+    if (flux && modes->count() == 0) o->modes = "fp16,fp8-e4m3,fp8-e5m2";
+    finish_request(o->r, o->flags, {WeightType::FP16, Fp8Scale::None, false}, flux);
     c.request = o->r;
     c.modes = parse_modes(o->modes, o->r.storage.scale);
     c.outdir = o->outdir;
-    c.unet_error = !o->no_unet_error;
+    c.unet_error = !o->no_unet_error && !flux;
     c.request.loras = parse_lora_flags(o->loras);
     c.retention_only = o->retention_only;
     if (c.retention_only && c.request.loras.empty()) throw InputError("--retention-only needs --lora");
@@ -81,9 +86,9 @@ std::function<void(bool json)> register_bench_generate(CLI::App& bench) {
       if (bench.count("--width") == 0) o->r.width = 0;
       if (bench.count("--height") == 0) o->r.height = 0;
     }
-    finish_request(o->r, o->flags);
     BenchOptions b;
     b.load = load_options(o->m);
+    finish_request(o->r, o->flags, {WeightType::FP16, Fp8Scale::None, false}, is_flux_file(SafetensorsFile(b.load.checkpoint)));
     b.request = o->r;
     b.modes = parse_modes(o->modes, o->r.storage.scale);
     b.repeats = o->repeats;

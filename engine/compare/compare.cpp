@@ -1,6 +1,8 @@
 // `compare`: the same request in several storage modes on one engine, and what differs between them.
 #include "compare/compare.h"
 
+#include <optional>
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -129,7 +131,11 @@ CompareReport measure_compare(Engine& engine, const CompareOptions& o, const Com
   report.request = o.request;
   GenerationRequest& request = report.request;
   request.seed = resolve_seed(request.seed);  // every mode gets the same seed
-  engine.validate(request);
+  try {
+    engine.validate(request);
+  } catch (const DoesNotFit&) {
+    // the request's own storage: each mode is checked as it runs, and one that cannot fit is reported
+  }
   report.source_note = info.source_note;  // logged once by the model
   report.device = info.device;
   report.gpu = info.gpu;
@@ -147,15 +153,26 @@ CompareReport measure_compare(Engine& engine, const CompareOptions& o, const Com
     request.fp8_compute = mode.fp8_compute;
     ModeResult m;
     m.mode = mode;
-    m.result = engine.generate(request, hooks.observer ? hooks.observer(k) : nullptr, cancel);
+    try {
+      m.result = engine.generate(request, hooks.observer ? hooks.observer(k) : nullptr, cancel);
+    } catch (const DoesNotFit& e) {
+      // FP16 Flux on a 24 GB machine: the column says so, with its estimate, and the rest run
+      m.refused = e.what();
+      if (hooks.progress) hooks.progress(mode.label() + " does not fit: " + m.refused);
+      report.modes.push_back(std::move(m));
+      continue;
+    }
     m.step_ms_mean = report::mean(m.result.timing.step_ms);
     m.step_ms_median = median(m.result.timing.step_ms);
+    // the reference: the first mode that ran
+    const auto ref = std::find_if(report.modes.begin(), report.modes.end(), [](const ModeResult& o) { return o.refused.empty(); });
+    const bool is_ref = ref == report.modes.end();
     const auto& img = m.result.images.front().image;
-    const auto& first = k == 0 ? img : report.modes.front().result.images.front().image;
+    const auto& first = is_ref ? img : ref->result.images.front().image;
     m.psnr = psnr(img, first);
     m.ssim = ssim(img, first);
     m.max_abs_diff = max_abs_diff(img, first);
-    const auto& r0 = k == 0 ? m.result : report.modes.front().result;
+    const auto& r0 = is_ref ? m.result : ref->result;
     const double saved = double(r0.weight_bytes) - double(m.result.weight_bytes);
     if (std::abs(saved) > 0) {
       const double drop = report.gpu ? double(r0.vram_peak_bytes) - double(m.result.vram_peak_bytes)
@@ -165,21 +182,35 @@ CompareReport measure_compare(Engine& engine, const CompareOptions& o, const Com
     report.modes.push_back(std::move(m));
     if (hooks.mode_finished) hooks.mode_finished(k, report.modes.back());
   }
-  if (o.unet_error) {
+  if (std::all_of(report.modes.begin(), report.modes.end(), [](const ModeResult& m) { return !m.refused.empty(); })) {
+    throw DoesNotFit(report.modes.front().refused);
+  }
+  if (o.unet_error && info.architecture.rfind("Flux", 0) != 0) {
     if (hooks.progress) hooks.progress("measuring the UNet output error against fp32 storage");
     const int latent = std::max(8, request.height / 8 / 2);
     const StorageSpec fp32;
     const auto seed = static_cast<uint64_t>(request.seed);
     const auto ref = engine.unet_probe(fp32, ComputeType::FP32, seed, latent);
-    for (auto& m : report.modes) m.unet_rel_l2 = rel_l2(engine.unet_probe(m.mode.storage, ComputeType::FP32, seed, latent), ref);
+    for (auto& m : report.modes) {
+      if (m.refused.empty()) m.unet_rel_l2 = rel_l2(engine.unet_probe(m.mode.storage, ComputeType::FP32, seed, latent), ref);
+    }
   }
   return report;
 }
 
 CompareReport run_compare(const CompareOptions& o, const std::function<void(const std::string&)>& progress) {
   LoadOptions load = o.load;
-  load.storage = o.modes.front().storage;
-  Engine engine(load);
+  // opened in the first mode that fits (a Flux model refuses a storage that cannot fit at load)
+  std::optional<Engine> opened;
+  for (std::size_t k = 0; k < o.modes.size() && !opened; ++k) {
+    load.storage = o.modes[k].storage;
+    try {
+      opened.emplace(load);
+    } catch (const DoesNotFit&) {
+      if (k + 1 == o.modes.size()) throw;
+    }
+  }
+  Engine& engine = *opened;
   engine.validate(o.request);  // before a folder is made
   const std::string folder = make_run_folder(o.outdir);
   CompareHooks hooks;

@@ -46,6 +46,7 @@ struct RetentionRow {
 
 struct ModeResult {
   ModeSpec mode;
+  std::string refused;  // the mode cannot run here (DoesNotFit: its memory estimate); no result then
   GenerationResult result;
   std::string image_file;
   double step_ms_mean = 0, step_ms_median = 0;

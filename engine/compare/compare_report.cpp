@@ -54,11 +54,16 @@ void write_compare(CompareReport& report, const std::string& folder) {
     write_text(report.folder + "/report.md", "# FP8 Studio compare\n" + rmd.str());
     return;
   }
-  const auto& first = report.modes.front().result.images.front().image;
+  // the reference: the first mode that ran (a mode that cannot fit here has no image)
+  const auto ran = [](const ModeResult& m) { return m.refused.empty(); };
+  const auto ref = std::find_if(report.modes.begin(), report.modes.end(), ran);
+  const auto& first = ref->result.images.front().image;
   std::vector<RgbImage> images;
   std::vector<std::string> labels;
+  std::size_t compared = 0;
   for (std::size_t k = 0; k < report.modes.size(); ++k) {
     auto& m = report.modes[k];
+    if (!ran(m)) continue;
     m.image_file = file_label(m.mode) + ".png";
     for (int n = 2; std::any_of(report.modes.begin(), report.modes.begin() + static_cast<std::ptrdiff_t>(k),
                                 [&](const ModeResult& o) { return o.image_file == m.image_file; }); ++n) {
@@ -68,10 +73,11 @@ void write_compare(CompareReport& report, const std::string& folder) {
     write_png(report.folder + "/" + m.image_file, img.image, img.parameters);
     images.push_back(img.image);
     labels.push_back(m.mode.label());
-    if (k >= 1) {
-      const std::string name = k == 1 ? "diff_heatmap.png" : "diff_heatmap_" + file_label(m.mode) + ".png";
+    if (compared >= 1) {
+      const std::string name = compared == 1 ? "diff_heatmap.png" : "diff_heatmap_" + file_label(m.mode) + ".png";
       write_png(report.folder + "/" + name, diff_heatmap(first, img.image), "");
     }
+    ++compared;
   }
   write_png(report.folder + "/side_by_side.png", side_by_side(images, labels), "");
   // report.json and report.md
@@ -91,7 +97,7 @@ void write_compare(CompareReport& report, const std::string& folder) {
                    {"device", report.device},
                    {"modes", nlohmann::json::array()}};
   const bool per_mode_rss = std::all_of(report.modes.begin(), report.modes.end(),
-                                        [](const ModeResult& m) { return m.result.rss_peak_is_per_request; });
+                                        [&](const ModeResult& m) { return !ran(m) || m.result.rss_peak_is_per_request; });
   std::ostringstream md;
   md << "# FP8 Studio compare\n\n" << "Model `" << report.model << "`, " << first.width << "x" << first.height
      << ", " << request.steps << " steps " << sampler_display_name(request.sampler) << ", CFG " << request.cfg
@@ -99,7 +105,7 @@ void write_compare(CompareReport& report, const std::string& folder) {
      << (request.init_image ? std::string(request.mask ? " Inpainting" : " img2img") + " from a " +
                                   std::to_string(request.init_image->width) + "x" + std::to_string(request.init_image->height) +
                                   " init image, denoising strength " + fmt(request.denoising_strength) + " (the last " +
-                                  std::to_string(report.modes.empty() ? 0 : report.modes.front().result.timing.step_ms.size()) +
+                                  std::to_string(ref->result.timing.step_ms.size()) +
                                   " steps of the schedule)."
                             : std::string())
      << (request.enable_hr ? " Hires fix: " + std::to_string(request.hr_target_width(request.width)) + "x" +
@@ -115,7 +121,13 @@ void write_compare(CompareReport& report, const std::string& folder) {
      << (report.gpu ? " peak VRAM MB | peak VRAM reserved MB |" : "")
      << " peak drop / weight byte saved | step ms (mean) | step ms (median) | total ms | PSNR dB | SSIM | max abs diff | UNet rel. L2 vs fp32 | conv weights | attention |\n"
      << "|---|---|---|---|---|---|---|" << (report.gpu ? "---|---|" : "") << "---|---|---|---|---|---|---|---|---|---|\n";
+  std::string refused;
   for (const auto& m : report.modes) {
+    if (!ran(m)) {
+      j["modes"].push_back({{"mode", m.mode.label()}, {"refused", m.refused}});
+      refused += "- **" + m.mode.label() + "** did not run: " + m.refused + "\n";
+      continue;
+    }
     const auto& r = m.result;
     j["modes"].push_back({{"mode", m.mode.label()},
                           {"image", m.image_file},
@@ -145,7 +157,8 @@ void write_compare(CompareReport& report, const std::string& folder) {
        << (m.unet_rel_l2 < 0 ? std::string("-") : fmt(m.unet_rel_l2, 5)) << " | " << r.conv_layout << " | "
        << r.attention_kernel << " |\n";
   }
-  md << "\nPSNR, SSIM (luminance, 11x11 Gaussian window) and max abs diff are against the first mode. "
+  if (!refused.empty()) md << "\n" << refused;
+  md << "\nPSNR, SSIM (luminance, 11x11 Gaussian window) and max abs diff are against the first mode that ran. "
      << (per_mode_rss ? "Peak RSS is each mode's own: the modes run one after the other in this process, and before each "
                         "mode's generation (its weights loaded, the previous mode's released) the heap is trimmed and the "
                         "resident high-water mark reset, so it shows what that mode needs. "

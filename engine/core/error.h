@@ -24,6 +24,13 @@ class MissingVocabulary : public InputError {
   using InputError::InputError;
 };
 
+// A request that cannot fit in this machine's memory, refused with its estimate before any weight
+// is read (compare reports the mode as not run instead of failing).
+class DoesNotFit : public InputError {
+ public:
+  using InputError::InputError;
+};
+
 // Something failed while running (out of memory, I/O failure mid-write): the CLI exits with code 1.
 class RuntimeFailure : public Error {
  public:

@@ -142,7 +142,7 @@ void check_flux_fits(const FluxFiles& files, const StorageSpec& storage, int wid
   } else {
     msg += "; use a smaller size or batch";
   }
-  throw InputError(msg);
+  throw DoesNotFit(msg);
 }
 
 int flux_t5_length(const GenerationRequest& r, bool dev) { return r.t5_max_length > 0 ? r.t5_max_length : dev ? 512 : 256; }
@@ -227,6 +227,8 @@ GenerationResult generate_flux(const FluxRunContext& ctx, const GenerationReques
   const bool together = available == 0 || bytes.transformer + bytes.t5 + bytes.clip_l + bytes.vae + kProcessBytes < available;
   if (!together) model.release_transformer();
 
+  if (observer) observer->onPhase({Phase::Load, ms_since(start)});
+  model.load_text_encoders();
   if (observer) observer->onPhase({Phase::Encode, ms_since(start)});
   begin_phase(device, &vram);
   emit_memory(observer, Phase::Encode, -1, start, device);
@@ -239,6 +241,8 @@ GenerationResult generate_flux(const FluxRunContext& ctx, const GenerationReques
   if (!together) model.release_text_encoders();
   result.timing.encode_ms = ms_since(t_encode);
   if (cancel.load()) throw Cancelled();
+  if (observer) observer->onPhase({Phase::Load, ms_since(start)});
+  model.load_sampling();
 
   const int factor = model.vae_factor();
   for (int n = 0; n < r.batch_count; ++n) {

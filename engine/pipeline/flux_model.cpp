@@ -165,15 +165,25 @@ const std::vector<std::string>& flux_family_archs() {
   return names;
 }
 
-std::vector<LayoutEntry> flux_family_layout(const std::string& arch, std::optional<Dtype> dtype) {
+std::vector<LayoutEntry> flux_family_layout(const std::string& arch, std::optional<Dtype> dtype, int depth,
+                                            int single_depth) {
   const BuildOn on(at::Device(at::kMeta));
   std::shared_ptr<torch::nn::Module> m;
   Dtype base = Dtype::F16;
-  if (arch == "flux-dev" || arch == "flux-schnell") {
-    m = std::make_shared<FluxImpl>(parse_flux_config("", arch == "flux-dev", arch));
+  const bool flux = arch == "flux-dev" || arch == "flux-schnell";
+  if ((depth > 0 && !flux && arch != "t5xxl") || (single_depth > 0 && !flux)) {
+    throw InputError("make-synthetic: --depth applies to flux-dev, flux-schnell and t5xxl, --single-depth to Flux");
+  }
+  if (flux) {
+    auto c = parse_flux_config("", arch == "flux-dev", arch);
+    if (depth > 0) c.depth = depth;
+    if (single_depth > 0) c.depth_single_blocks = single_depth;
+    m = std::make_shared<FluxImpl>(c);
     base = Dtype::BF16;
   } else if (arch == "t5xxl") {
-    m = std::make_shared<T5EncoderImpl>(T5Config{});
+    T5Config c;
+    if (depth > 0) c.num_layers = depth;
+    m = std::make_shared<T5EncoderImpl>(c);
   } else if (arch == "clip-l") {
     TextEncoderConfig c;
     c.name = "clip_l";
@@ -237,6 +247,16 @@ void FluxModel::load_all() {
   if (files_.t5.found()) t5();
   if (files_.clip_l.found()) clip();
   if (files_.vae.found()) vae();
+}
+
+void FluxModel::load_text_encoders() {
+  t5();
+  clip();
+}
+
+void FluxModel::load_sampling() {
+  flux();
+  vae();
 }
 
 void FluxModel::release_transformer() {

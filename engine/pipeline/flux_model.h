@@ -55,7 +55,10 @@ struct FluxComponentBytes {
 // "clip-l" (F16), "flux-ae" (F32). `dtype` replaces the float type; F8_E4M3 or F8_E5M2 makes every
 // Linear weight FP8 (embeddings, norms and biases BF16 for the transformer, F16 for T5 and CLIP-L;
 // the autoencoder cannot be FP8). InputError for another name.
-std::vector<LayoutEntry> flux_family_layout(const std::string& arch, std::optional<Dtype> dtype = std::nullopt);
+// `depth` / `single_depth` (when > 0) shorten the model for benchmarks: Flux's double and single
+// blocks, T5's layers (full width, fewer blocks; the engine reads the depth off the keys).
+std::vector<LayoutEntry> flux_family_layout(const std::string& arch, std::optional<Dtype> dtype = std::nullopt,
+                                            int depth = 0, int single_depth = 0);
 // Every name flux_family_layout knows.
 const std::vector<std::string>& flux_family_archs();
 
@@ -79,6 +82,10 @@ class FluxModel {
   // Loads every component that has a file now (the first generation would); a missing or
   // unexpected key is an InputError naming it.
   void load_all();
+  // Loads the text encoders / the transformer and the autoencoder now, so that a phase's clock
+  // starts after its weights are in (a generation's load time is reported apart).
+  void load_text_encoders();
+  void load_sampling();
   // Milliseconds spent loading components so far.
   double load_ms() const { return load_ms_; }
   // Frees the text encoders / the transformer (the next use loads them again).

@@ -98,7 +98,8 @@ FluxFiles resolve_flux_files(const std::string& model, const std::string& t5, co
           if (w.slot->found() || !starts_with(name, stem)) continue;
           try {
             const SafetensorsFile file(folder + "/" + name);
-            if (const auto& p = flux_contents(file).*(w.member)) *w.slot = {folder + "/" + name, *p};
+            const FluxFileContents contents = flux_contents(file);
+            if (const auto& p = contents.*(w.member)) *w.slot = {folder + "/" + name, *p};
           } catch (const InputError&) {
             // an unreadable neighbour is not this model's problem
           }

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The Flux peer benchmark (issue 31; not run in CI): one transformer call at 512x512 (1024 image
+# tokens, 512 T5 tokens) of a full-width, reduced-depth synthetic Flux dev (default 2 double and
+# 4 single blocks), PyTorch 2.x + diffusers' FluxTransformer2DModel in BF16 against
+# fp8studio-cli's step (= one transformer call) in BF16 and FP8 E4M3 storage, on the same file,
+# alternated in one run: peer, ours, peer, ours, ... Prints a table of medians, ranges and ratios.
+#
+#   scripts/peer-bench/flux_run.sh [--rounds 3] [--depth 2] [--single-depth 4] [--cli build/engine/fp8studio-cli]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+rounds=3 depth=2 single=4 cli=build/engine/fp8studio-cli
+while (($#)); do
+  case "$1" in
+    --rounds) rounds=$2; shift 2 ;;
+    --depth) depth=$2; shift 2 ;;
+    --single-depth) single=$2; shift 2 ;;
+    --cli) cli=$2; shift 2 ;;
+    *) echo "flux peer-bench: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+venv=.venv-cuda
+[ -x "$venv/bin/python" ] || venv=.venv-peer
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/python" -c 'import torch, diffusers, safetensors' 2>/dev/null ||
+  "$venv/bin/pip" install --quiet --disable-pip-version-check torch diffusers safetensors
+work=${FLUX_PEER_DIR:-$(mktemp -d)}
+mkdir -p "$work"
+model=$work/flux-dev-d$depth-s$single.safetensors
+[ -f "$model" ] || "$cli" make-synthetic --arch flux-dev --depth "$depth" --single-depth "$single" --out "$model" --log-level warn
+[ -f "$work/t5-1layer.safetensors" ] || "$cli" make-synthetic --arch t5xxl --depth 1 --out "$work/t5-1layer.safetensors" --log-level warn
+[ -f "$work/clip_l.safetensors" ] || "$cli" make-synthetic --arch clip-l --out "$work/clip_l.safetensors" --log-level warn
+[ -f "$work/ae.safetensors" ] || "$cli" make-synthetic --arch flux-ae --out "$work/ae.safetensors" --log-level warn
+for r in $(seq "$rounds"); do
+  echo "flux peer-bench: round $r/$rounds" >&2
+  "$venv/bin/python" scripts/peer-bench/flux_transformer.py --model "$model" --repeat 2 2>/dev/null > "$work/peer-$r.json"
+  "$cli" bench --section generate --model "$model" --t5 "$work/t5-1layer.safetensors" --clip-l "$work/clip_l.safetensors" \
+    --vae "$work/ae.safetensors" --device cpu --modes bf16,fp8-e4m3 --width 512 --height 512 --steps 2 --repeat 1 \
+    --seed 1 --prompt "a lighthouse on a cliff at dusk" --json --log-level warn > "$work/ours-$r.json"
+done
+"$venv/bin/python" - "$work" "$rounds" "$depth" "$single" <<'PY'
+import json, statistics, sys
+work, rounds, depth, single = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+peer, ours, paired = [], {}, {}
+for r in range(1, rounds + 1):
+    p = json.load(open(f"{work}/peer-{r}.json"))
+    peer.extend(p["forward_ms"])
+    for m in json.load(open(f"{work}/ours-{r}.json"))["generate"]:
+        ours.setdefault(m["mode"], []).extend(m["step_ms"])
+        paired.setdefault(m["mode"], []).append(statistics.median(m["step_ms"]) / statistics.median(p["forward_ms"]))
+ref = statistics.median(peer)
+print(f"Flux dev, {depth} double + {single} single blocks at full width, one 512x512 call (1024 image + 512 text tokens), "
+      f"BF16 compute, {rounds} alternated rounds; PyTorch {p['torch']}, {p['threads']} threads")
+print("| implementation | median ms | range ms | / diffusers BF16 (per-round ratios) |")
+print("|---|---|---|---|")
+print(f"| diffusers FluxTransformer2DModel, BF16 | {ref:.0f} | {min(peer):.0f}-{max(peer):.0f} | 1.00 |")
+for mode, v in ours.items():
+    ratios = paired[mode]
+    print(f"| fp8studio {mode} | {statistics.median(v):.0f} | {min(v):.0f}-{max(v):.0f} | "
+          f"{statistics.median(v) / ref:.2f} ({min(ratios):.2f}-{max(ratios):.2f}) |")
+PY
