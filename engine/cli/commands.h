@@ -40,7 +40,7 @@ std::string model_or_demo(const std::string& model_flag);
 // --model, --vocab, --device (and --lora-dir) of the subcommands that run an engine.
 struct ModelFlags {
   std::string model, vocab, lora_dir, device = "auto";
-  std::string t5, clip_l, vae, t5_tokenizer;  // Flux's other components and T5 tokenizer
+  FluxPaths flux;  // Flux's other components and T5 tokenizer
   std::string embeddings_dir;  // empty: the user data folder's embeddings/
 };
 void add_model_options(CLI::App& sub, ModelFlags& flags, bool lora_dir);

@@ -37,10 +37,7 @@ LoadOptions load_options(const ModelFlags& flags) {
   load.lora_dir = flags.lora_dir;
   load.device = flags.device;
   load.embeddings_dir = flags.embeddings_dir;
-  load.t5 = flags.t5;
-  load.clip_l = flags.clip_l;
-  load.vae = flags.vae;
-  load.t5_tokenizer = flags.t5_tokenizer;
+  load.flux = flags.flux;
   if (load.embeddings_dir.empty()) {  // the user data folder's, as the GUI uses
     const char* xdg = std::getenv("XDG_DATA_HOME");
     const char* home = std::getenv("HOME");

@@ -163,10 +163,10 @@ void add_model_options(CLI::App& sub, ModelFlags& flags, bool lora_dir) {
   sub.add_option("--model", flags.model, "checkpoint (.safetensors; default: the built-in demo model)");
   sub.add_option("--vocab", flags.vocab, "CLIP vocabulary (.txt.gz, vocab.json, or a folder)");
   if (lora_dir) sub.add_option("--lora-dir", flags.lora_dir, "folder where <lora:NAME:W> prompt tags are looked up");
-  sub.add_option("--t5", flags.t5, "Flux: the T5-XXL encoder (t5xxl_fp16 / _fp8_e4m3fn[_scaled].safetensors)");
-  sub.add_option("--clip-l", flags.clip_l, "Flux: the CLIP-L encoder (clip_l.safetensors)");
-  sub.add_option("--vae", flags.vae, "Flux: the autoencoder (ae.safetensors)");
-  sub.add_option("--t5-tokenizer", flags.t5_tokenizer, "Flux: the T5 tokenizer.json (or its folder)");
+  sub.add_option("--t5", flags.flux.t5, "Flux: the T5-XXL encoder (t5xxl_fp16 / _fp8_e4m3fn[_scaled].safetensors)");
+  sub.add_option("--clip-l", flags.flux.clip_l, "Flux: the CLIP-L encoder (clip_l.safetensors)");
+  sub.add_option("--vae", flags.flux.vae, "Flux: the autoencoder (ae.safetensors)");
+  sub.add_option("--t5-tokenizer", flags.flux.t5_tokenizer, "Flux: the T5 tokenizer.json (or its folder)");
   sub.add_option("--embeddings-dir", flags.embeddings_dir,
                  "textual inversions (NAME.safetensors, used by writing NAME in a prompt; default "
                  "~/.local/share/fp8studio/embeddings)");

@@ -121,9 +121,9 @@ Engine::Engine(const LoadOptions& options, Observer* observer) : impl_(std::make
   const bool flux = std::filesystem::exists(options.checkpoint) && is_flux_file(SafetensorsFile(options.checkpoint));
   if (flux) {
     // Flux: the components found and the memory checked before any weight is read
-    auto files = resolve_flux_files(options.checkpoint, options.t5, options.clip_l, options.vae);
+    auto files = resolve_flux_files(options.checkpoint, options.flux.t5, options.flux.clip_l, options.flux.vae);
     impl_->tokenizer = std::make_shared<const ClipTokenizer>(ClipTokenizer::find(options.vocab, options.checkpoint));
-    impl_->t5_tokenizer = std::make_shared<const T5Tokenizer>(T5Tokenizer::find(options.t5_tokenizer, options.checkpoint));
+    impl_->t5_tokenizer = std::make_shared<const T5Tokenizer>(T5Tokenizer::find(options.flux.t5_tokenizer, options.checkpoint));
     if (device.is_cpu()) check_flux_fits(files, options.storage, 512, 512, 1, available_memory_bytes());
     impl_->flux = std::make_unique<FluxModel>(std::move(files), options.storage, device);
   } else if (std::filesystem::exists(options.checkpoint)) {

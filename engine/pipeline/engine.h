@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/kernel_options.h"
+#include "models/flux/flux_files.h"
 #include "pipeline/infotext.h"
 #include "pipeline/request.h"
 
@@ -22,9 +23,7 @@ struct LoadOptions {
   std::string vocab;  // explicit CLIP vocabulary (empty: search as DESIGN.md section 4 says)
   std::string lora_dir;  // where <lora:NAME:W> tags are looked up (NAME.safetensors)
   std::string embeddings_dir;  // textual inversions: NAME.safetensors, used by writing NAME in a prompt
-  // Flux: its other components (empty: the model file's own, else a ComfyUI models folder around
-  // it) and the T5 tokenizer (empty: searched as the CLIP vocabulary is).
-  std::string t5, clip_l, vae, t5_tokenizer;
+  FluxPaths flux;  // Flux's other components and T5 tokenizer (models/flux/flux_files.h)
   std::string device = "auto";  // auto (the first CUDA device, else the CPU), cpu, cuda, cuda:N
   // The kernels this engine's runs may use; unset: FP8S_ATTENTION / FP8S_PACKED_CONV (an unknown
   // value there is an InputError at load).

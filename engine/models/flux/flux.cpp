@@ -14,16 +14,16 @@ FluxConfig parse_flux_config(const std::string& json_text, bool guidance, const 
   if (json_text.empty()) return c;
   try {
     const auto j = nlohmann::json::parse(json_text);
-    c.hidden_size = j.value("hidden_size", c.hidden_size);
-    c.num_heads = j.value("num_heads", c.num_heads);
-    c.depth = j.value("depth", c.depth);
-    c.depth_single_blocks = j.value("depth_single_blocks", c.depth_single_blocks);
+    using Field = std::pair<const char*, int*>;
+    for (auto [key, field] : std::initializer_list<Field>{
+             {"hidden_size", &c.hidden_size}, {"num_heads", &c.num_heads}, {"depth", &c.depth},
+             {"depth_single_blocks", &c.depth_single_blocks}, {"in_channels", &c.in_channels},
+             {"vec_in_dim", &c.vec_in_dim}, {"context_in_dim", &c.context_in_dim}}) {
+      *field = j.value(key, *field);
+    }
     c.axes_dim = j.value("axes_dim", c.axes_dim);
     c.theta = j.value("theta", c.theta);
     c.mlp_ratio = j.value("mlp_ratio", c.mlp_ratio);
-    c.in_channels = j.value("in_channels", c.in_channels);
-    c.vec_in_dim = j.value("vec_in_dim", c.vec_in_dim);
-    c.context_in_dim = j.value("context_in_dim", c.context_in_dim);
   } catch (const nlohmann::json::exception& e) {
     throw InputError(label + ": malformed flux.config metadata (" + e.what() + ")");
   }

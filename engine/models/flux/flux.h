@@ -11,17 +11,13 @@
 
 namespace fp8s {
 
+// The released configuration: 3072 wide, 24 heads, 19 double and 38 single blocks, RoPE axes
+// 16/56/56 at θ 10,000, MLP ratio 4, 64 packed latent channels, CLIP-L's 768 and T5's 4096 inputs.
 struct FluxConfig {
-  int hidden_size = 3072;
-  int num_heads = 24;
-  int depth = 19;
-  int depth_single_blocks = 38;
+  int hidden_size = 3072, num_heads = 24, depth = 19, depth_single_blocks = 38;
   std::vector<int> axes_dim{16, 56, 56};
-  double theta = 10000;
-  double mlp_ratio = 4.0;
-  int in_channels = 64;
-  int vec_in_dim = 768;
-  int context_in_dim = 4096;
+  double theta = 10000, mlp_ratio = 4.0;
+  int in_channels = 64, vec_in_dim = 768, context_in_dim = 4096;
   bool guidance_embed = true;  // dev; schnell has no guidance_in
   int head_dim() const { return hidden_size / num_heads; }
   int mlp_hidden() const { return static_cast<int>(hidden_size * mlp_ratio); }

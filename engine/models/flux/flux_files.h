@@ -29,6 +29,13 @@ FluxFileContents flux_contents(const SafetensorsFile& file);
 // A Flux transformer (double_blocks.*) at any prefix.
 bool is_flux_file(const SafetensorsFile& file);
 
+// What a user names of a Flux model beside its file: each empty one is the model file's own, else
+// found in a ComfyUI models folder around it (components) or searched as the CLIP vocabulary is
+// (the T5 tokenizer).
+struct FluxPaths {
+  std::string t5, clip_l, vae, t5_tokenizer;
+};
+
 struct FluxFiles {
   ComponentSource transformer, t5, clip_l, vae;
   bool dev = true;

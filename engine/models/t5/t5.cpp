@@ -13,14 +13,14 @@ T5Config parse_t5_config(const std::string& json_text, const std::string& label)
   if (json_text.empty()) return c;
   try {
     const auto j = nlohmann::json::parse(json_text);
-    c.d_model = j.value("d_model", c.d_model);
-    c.d_kv = j.value("d_kv", c.d_kv);
-    c.num_heads = j.value("num_heads", c.num_heads);
-    c.d_ff = j.value("d_ff", c.d_ff);
-    c.num_layers = j.value("num_layers", c.num_layers);
-    c.vocab_size = j.value("vocab_size", c.vocab_size);
-    c.buckets = j.value("relative_attention_num_buckets", c.buckets);
-    c.max_distance = j.value("relative_attention_max_distance", c.max_distance);
+    using Field = std::pair<const char*, int*>;
+    for (auto [key, field] : std::initializer_list<Field>{
+             {"d_model", &c.d_model}, {"d_kv", &c.d_kv}, {"num_heads", &c.num_heads},
+             {"d_ff", &c.d_ff}, {"num_layers", &c.num_layers}, {"vocab_size", &c.vocab_size},
+             {"relative_attention_num_buckets", &c.buckets},
+             {"relative_attention_max_distance", &c.max_distance}}) {
+      *field = j.value(key, *field);
+    }
   } catch (const nlohmann::json::exception& e) {
     throw InputError(label + ": malformed t5.config metadata (" + e.what() + ")");
   }

@@ -10,15 +10,10 @@
 
 namespace fp8s {
 
+// T5-XXL's: 4096 wide, 64 heads of 64, d_ff 10,240, 24 layers, 32 buckets up to distance 128.
 struct T5Config {
-  int d_model = 4096;
-  int d_kv = 64;
-  int num_heads = 64;
-  int d_ff = 10240;
-  int num_layers = 24;
-  int vocab_size = 32128;
-  int buckets = 32;
-  int max_distance = 128;
+  int d_model = 4096, d_kv = 64, num_heads = 64, d_ff = 10240, num_layers = 24, vocab_size = 32128;
+  int buckets = 32, max_distance = 128;
 };
 // `t5.config` metadata (the tiny reference files), else T5-XXL's.
 T5Config parse_t5_config(const std::string& json_text, const std::string& label);
