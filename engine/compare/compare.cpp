@@ -211,7 +211,11 @@ CompareReport run_compare(const CompareOptions& o, const std::function<void(cons
     }
   }
   Engine& engine = *opened;
-  engine.validate(o.request);  // before a folder is made
+  try {
+    engine.validate(o.request);  // before a folder is made
+  } catch (const DoesNotFit&) {
+    // the request's own storage may not fit: the modes are checked one by one as they run
+  }
   const std::string folder = make_run_folder(o.outdir);
   CompareHooks hooks;
   hooks.progress = progress;
