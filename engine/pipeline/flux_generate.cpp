@@ -177,7 +177,10 @@ void validate_flux_request(const GenerationRequest& r, const FluxRunContext& ctx
   }
   compute_dtype(r.compute, ctx.model->device());
   if (ctx.model->device().is_cpu()) {
-    check_flux_fits(ctx.model->files(), r.storage, w, h, r.batch_size, available_memory_bytes());
+    // another storage first releases what the model holds now (compare's next mode)
+    const auto& held = ctx.model->bytes();
+    const uint64_t freed = r.storage != ctx.model->storage() ? held.transformer + held.t5 + held.clip_l + held.vae : 0;
+    check_flux_fits(ctx.model->files(), r.storage, w, h, r.batch_size, available_memory_bytes() + freed);
   }
 }
 
