@@ -73,7 +73,7 @@ std::map<std::string, QuantisedLayer*> TextEncoderImpl::fused_layers() const {
   return out;
 }
 
-std::vector<std::string> TextEncoderImpl::ignorable_keys() const {
+std::vector<std::string> TextEncoderImpl::ignorable_keys() {
   return {"embeddings.position_ids", "logit_scale"};
 }
 

@@ -36,7 +36,7 @@ class TextEncoderImpl : public torch::nn::Module {
                             at::ScalarType compute, const TokenOverrides& overrides = {});
   const TextEncoderConfig& config() const { return config_; }
   // Checkpoint keys under the prefix that the model does not use.
-  std::vector<std::string> ignorable_keys() const;
+  static std::vector<std::string> ignorable_keys();
   // Layers stored under a parameter name rather than a module path: open_clip's fused
   // `transformer.resblocks.N.attn.in_proj_weight` -> its QLinear (relative keys).
   std::map<std::string, QuantisedLayer*> fused_layers() const;

@@ -145,6 +145,22 @@ VaeConfig ae_config(const SafetensorsFile& f, const std::string& p) {
   return c;
 }
 
+// One component loaded from its file: `make(file, prefix)` builds the module on `device`, the
+// loader fills it (every Linear quantisable when `quantise`), the time is added to `ms`.
+template <class Make>
+auto load_component(const ComponentSource& c, const std::string& missing, const StorageSpec& storage, bool quantise,
+                    const std::vector<std::string>& ignorable, const at::Device& device, uint64_t& bytes, double& ms,
+                    Make make) {
+  if (!c.found()) throw InputError(missing);
+  const auto start = std::chrono::steady_clock::now();
+  const SafetensorsFile f(c.path);
+  const BuildOn on(device);
+  auto m = make(f, c.prefix);
+  bytes = load_module_weights(*m, f, c.prefix, storage, quantise, ignorable, {}, device, true).bytes;
+  ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return m;
+}
+
 }  // namespace
 
 StorageSpec flux_component_storage(const SafetensorsFile& file, const std::string& prefix, const StorageSpec& storage) {
@@ -230,14 +246,12 @@ FluxModel::~FluxModel() = default;
 
 FluxImpl& FluxModel::flux() {
   if (!flux_) {
-    const auto start = std::chrono::steady_clock::now();
-    const SafetensorsFile f(files_.transformer.path);
-    const BuildOn on(device_);
-    auto m = std::make_shared<FluxImpl>(flux_config(f, files_.transformer.prefix, files_.dev));
-    bytes_.transformer = load_module_weights(*m, f, files_.transformer.prefix, storage_, true, {}, {}, device_, true).bytes;
-    flux_ = m;
+    const auto& c = files_.transformer;
+    flux_ = load_component(c, c.path + ": no Flux transformer", storage_, true, {}, device_, bytes_.transformer, load_ms_,
+                           [&](const SafetensorsFile& f, const std::string& p) {
+                             return std::make_shared<FluxImpl>(flux_config(f, p, files_.dev));
+                           });
     set_fp8_compute(fp8_compute_);
-    load_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   }
   return *flux_;
 }
@@ -283,47 +297,37 @@ void FluxModel::set_fp8_compute(bool on) {
 
 T5EncoderImpl& FluxModel::t5() {
   if (!t5_) {
-    if (!files_.t5.found()) {
-      throw InputError(files_.transformer.path + ": no T5-XXL text encoder; pass --t5 t5xxl_fp16.safetensors (or t5xxl_fp8_e4m3fn*)");
-    }
-    const auto start = std::chrono::steady_clock::now();
-    const SafetensorsFile f(files_.t5.path);
-    const BuildOn on(device_);
-    auto m = std::make_shared<T5EncoderImpl>(t5_config(f, files_.t5.prefix));
-    // the tied copy of the embedding that some files carry
-    bytes_.t5 = load_module_weights(*m, f, files_.t5.prefix, flux_component_storage(f, files_.t5.prefix, storage_), true, {"encoder.embed_tokens.weight"}, {}, device_, true).bytes;
-    t5_ = m;
-    load_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const auto& c = files_.t5;
+    // (the tied copy of the embedding that some files carry is ignored)
+    t5_ = load_component(c, files_.transformer.path + ": no T5-XXL text encoder; pass --t5 t5xxl_fp16.safetensors (or t5xxl_fp8_e4m3fn*)",
+                         component_storage(c), true, {"encoder.embed_tokens.weight"}, device_, bytes_.t5, load_ms_,
+                         [](const SafetensorsFile& f, const std::string& p) { return std::make_shared<T5EncoderImpl>(t5_config(f, p)); });
   }
   return *t5_;
 }
 
 TextEncoderImpl& FluxModel::clip() {
   if (!clip_) {
-    if (!files_.clip_l.found()) {
-      throw InputError(files_.transformer.path + ": no CLIP-L text encoder; pass --clip-l clip_l.safetensors");
-    }
-    const SafetensorsFile f(files_.clip_l.path);
-    const BuildOn on(device_);
-    auto m = std::make_shared<TextEncoderImpl>(clip_config(f, files_.clip_l.prefix));
-    bytes_.clip_l = load_module_weights(*m, f, files_.clip_l.prefix, flux_component_storage(f, files_.clip_l.prefix, storage_), true, m->ignorable_keys(), {}, device_, true).bytes;
-    clip_ = m;
+    const auto& c = files_.clip_l;
+    clip_ = load_component(c, files_.transformer.path + ": no CLIP-L text encoder; pass --clip-l clip_l.safetensors",
+                           component_storage(c), true, TextEncoderImpl::ignorable_keys(), device_, bytes_.clip_l, load_ms_,
+                           [](const SafetensorsFile& f, const std::string& p) { return std::make_shared<TextEncoderImpl>(clip_config(f, p)); });
   }
   return *clip_;
 }
 
 VaeImpl& FluxModel::vae() {
   if (!vae_) {
-    if (!files_.vae.found()) {
-      throw InputError(files_.transformer.path + ": no Flux autoencoder; pass --vae ae.safetensors");
-    }
-    const SafetensorsFile f(files_.vae.path);
-    const BuildOn on(device_);
-    auto m = std::make_shared<VaeImpl>(ae_config(f, files_.vae.prefix));
-    bytes_.vae = load_module_weights(*m, f, files_.vae.prefix, flux_component_storage(f, files_.vae.prefix, storage_), storage_.fp8_vae, {}, {}, device_, true).bytes;
-    vae_ = m;
+    const auto& c = files_.vae;
+    vae_ = load_component(c, files_.transformer.path + ": no Flux autoencoder; pass --vae ae.safetensors", component_storage(c),
+                          storage_.fp8_vae, {}, device_, bytes_.vae, load_ms_,
+                          [](const SafetensorsFile& f, const std::string& p) { return std::make_shared<VaeImpl>(ae_config(f, p)); });
   }
   return *vae_;
+}
+
+StorageSpec FluxModel::component_storage(const ComponentSource& c) const {
+  return c.found() ? flux_component_storage(SafetensorsFile(c.path), c.prefix, storage_) : storage_;
 }
 
 void FluxModel::release_text_encoders() {

@@ -113,6 +113,8 @@ class FluxModel {
   T5EncoderImpl& t5();
   TextEncoderImpl& clip();
   VaeImpl& vae();
+  // The storage a text encoder or the autoencoder is kept in (flux_component_storage).
+  StorageSpec component_storage(const ComponentSource& c) const;
 
   FluxFiles files_;
   StorageSpec storage_;
