@@ -22,6 +22,7 @@ set(FP8S_CORE_SOURCES
   models/fp8_files.cpp
   models/flux/flux_files.cpp
   lora/lora_keys.cpp
+  lora/flux_lora_keys.cpp
   lora/lora_library.cpp
   pipeline/infotext.cpp
   pipeline/request.cpp

@@ -138,6 +138,9 @@ void probe_flux(const std::string& role, const ModelProbeOptions& o) {
   const auto device = backend::resolve_device(o.device);
   const auto compute = compute_dtype(*parse_compute_type(o.compute), device);
   FluxModel model(files, storage, device);
+  const auto loras = parse_lora_flags(o.loras);
+  validate_loras(loras);
+  model.set_loras(loras, *parse_lora_mode(o.lora_mode));
   auto roles = flux_roles().at(role);
   if (role == "flux" && files.dev) roles.push_back("guidance");
   std::map<std::string, std::string> names;

@@ -38,6 +38,12 @@ LoraFile read_lora(const std::string& path) {
 }
 
 LoraPlan plan_lora(const LoraFile& lora, const ModelConfig& config) {
+  return plan_lora_with(lora, [&](const std::vector<LoraModuleLayout>& layouts) {
+    return plan_lora_layout(layouts, lora.metadata, config, lora.path);
+  });
+}
+
+LoraPlan plan_lora_with(const LoraFile& lora, const std::function<LoraLayoutPlan(const std::vector<LoraModuleLayout>&)>& plan_layout) {
   std::vector<LoraModuleLayout> layouts;
   layouts.reserve(lora.modules.size());
   for (const auto& m : lora.modules) {
@@ -47,7 +53,7 @@ LoraPlan plan_lora(const LoraFile& lora, const ModelConfig& config) {
     l.up.shape = m.up.sizes().vec();
     layouts.push_back(std::move(l));
   }
-  const auto layout_plan = plan_lora_layout(layouts, lora.metadata, config, lora.path);
+  const auto layout_plan = plan_layout(layouts);
   LoraPlan plan;
   for (const auto& [i, key] : layout_plan.targets) plan.targets.push_back({&lora.modules[i], key});
   plan.unmatched = layout_plan.unmatched;

@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -43,5 +44,9 @@ struct LoraPlan {
 // Throws InputError when nothing matches, the LoRA was made for another architecture, or a module's
 // shapes do not fit its layer (plan_lora_layout); logs the unmatched modules.
 LoraPlan plan_lora(const LoraFile& lora, const ModelConfig& config);
+// The same for any model family: `plan_layout` maps the file's module layouts (names and shapes)
+// onto the family's layers (plan_lora_layout for SD, plan_flux_lora_layout for Flux).
+LoraPlan plan_lora_with(const LoraFile& lora,
+                        const std::function<LoraLayoutPlan(const std::vector<LoraModuleLayout>&)>& plan_layout);
 
 }  // namespace fp8s

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "lora/lora.h"
+#include "lora/lora_keys.h"
 #include "models/nn.h"
 
 namespace fp8s {
@@ -29,6 +31,25 @@ class OnlineLoraTerm : public OutputTerm {
 };
 
 }  // namespace
+
+LoraMode effective_lora_mode(LoraMode mode, const StorageSpec& storage) {
+  if (mode != LoraMode::Auto) return mode;
+  return is_fp8(storage.weights) ? LoraMode::Online : LoraMode::Merge;
+}
+
+LoraFactor lora_factor_for(const LoraModule& module, const std::string& target, int64_t weight_rows, double multiplier) {
+  const auto rows = lora_target_rows(target, weight_rows);
+  at::Tensor up = module.up;
+  if (rows.count != weight_rows) {
+    up = at::zeros({weight_rows, module.rank()}, at::kFloat);
+    up.narrow(0, rows.start, rows.count).copy_(module.up.flatten(1));
+  } else if (rows.swap_halves) {
+    const auto flat = module.up.flatten(1);
+    const int64_t half = weight_rows / 2;
+    up = at::cat({flat.narrow(0, half, weight_rows - half), flat.narrow(0, 0, half)});
+  }
+  return {module.down, up, multiplier * module.alpha / module.rank()};
+}
 
 void add_online_lora(QuantisedLayer& layer, const LoraFactor& factor) {
   const auto device = layer.store.weight.device();

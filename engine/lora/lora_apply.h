@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/types.h"
@@ -14,6 +15,7 @@
 namespace fp8s {
 
 class QuantisedLayer;
+struct LoraModule;
 
 // One LoRA module's factors for a layer: down [r, in] or [r, in, kh, kw], up [out, r] or
 // [out, r, 1, 1] (FP32), and multiplier · alpha / rank.
@@ -21,6 +23,13 @@ struct LoraFactor {
   at::Tensor down, up;
   double scale = 1;
 };
+
+// The mode a request's LoRA set runs in: Auto is online under FP8 storage (a merge would round the
+// sum to FP8), merge otherwise.
+LoraMode effective_lora_mode(LoraMode mode, const StorageSpec& storage);
+// A module's factors for its target (lora/lora_keys.h lora_target_rows): up placed at the target's
+// rows of a zero [weight_rows, r] (its halves swapped for "#swap"), scale = multiplier · alpha / rank.
+LoraFactor lora_factor_for(const LoraModule& module, const std::string& target, int64_t weight_rows, double multiplier);
 
 // Adds the factors as an output term on the layer's device (a convolution's down keeps its
 // kernel, LoCon, or is 1x1).

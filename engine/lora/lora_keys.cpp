@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 #include "core/error.h"
 #include "core/strings.h"
@@ -217,24 +218,70 @@ std::map<std::string, std::string> lora_key_map(const ModelConfig& config) {
   return map;
 }
 
+LoraTargetRows lora_target_rows(const std::string& target, int64_t weight_rows) {
+  LoraTargetRows r;
+  const auto hash = target.find('#');
+  r.key = target.substr(0, hash);
+  r.count = weight_rows;
+  if (hash == std::string::npos) return r;
+  const std::string tag = target.substr(hash + 1);
+  if (tag == "q" || tag == "k" || tag == "v") {
+    r.count = weight_rows / 3;
+    r.start = static_cast<int64_t>(std::string("qkv").find(tag)) * r.count;
+  } else if (tag == "swap") {
+    r.swap_halves = true;
+  } else {
+    const auto parts = split(tag, ':');
+    if (parts.size() != 3 || parts[0] != "rows") throw std::invalid_argument("lora_target_rows: bad target " + target);
+    r.start = std::stoll(parts[1]);
+    r.count = std::stoll(parts[2]);
+  }
+  return r;
+}
+
+LoraLayoutPlan match_lora_modules(const std::vector<LoraModuleLayout>& modules,
+                                  const std::map<std::string, std::string>& map) {
+  LoraLayoutPlan plan;
+  for (std::size_t i = 0; i < modules.size(); ++i) {
+    auto it = map.find(modules[i].name);
+    if (it == map.end()) {
+      plan.unmatched.push_back(modules[i].name);
+    } else {
+      plan.targets.push_back({i, it->second});
+    }
+  }
+  return plan;
+}
+
+void check_lora_shapes(const LoraLayoutPlan& plan, const std::vector<LoraModuleLayout>& modules,
+                       const std::map<std::string, std::vector<int64_t>>& shapes, const std::string& label) {
+  // ΔW = up.flatten(1) @ down.flatten(1) must have the target's rows and the weight's fan-in.
+  for (const auto& [i, target] : plan.targets) {
+    const auto& m = modules[i];
+    const auto hash = target.find('#');
+    auto w = shapes.at(target.substr(0, hash));
+    const auto rows = lora_target_rows(target, w[0]);
+    const bool sliced = rows.count != w[0];
+    w[0] = rows.count;
+    if (m.up.shape[0] != w[0] || trailing_product(m.down.shape) != trailing_product(w)) {
+      throw InputError(label + ": LoRA module '" + m.name + "' (down " + shape_text(m.down.shape) + ", up " +
+                       shape_text(m.up.shape) + ") does not fit the layer's weight " + shape_text(w) +
+                       (sliced ? " (its rows of a fused layer)" : "") + ": the LoRA was made for a different model");
+    }
+  }
+}
+
 LoraLayoutPlan plan_lora_layout(const std::vector<LoraModuleLayout>& modules,
                                 const std::map<std::string, std::string>& metadata,
                                 const ModelConfig& config, const std::string& label) {
   const auto map = lora_key_map(config);
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const auto& e : checkpoint_layout(config, Dtype::F16)) shapes[e.name] = e.shape;
-  LoraLayoutPlan plan;
+  LoraLayoutPlan plan = match_lora_modules(modules, map);
   bool sdxl_names = false, sd1_names = false;
-  for (std::size_t i = 0; i < modules.size(); ++i) {
-    const auto& m = modules[i];
+  for (const auto& m : modules) {
     if (starts_with(m.name, "lora_te1_") || starts_with(m.name, "lora_te2_")) sdxl_names = true;
     if (starts_with(m.name, "lora_te_")) sd1_names = true;
-    auto it = map.find(m.name);
-    if (it == map.end()) {
-      plan.unmatched.push_back(m.name);
-    } else {
-      plan.targets.push_back({i, it->second});
-    }
   }
   const bool model_sdxl = config.text_encoders.size() > 1;
   if ((sdxl_names && !model_sdxl) || (sd1_names && model_sdxl) || plan.targets.empty()) {
@@ -243,19 +290,7 @@ LoraLayoutPlan plan_lora_layout(const std::vector<LoraModuleLayout>& modules,
                      (model_sdxl ? "SDXL" : "SD 1.x") + " model: " + std::to_string(plan.targets.size()) +
                      " of " + std::to_string(modules.size()) + " modules match");
   }
-  // ΔW = up.flatten(1) @ down.flatten(1) must have the weight's rows and its fan-in.
-  for (const auto& [i, target] : plan.targets) {
-    const auto& m = modules[i];
-    const auto hash = target.find('#');
-    auto w = shapes.at(target.substr(0, hash));
-    if (hash != std::string::npos) w[0] /= 3;
-    if (m.up.shape[0] != w[0] || trailing_product(m.down.shape) != trailing_product(w)) {
-      throw InputError(label + ": LoRA module '" + m.name + "' (down " + shape_text(m.down.shape) + ", up " +
-                       shape_text(m.up.shape) + ") does not fit the layer's weight " + shape_text(w) +
-                       (hash == std::string::npos ? "" : " (a third of the fused q/k/v projection)") +
-                       ": the LoRA was made for a different model");
-    }
-  }
+  check_lora_shapes(plan, modules, shapes, label);
   return plan;
 }
 

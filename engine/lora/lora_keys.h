@@ -48,6 +48,25 @@ struct LoraLayoutPlan {
   std::vector<std::string> unmatched;
 };
 
+// A target's rows: "<key>" the whole weight; "<key>#q|k|v" a third of a fused q/k/v weight;
+// "<key>#rows:START:COUNT" rows [START, START + COUNT) (diffusers' names for slices of BFL's fused
+// Flux layers); "<key>#swap" the whole weight with its two row halves swapped (diffusers' norm_out
+// is (scale, shift), BFL's final adaLN (shift, scale)). `weight_rows`: the weight's first dimension.
+struct LoraTargetRows {
+  std::string key;
+  int64_t start = 0, count = 0;
+  bool swap_halves = false;
+};
+LoraTargetRows lora_target_rows(const std::string& target, int64_t weight_rows);
+
+// Every module whose name `map` knows, with its target; the others unmatched. No checks.
+LoraLayoutPlan match_lora_modules(const std::vector<LoraModuleLayout>& modules,
+                                  const std::map<std::string, std::string>& map);
+// Throws InputError (naming the module and both shapes) when a matched module's factors do not fit
+// its target's rows of the weight (`shapes`: key -> weight shape).
+void check_lora_shapes(const LoraLayoutPlan& plan, const std::vector<LoraModuleLayout>& modules,
+                       const std::map<std::string, std::vector<int64_t>>& shapes, const std::string& label);
+
 // Throws InputError when the LoRA was made for another architecture, nothing matches, or a matched
 // module's factors do not fit its layer's weight (the message names the module and both shapes).
 LoraLayoutPlan plan_lora_layout(const std::vector<LoraModuleLayout>& modules,

@@ -61,7 +61,7 @@ struct Engine::Impl {
   double load_ms = 0;
 
   FluxRunContext flux_context() const {
-    FluxRunContext c{flux.get(), tokenizer.get(), t5_tokenizer.get(), stem_of(options.checkpoint), model_hash, load_ms, 1024};
+    FluxRunContext c{flux.get(), tokenizer.get(), t5_tokenizer.get(), stem_of(options.checkpoint), model_hash, load_ms, 1024, options.lora_dir};
     // the tiny reference transformers are far narrower than 3072: their native size is small too
     const auto& t = flux->files().transformer;
     if (SafetensorsFile(t.path).at(t.prefix + "img_in.weight").shape[0] < 3072) c.native_size = 64;

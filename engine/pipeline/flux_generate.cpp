@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
+#include <tuple>
 #include <sstream>
 
 #include "backend/backend.h"
@@ -11,8 +13,12 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/strings.h"
+#include "io/image_ops.h"
+#include "lora/lora_library.h"
 #include "memory/process_memory.h"
 #include "memory/tracking_allocator.h"
+#include "pipeline/img2img.h"
+#include "pipeline/infotext.h"
 #include "pipeline/model.h"
 #include "pipeline/run_support.h"
 #include "text/clip_tokenizer.h"
@@ -104,6 +110,18 @@ Encoded encode(FluxModel& model, const ClipTokenizer& clip, const T5Tokenizer& t
   return e;
 }
 
+// The request's sampling size: as asked, else the init image's (rounded down to 16), else the
+// model's native size.
+std::pair<int, int> flux_size(const GenerationRequest& r, int native) {
+  auto pick = [&](int asked, int image) { return asked > 0 ? asked : r.init_image ? std::max(16, image / 16 * 16) : native; };
+  return {pick(r.width, r.init_image ? r.init_image->width : 0), pick(r.height, r.init_image ? r.init_image->height : 0)};
+}
+
+// The hires pass's size (validate_flux_request has checked it is a multiple of 16).
+std::pair<int, int> flux_hires_size(const GenerationRequest& r, int w, int h) {
+  return {r.hr_target_width(w), r.hr_target_height(h)};
+}
+
 }  // namespace
 
 FluxComponentBytes flux_storage_bytes(const FluxFiles& files, const StorageSpec& storage) {
@@ -115,21 +133,29 @@ FluxComponentBytes flux_storage_bytes(const FluxFiles& files, const StorageSpec&
   return b;
 }
 
-uint64_t flux_peak_bytes(const FluxComponentBytes& b, int width, int height, int batch, int hidden_size) {
+uint64_t flux_working_bytes(int width, int height, int batch, int hidden_size) {
   const uint64_t tokens = static_cast<uint64_t>(width / 16) * static_cast<uint64_t>(height / 16) + 512;
   // FP32 image/text streams, the modulated and MLP intermediates (about 20 hidden-wide rows a token)
   const uint64_t activations = static_cast<uint64_t>(batch) * tokens * static_cast<uint64_t>(hidden_size) * 20 * 4 + (256ull << 20);
   // the autoencoder's full-resolution levels: ~6 live 128-channel maps in 16 bits
   const uint64_t decode = static_cast<uint64_t>(batch) * static_cast<uint64_t>(width) * static_cast<uint64_t>(height) * 128 * 6 * 2;
+  return std::max(activations, decode);
+}
+
+int flux_hidden_size(const FluxFiles& files) {
+  return static_cast<int>(SafetensorsFile(files.transformer.path).at(files.transformer.prefix + "img_in.weight").shape[0]);
+}
+
+uint64_t flux_peak_bytes(const FluxComponentBytes& b, int width, int height, int batch, int hidden_size) {
   const uint64_t text_phase = b.t5 + b.clip_l;
-  const uint64_t sample_phase = b.transformer + b.vae + std::max(activations, decode);
+  const uint64_t sample_phase = b.transformer + b.vae + flux_working_bytes(width, height, batch, hidden_size);
   return std::max(text_phase, sample_phase) + kProcessBytes;
 }
 
 void check_flux_fits(const FluxFiles& files, const StorageSpec& storage, int width, int height, int batch,
                      uint64_t available) {
   if (available == 0) return;  // unknown
-  const int hidden = static_cast<int>(SafetensorsFile(files.transformer.path).at(files.transformer.prefix + "img_in.weight").shape[0]);
+  const int hidden = flux_hidden_size(files);
   const uint64_t need = flux_peak_bytes(flux_storage_bytes(files, storage), width, height, batch, hidden);
   if (need <= available) return;
   std::string msg = storage_label(storage) + " Flux at " + std::to_string(width) + "x" + std::to_string(height) +
@@ -148,8 +174,7 @@ void check_flux_fits(const FluxFiles& files, const StorageSpec& storage, int wid
 int flux_t5_length(const GenerationRequest& r, bool dev) { return r.t5_max_length > 0 ? r.t5_max_length : dev ? 512 : 256; }
 
 void validate_flux_request(const GenerationRequest& r, const FluxRunContext& ctx) {
-  const int w = r.width > 0 ? r.width : ctx.native_size;
-  const int h = r.height > 0 ? r.height : ctx.native_size;
+  const auto [w, h] = flux_size(r, ctx.native_size);
   for (auto [v, name] : {std::pair{w, "width"}, std::pair{h, "height"}}) {
     if (v < 16 || v > 4096 || v % 16 != 0) {
       throw InputError(std::string("Flux ") + name + " " + std::to_string(v) + " must be a multiple of 16 in 16..4096; use e.g. " +
@@ -167,10 +192,9 @@ void validate_flux_request(const GenerationRequest& r, const FluxRunContext& ctx
   if (r.sampler != Sampler::Euler) {
     throw InputError(std::string("Flux samples with BFL's Euler on the flow; --sampler ") + sampler_name(r.sampler) + " does not apply (use euler)");
   }
-  if (r.init_image || r.enable_hr) throw InputError("img2img, inpainting and hires fix are not available for Flux models yet");
-  if (!r.loras.empty() || !parse_extra_networks(r.prompt).loras.empty()) {
-    throw InputError("LoRAs are not available for Flux models yet");
-  }
+  validate_image_inputs(r, w, h, 16, 16);
+  validate_loras(r.loras);
+  for (const auto& tag : parse_extra_networks(r.prompt).loras) resolve_lora_name(ctx.lora_dir, tag.name);
   if (r.fp8_compute && !backend::supports_fp8_compute(ctx.model->device())) {
     throw InputError("--fp8-compute needs an NVIDIA GPU of compute capability 8.9 or newer; this model runs on " +
                      backend::describe_device(ctx.model->device()));
@@ -180,7 +204,8 @@ void validate_flux_request(const GenerationRequest& r, const FluxRunContext& ctx
     // another storage first releases what the model holds now (compare's next mode)
     const auto& held = ctx.model->bytes();
     const uint64_t freed = r.storage != ctx.model->storage() ? held.transformer + held.t5 + held.clip_l + held.vae : 0;
-    check_flux_fits(ctx.model->files(), r.storage, w, h, r.batch_size, available_memory_bytes() + freed);
+    const auto [fit_w, fit_h] = r.enable_hr ? flux_hires_size(r, w, h) : std::pair{w, h};  // the larger pass
+    check_flux_fits(ctx.model->files(), r.storage, fit_w, fit_h, r.batch_size, available_memory_bytes() + freed);
   }
 }
 
@@ -196,7 +221,9 @@ std::string format_flux_infotext(const GenerationRequest& r, uint64_t seed, cons
   o << ", Model: " << model_name;
   o << ", FP8 weight: " << (is_fp8(r.storage.weights) ? std::string(weight_type_name(r.storage.weights)) : "Disable");
   if (r.t5_max_length > 0) o << ", T5 length: " << r.t5_max_length;
+  o << image_infotext_fields(r, r.width, r.height);
   if (dev && r.no_shift) o << ", Shift: off";
+  o << lora_infotext_fields(r);
   o << ", Weights: " << weight_type_name(r.storage.weights) << ", Compute: " << compute_type_name(r.compute);
   return o.str();
 }
@@ -206,8 +233,7 @@ GenerationResult generate_flux(const FluxRunContext& ctx, const GenerationReques
   validate_flux_request(request_in, ctx);
   FluxModel& model = *ctx.model;
   GenerationRequest r = request_in;
-  r.width = r.width > 0 ? r.width : ctx.native_size;
-  r.height = r.height > 0 ? r.height : ctx.native_size;
+  std::tie(r.width, r.height) = flux_size(r, ctx.native_size);
   r.seed = resolve_seed(r.seed);
   const auto start = Clock::now();
   const at::Device device = model.device();
@@ -223,12 +249,27 @@ GenerationResult generate_flux(const FluxRunContext& ctx, const GenerationReques
   backend::reset_kernel_usage();
   if (r.storage != model.storage()) model.set_storage(r.storage);
   model.set_fp8_compute(r.fp8_compute);
+  const auto extra = parse_extra_networks(r.prompt);
+  for (const auto& tag : extra.loras) r.loras.push_back({resolve_lora_name(ctx.lora_dir, tag.name), tag.te_multiplier, tag.unet_multiplier});
+  if (!parse_extra_networks(r.negative).loras.empty()) log().warn("LoRA tags in the negative prompt are ignored (as A1111 does)");
   // Phases in sequence where they do not fit together: the transformer leaves before the text
   // encoders load, and they leave before it loads again.
   const uint64_t available = device.is_cpu() ? available_memory_bytes() : backend::device_total_bytes(device);
   const auto bytes = flux_storage_bytes(model.files(), r.storage);
-  const bool together = available == 0 || bytes.transformer + bytes.t5 + bytes.clip_l + bytes.vae + kProcessBytes < available;
+  if (device.is_cuda()) {
+    const auto [big_w, big_h] = r.enable_hr ? flux_hires_size(r, r.width, r.height) : std::pair{r.width, r.height};
+    const uint64_t working = flux_working_bytes(big_w, big_h, r.batch_size, flux_hidden_size(model.files()));
+    const bool t5_cpu = flux_t5_on_cpu(device, bytes, available, working);
+    if (t5_cpu && model.t5_device() != at::Device(at::kCPU)) {
+      log().info("T5-XXL ({:.1f} GB) stays on the CPU: the Flux components and {:.1f} GB of working memory do not fit in {:.1f} GB of VRAM together",
+                 bytes.t5 / 1e9, working / 1e9, available / 1e9);
+    }
+    model.set_t5_device(t5_cpu ? at::Device(at::kCPU) : device);
+  }
+  const uint64_t on_device_t5 = model.t5_device() == device ? bytes.t5 : 0;
+  const bool together = available == 0 || bytes.transformer + on_device_t5 + bytes.clip_l + bytes.vae + kProcessBytes < available;
   if (!together) model.release_transformer();
+  model.set_loras(r.loras, r.lora_mode);
 
   if (observer) observer->onPhase({Phase::Load, ms_since(start)});
   model.load_text_encoders();
@@ -248,16 +289,38 @@ GenerationResult generate_flux(const FluxRunContext& ctx, const GenerationReques
   model.load_sampling();
 
   const int factor = model.vae_factor();
+  const bool shift = model.dev() && !r.no_shift;
+  // img2img / inpainting: the image prepared and encoded once for the request (the posterior mean,
+  // as ComfyUI's VAEEncode gives it to Flux: the latent is the same for every seed)
+  const std::optional<ImageJob> job = r.init_image ? std::optional<ImageJob>(prepare_image_job(r, r.width, r.height)) : std::nullopt;
+  at::Tensor init_latent;
+  if (job) {
+    if (observer) observer->onPhase({Phase::Encode, ms_since(start)});
+    const auto t = Clock::now();
+    init_latent = model.vae_encode(image_tensor(job->source), compute).to(at::kCPU, at::kFloat);
+    result.timing.encode_ms += ms_since(t);
+  }
+  const int hr_steps = r.hr_steps > 0 ? r.hr_steps : r.steps;
+  const auto [hr_w, hr_h] = r.enable_hr ? flux_hires_size(r, r.width, r.height) : std::pair{r.width, r.height};
   for (int n = 0; n < r.batch_count; ++n) {
     const uint64_t seed = static_cast<uint64_t>(r.seed) + static_cast<uint64_t>(n);
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     // BFL's get_noise: 16 channels at the autoencoder's resolution, from a CPU generator
     const auto noise = at::randn({r.batch_size, 16, r.height / factor, r.width / factor}, gen, at::kFloat);
+    SamplingInit init;
+    if (job) {
+      PreparedInit prep;
+      prep.latent = init_latent.expand({r.batch_size, -1, -1, -1}).contiguous();
+      apply_latent_mask(prep, *job, r, r.batch_size, gen);  // latent noise drawn after the noise
+      init.latent = prep.latent;
+      init.keep = prep.keep;
+      set_img2img_steps(init, r.steps, r.denoising_strength, false);
+    }
     if (observer) observer->onPhase({Phase::Sample, ms_since(start)});
     begin_phase(device, &vram);
     auto step_start = Clock::now();
-    FluxGuidance g{r.guidance, cfg ? r.cfg : 1.0f, cfg ? uncond.txt : at::Tensor(), cfg ? uncond.y : at::Tensor()};
-    const auto latent = model.sample(noise, cond.txt, cond.y, r.steps, g, model.dev() && !r.no_shift, compute, [&](int i, int total, double t) {
+    int step_offset = 0, steps_after = r.enable_hr ? hr_steps : 0;  // the hires pass numbers its steps after the first's
+    auto on_step = [&](int i, int total, double t) {
       backend::synchronize(device);
       const double step_ms = ms_since(step_start);
       result.timing.step_ms.push_back(step_ms);
@@ -265,8 +328,8 @@ GenerationResult generate_flux(const FluxRunContext& ctx, const GenerationReques
       if (observer) {
         StepEvent e;
         e.image_index = n;
-        e.step = i;
-        e.steps = total;
+        e.step = step_offset + i;
+        e.steps = step_offset + total + steps_after;
         e.sigma = static_cast<float>(t);
         e.step_ms = step_ms;
         e.denoise_ms = step_ms;
@@ -275,7 +338,30 @@ GenerationResult generate_flux(const FluxRunContext& ctx, const GenerationReques
       }
       if (cancel.load()) throw Cancelled();
       step_start = Clock::now();
-    });
+    };
+    FluxGuidance g{r.guidance, cfg ? r.cfg : 1.0f, cfg ? uncond.txt : at::Tensor(), cfg ? uncond.y : at::Tensor()};
+    auto latent = model.sample(noise, cond.txt, cond.y, r.steps, g, shift, compute, on_step, init);
+    if (r.enable_hr) {
+      // hires fix: upscale, then img2img at the hires size from noise of the same seed (A1111)
+      const int64_t lh = hr_h / factor, lw = hr_w / factor;
+      auto gen2 = at::make_generator<at::CPUGeneratorImpl>(seed);
+      const auto noise2 = at::randn({r.batch_size, 16, lh, lw}, gen2, at::kFloat);
+      SamplingInit init2;
+      if (r.hr_upscaler == HrUpscaler::Lanczos) {
+        std::vector<at::Tensor> up;
+        for (const auto& img : to_images(model.vae_decode(latent, compute))) up.push_back(image_tensor(resize_rgb(img, hr_w, hr_h, Filter::Lanczos)));
+        init2.latent = model.vae_encode(at::cat(up), compute).to(at::kCPU, at::kFloat);
+      } else if (r.hr_upscaler == HrUpscaler::Latent) {
+        init2.latent = at::upsample_bilinear2d(latent.to(at::kCPU, at::kFloat), {lh, lw}, false);
+      } else {
+        init2.latent = at::upsample_nearest2d(latent.to(at::kCPU, at::kFloat), {lh, lw});
+      }
+      set_img2img_steps(init2, hr_steps, r.hr_denoising_strength, true);
+      step_offset = r.steps;
+      steps_after = 0;
+      latent = r.hr_denoising_strength > 0 ? model.sample(noise2, cond.txt, cond.y, hr_steps, g, shift, compute, on_step, init2)
+                                           : init2.latent;
+    }
     if (observer) observer->onPhase({Phase::Decode, ms_since(start)});
     begin_phase(device, &vram);
     const auto t_decode = Clock::now();
@@ -285,7 +371,7 @@ GenerationResult generate_flux(const FluxRunContext& ctx, const GenerationReques
     emit_memory(observer, Phase::Decode, -1, start, device);
     for (auto& img : to_images(decoded)) {
       GeneratedImage gi;
-      gi.image = std::move(img);
+      gi.image = job ? finish_image(*job, img) : std::move(img);
       gi.seed = seed;
       gi.parameters = format_flux_infotext(r, seed, ctx.model_name, ctx.model_hash, model.dev());
       result.images.push_back(std::move(gi));

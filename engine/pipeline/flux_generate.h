@@ -18,6 +18,11 @@ class T5Tokenizer;
 // Bytes a component set takes in a storage (FP8: one byte per transformer/T5/CLIP Linear weight,
 // 16 bits for the rest), from the file headers alone.
 FluxComponentBytes flux_storage_bytes(const FluxFiles& files, const StorageSpec& storage);
+// The sampling phase's working memory beyond the weights at width x height: the transformer's
+// activations or the autoencoder's full-resolution levels, whichever is larger.
+uint64_t flux_working_bytes(int width, int height, int batch, int hidden_size);
+// The transformer's width (img_in's rows), off the file's header.
+int flux_hidden_size(const FluxFiles& files);
 // The peak of a generation at width x height: the larger of the text phase (T5 + CLIP-L) and the
 // transformer phase (transformer + autoencoder + activations), plus what both need.
 uint64_t flux_peak_bytes(const FluxComponentBytes& b, int width, int height, int batch, int hidden_size);
@@ -33,6 +38,7 @@ struct FluxRunContext {
   std::string model_name, model_hash;
   double load_ms = 0;
   int native_size = 1024;
+  std::string lora_dir;  // where <lora:NAME:...> tags are looked up
 };
 
 void validate_flux_request(const GenerationRequest& r, const FluxRunContext& ctx);

@@ -5,8 +5,12 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "backend/backend.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/strings.h"
+#include "lora/flux_lora_keys.h"
+#include "lora/lora_apply.h"
 #include "models/flux/flux.h"
 #include "models/t5/t5.h"
 #include "models/text_encoder.h"
@@ -239,8 +243,25 @@ std::vector<LayoutEntry> flux_family_layout(const std::string& arch, std::option
   return out;
 }
 
+bool flux_t5_on_cpu(const at::Device& device, const FluxComponentBytes& b, uint64_t device_bytes, uint64_t working_bytes) {
+  if (device.is_cpu() || device_bytes == 0) return false;
+  return b.transformer + b.t5 + b.clip_l + b.vae + working_bytes > device_bytes;
+}
+
+at::ScalarType flux_t5_compute(at::ScalarType compute, const at::Device& device, int compute_capability) {
+  if (compute != at::kHalf) return compute;
+  return device.is_cpu() || compute_capability >= 80 ? at::kBFloat16 : at::kFloat;
+}
+
 FluxModel::FluxModel(FluxFiles files, const StorageSpec& storage, const at::Device& device)
-    : files_(std::move(files)), storage_(storage), device_(device) {}
+    : files_(std::move(files)), storage_(storage), device_(device), t5_device_(device) {}
+
+void FluxModel::set_t5_device(const at::Device& device) {
+  if (device == t5_device_) return;
+  t5_device_ = device;
+  t5_.reset();
+  bytes_.t5 = 0;
+}
 
 FluxModel::~FluxModel() = default;
 
@@ -252,6 +273,7 @@ FluxImpl& FluxModel::flux() {
                              return std::make_shared<FluxImpl>(flux_config(f, p, files_.dev));
                            });
     set_fp8_compute(fp8_compute_);
+    apply_loras(*flux_, false);
   }
   return *flux_;
 }
@@ -276,6 +298,7 @@ void FluxModel::load_sampling() {
 void FluxModel::release_transformer() {
   flux_.reset();
   bytes_.transformer = 0;
+  lora_touched_[0].clear();
 }
 
 void FluxModel::set_storage(const StorageSpec& storage) {
@@ -285,6 +308,106 @@ void FluxModel::set_storage(const StorageSpec& storage) {
   release_text_encoders();
   vae_.reset();
   bytes_ = {};
+}
+
+namespace {
+
+// The Linear weights (key under the component's prefix -> shape) a LoRA can reach, off the file's header.
+std::map<std::string, std::vector<int64_t>> linear_weights(const ComponentSource& c) {
+  std::map<std::string, std::vector<int64_t>> out;
+  if (!c.found()) return out;
+  const SafetensorsFile f(c.path);
+  for (const auto& t : f.tensors()) {
+    if (starts_with(t.name, c.prefix) && ends_with(t.name, ".weight") && t.shape.size() == 2) {
+      out[t.name.substr(c.prefix.size())] = t.shape;
+    }
+  }
+  return out;
+}
+
+std::map<std::string, QuantisedLayer*> layers_of(torch::nn::Module& root) {
+  std::map<std::string, QuantisedLayer*> out;
+  for (const auto& item : root.named_modules("", false)) {
+    if (auto* layer = dynamic_cast<QuantisedLayer*>(item.value().get())) out[item.key() + ".weight"] = layer;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::size_t FluxModel::set_loras(const std::vector<LoraRequest>& loras, LoraMode mode_in) {
+  const LoraMode mode = effective_lora_mode(mode_in, storage_);
+  if (loras == active_loras_ && mode == active_mode_) return 0;
+  FluxLoraLayers layers{linear_weights(files_.transformer), linear_weights(files_.clip_l)};
+  std::vector<LoraFile> files;
+  std::vector<LoraPlan> plans;
+  files.reserve(loras.size());
+  for (const auto& request : loras) {
+    files.push_back(read_lora(request.path));
+    const auto& lora = files.back();
+    plans.push_back(plan_lora_with(lora, [&](const std::vector<LoraModuleLayout>& layouts) {
+      return plan_flux_lora_layout(layouts, lora.metadata, layers, lora.path);
+    }));
+  }
+  if (flux_) undo_loras(*flux_, false);
+  if (clip_) undo_loras(*clip_, true);
+  active_loras_ = loras;
+  active_mode_ = mode;
+  lora_files_ = std::move(files);  // the plans' module pointers stay valid: the buffers move
+  lora_plans_ = std::move(plans);
+  std::size_t touched = 0;
+  if (flux_) touched += apply_loras(*flux_, false);
+  if (clip_) touched += apply_loras(*clip_, true);
+  return touched;
+}
+
+void FluxModel::undo_loras(torch::nn::Module& root, bool clip_component) {
+  auto& touched = lora_touched_[clip_component ? 1 : 0];
+  if (touched.empty()) return;
+  const auto& c = clip_component ? files_.clip_l : files_.transformer;
+  const SafetensorsFile f(c.path);
+  const StorageSpec storage = clip_component ? component_storage(c) : storage_;
+  const auto layers = layers_of(root);
+  for (const auto& key : touched) {
+    auto* layer = layers.at(key);
+    if (!clear_online_loras(*layer)) load_layer_weight(*layer, f, c.prefix + key, storage, true);
+  }
+  touched.clear();
+}
+
+std::size_t FluxModel::apply_loras(torch::nn::Module& root, bool clip_component) {
+  auto& touched = lora_touched_[clip_component ? 1 : 0];
+  if (lora_plans_.empty()) return 0;
+  const auto layers = layers_of(root);
+  const std::string clip_tag = kFluxClipLoraTarget;
+  std::map<std::string, std::vector<LoraFactor>> merged;
+  for (std::size_t n = 0; n < lora_plans_.size(); ++n) {
+    const auto& request = active_loras_[n];
+    for (const auto& [module, target_in] : lora_plans_[n].targets) {
+      const bool clip_target = starts_with(target_in, clip_tag);
+      if (clip_target != clip_component) continue;
+      const std::string target = clip_target ? target_in.substr(clip_tag.size()) : target_in;
+      const std::string key = target.substr(0, target.find('#'));
+      auto it = layers.find(key);
+      if (it == layers.end()) continue;
+      const auto factor = lora_factor_for(*module, target, it->second->store.weight.size(0),
+                                          clip_component ? request.te_multiplier : request.unet_multiplier);
+      if (active_mode_ == LoraMode::Online) {
+        add_online_lora(*it->second, factor);
+        if (std::find(touched.begin(), touched.end(), key) == touched.end()) touched.push_back(key);
+      } else {
+        merged[key].push_back(factor);
+      }
+    }
+  }
+  const StorageSpec storage = clip_component ? component_storage(files_.clip_l) : storage_;
+  for (const auto& [key, factors] : merged) {
+    std::optional<uint64_t> seed;
+    if (active_mode_ == LoraMode::MergeStochastic) seed = std::hash<std::string>{}(key);  // fixed per tensor
+    merge_loras(*layers.at(key), factors, storage, seed);
+    touched.push_back(key);
+  }
+  return touched.size();
 }
 
 void FluxModel::set_fp8_compute(bool on) {
@@ -300,7 +423,7 @@ T5EncoderImpl& FluxModel::t5() {
     const auto& c = files_.t5;
     // (the tied copy of the embedding that some files carry is ignored)
     t5_ = load_component(c, files_.transformer.path + ": no T5-XXL text encoder; pass --t5 t5xxl_fp16.safetensors (or t5xxl_fp8_e4m3fn*)",
-                         component_storage(c), true, {"encoder.embed_tokens.weight"}, device_, bytes_.t5, load_ms_,
+                         component_storage(c), true, {"encoder.embed_tokens.weight"}, t5_device_, bytes_.t5, load_ms_,
                          [](const SafetensorsFile& f, const std::string& p) { return std::make_shared<T5EncoderImpl>(t5_config(f, p)); });
   }
   return *t5_;
@@ -312,6 +435,7 @@ TextEncoderImpl& FluxModel::clip() {
     clip_ = load_component(c, files_.transformer.path + ": no CLIP-L text encoder; pass --clip-l clip_l.safetensors",
                            component_storage(c), true, TextEncoderImpl::ignorable_keys(), device_, bytes_.clip_l, load_ms_,
                            [](const SafetensorsFile& f, const std::string& p) { return std::make_shared<TextEncoderImpl>(clip_config(f, p)); });
+    apply_loras(*clip_, true);
   }
   return *clip_;
 }
@@ -334,10 +458,12 @@ void FluxModel::release_text_encoders() {
   t5_.reset();
   clip_.reset();
   bytes_.t5 = bytes_.clip_l = 0;
+  lora_touched_[1].clear();
 }
 
 at::Tensor FluxModel::encode_t5(const at::Tensor& tokens, at::ScalarType compute) {
-  return t5().forward(tokens.to(at::kLong), compute);
+  const int cc = t5_device_.is_cuda() ? backend::compute_capability(t5_device_) : 0;
+  return t5().forward(tokens.to(at::kLong), flux_t5_compute(compute, t5_device_, cc)).to(device_);
 }
 
 std::pair<at::Tensor, at::Tensor> FluxModel::encode_clip(const at::Tensor& tokens, at::ScalarType compute) {
@@ -357,17 +483,26 @@ at::Tensor FluxModel::transformer(const at::Tensor& img, const at::Tensor& img_i
 
 at::Tensor FluxModel::sample(const at::Tensor& noise, const at::Tensor& txt, const at::Tensor& y, int steps,
                              const FluxGuidance& guidance, bool shift, at::ScalarType compute,
-                             const std::function<void(int, int, double)>& on_step) {
+                             const std::function<void(int, int, double)>& on_step, const SamplingInit& init) {
   const int64_t B = noise.size(0), H = noise.size(2), W = noise.size(3);
   if (H % 2 || W % 2) throw InputError("the Flux latent must have an even size, got " + std::to_string(H) + "x" + std::to_string(W));
-  at::Tensor img = flux_pack(noise.to(at::kFloat));
+  const bool img2img = init.latent.defined();
+  const int schedule_steps = img2img ? init.schedule_steps : steps;
+  const int first = img2img ? schedule_steps - init.t_enc - 1 : 0;
+  const auto ts = flux_schedule(schedule_steps, (H / 2) * (W / 2), shift);
+  const at::Tensor packed_noise = flux_pack(noise.to(at::kFloat));
+  const at::Tensor x0 = img2img ? flux_pack(init.latent.to(at::kFloat).expand_as(noise)) : at::Tensor();
+  const at::Tensor keep = init.keep.defined() ? flux_pack(init.keep.to(at::kFloat).expand_as(noise)) : at::Tensor();
+  // the flow's straight line from the data (t = 0) to the noise (t = 1)
+  auto noised = [&](double t) { return t * packed_noise + (1.0 - t) * x0; };
+  at::Tensor img = img2img ? noised(ts[static_cast<std::size_t>(first)]) : packed_noise;
   const auto img_ids = flux_image_ids(B, H, W);
   const auto txt_ids = at::zeros({B, txt.size(1), 3});
   const auto g = at::full({B}, guidance.distilled, at::kFloat);
   const bool cfg = guidance.cfg != 1.0f && guidance.uncond_txt.defined();
   const auto uncond_ids = cfg ? at::zeros({B, guidance.uncond_txt.size(1), 3}) : at::Tensor();
-  const auto ts = flux_schedule(steps, img.size(1), shift);
-  for (int i = 0; i < steps; ++i) {
+  const int run = schedule_steps - first;
+  for (int i = first; i < schedule_steps; ++i) {
     const double t_curr = ts[static_cast<std::size_t>(i)], t_prev = ts[static_cast<std::size_t>(i) + 1];
     const auto t = at::full({B}, t_curr, at::kFloat);
     auto pred = transformer(img, img_ids, txt, txt_ids, t, y, g, compute).to(img.device());
@@ -376,7 +511,8 @@ at::Tensor FluxModel::sample(const at::Tensor& noise, const at::Tensor& txt, con
       pred = u + guidance.cfg * (pred - u);
     }
     img = img + (t_prev - t_curr) * pred;
-    if (on_step) on_step(i + 1, steps, t_curr);
+    if (keep.defined()) img = keep * noised(t_prev) + (1 - keep) * img;
+    if (on_step) on_step(i - first + 1, run, t_curr);
   }
   return flux_unpack(img, H, W);
 }

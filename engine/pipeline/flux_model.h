@@ -14,12 +14,20 @@
 #include <vector>
 
 #include "core/types.h"
+#include "lora/lora.h"
 #include "models/checkpoint_layout.h"
 #include "models/flux/flux_files.h"
+#include "pipeline/lora_request.h"
+#include "pipeline/sampling_init.h"
+
+namespace torch::nn {
+class Module;
+}
 
 namespace fp8s {
 
 class FluxImpl;
+class QuantisedLayer;
 class T5EncoderImpl;
 class TextEncoderImpl;
 class VaeImpl;
@@ -62,6 +70,15 @@ std::vector<LayoutEntry> flux_family_layout(const std::string& arch, std::option
 // Every name flux_family_layout knows.
 const std::vector<std::string>& flux_family_archs();
 
+// ComfyUI's low-VRAM rule for T5-XXL on a GPU: it stays on the CPU (its output moves to the GPU)
+// when the four components and the sampling's working memory do not fit in the device's memory
+// together; a CPU model keeps everything on the CPU. `device_bytes` 0: unknown (the GPU).
+bool flux_t5_on_cpu(const at::Device& device, const FluxComponentBytes& bytes, uint64_t device_bytes, uint64_t working_bytes);
+// T5's compute type for a requested one: FP16 overflows in T5 v1.1's gated feed-forward (HF keeps
+// those layers out of FP16), so FP16 becomes BF16 on the CPU and on a GPU of compute capability 8+
+// (0: the CPU), FP32 on older GPUs.
+at::ScalarType flux_t5_compute(at::ScalarType compute, const at::Device& device, int compute_capability);
+
 class FluxModel {
  public:
   FluxModel(FluxFiles files, const StorageSpec& storage, const at::Device& device);
@@ -74,6 +91,9 @@ class FluxModel {
   const StorageSpec& storage() const { return storage_; }
   const at::Device& device() const { return device_; }
   const FluxComponentBytes& bytes() const { return bytes_; }
+  // Where T5 runs (flux_t5_on_cpu); a change drops a loaded T5, which loads there when next used.
+  void set_t5_device(const at::Device& device);
+  const at::Device& t5_device() const { return t5_device_; }
 
   // T5 tokens [B, L] -> [B, L, 4096] FP32.
   at::Tensor encode_t5(const at::Tensor& tokens, at::ScalarType compute);
@@ -95,14 +115,24 @@ class FluxModel {
   void set_storage(const StorageSpec& storage);
   // FP8 compute for the transformer's Linear layers (GenerationRequest::fp8_compute).
   void set_fp8_compute(bool on);
+  // The LoRA set on the transformer (unet multiplier) and CLIP-L (te multiplier), in kohya, BFL or
+  // diffusers/PEFT names (lora/flux_lora_keys.h): every file read and checked before a weight
+  // changes (a bad one leaves the previous set), the previous set undone (merged layers read again
+  // from the file, online terms dropped), and applied to the loaded components now and to each
+  // component again whenever it loads later. Returns the layers touched now; 0 for an unchanged set.
+  std::size_t set_loras(const std::vector<LoraRequest>& loras, LoraMode mode);
+  const std::vector<LoraRequest>& loras() const { return active_loras_; }
   at::Tensor transformer(const at::Tensor& img, const at::Tensor& img_ids, const at::Tensor& txt,
                          const at::Tensor& txt_ids, const at::Tensor& t, const at::Tensor& y,
                          const at::Tensor& guidance, at::ScalarType compute);
   // BFL's loop from noise [B, 16, h, w]: pack, Euler over the schedule, unpack. `on_step(i, n, t)`
   // after each step (t: the step's starting time).
+  // img2img (`init.latent` defined, [B, 16, h, w]): the last t_enc + 1 steps of a schedule of
+  // init.schedule_steps (set_img2img_steps), from x = t·noise + (1 − t)·x0 at its first t; with
+  // `init.keep` (1 = keep), after each step the kept part is t·noise + (1 − t)·x0 at the step's end t.
   at::Tensor sample(const at::Tensor& noise, const at::Tensor& txt, const at::Tensor& y, int steps,
                     const FluxGuidance& guidance, bool shift, at::ScalarType compute,
-                    const std::function<void(int, int, double)>& on_step = {});
+                    const std::function<void(int, int, double)>& on_step = {}, const SamplingInit& init = {});
   at::Tensor vae_decode(const at::Tensor& latent, at::ScalarType compute);
   at::Tensor vae_encode(const at::Tensor& image, at::ScalarType compute);
   // The autoencoder's downsampling factor (8 for the released one).
@@ -115,10 +145,14 @@ class FluxModel {
   VaeImpl& vae();
   // The storage a text encoder or the autoencoder is kept in (flux_component_storage).
   StorageSpec component_storage(const ComponentSource& c) const;
+  // The active LoRA set applied to / removed from one component (CLIP-L or the transformer).
+  std::size_t apply_loras(torch::nn::Module& root, bool clip_component);
+  void undo_loras(torch::nn::Module& root, bool clip_component);
 
   FluxFiles files_;
   StorageSpec storage_;
   at::Device device_;
+  at::Device t5_device_;
   FluxComponentBytes bytes_;
   bool fp8_compute_ = false;
   double load_ms_ = 0;
@@ -126,6 +160,11 @@ class FluxModel {
   std::shared_ptr<T5EncoderImpl> t5_;
   std::shared_ptr<TextEncoderImpl> clip_;
   std::shared_ptr<VaeImpl> vae_;
+  std::vector<LoraRequest> active_loras_;
+  LoraMode active_mode_ = LoraMode::Auto;
+  std::vector<LoraFile> lora_files_;
+  std::vector<LoraPlan> lora_plans_;  // point into lora_files_
+  std::vector<std::string> lora_touched_[2];  // keys per component: [0] transformer, [1] CLIP-L
 };
 
 }  // namespace fp8s

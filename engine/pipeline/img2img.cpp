@@ -61,23 +61,26 @@ at::Tensor mask_tensor(const GrayImage& m) {
 
 }  // namespace
 
+void apply_latent_mask(PreparedInit& out, const ImageJob& job, const GenerationRequest& r, int batch, at::Generator& gen) {
+  if (!job.mask) return;
+  const int64_t c = out.latent.size(1), lh = out.latent.size(2), lw = out.latent.size(3);
+  // A1111: the mask resized to the latent, rounded to 0/1 (1 = repaint)
+  const at::Tensor nmask = mask_tensor(resize_gray(*job.mask, static_cast<int>(lw), static_cast<int>(lh), Filter::Bilinear)).round();
+  out.keep = (1 - nmask).expand({batch, c, lh, lw}).contiguous();
+  if (r.inpainting_fill == InpaintFill::LatentNoise) {
+    out.latent = out.latent * out.keep + at::randn(out.latent.sizes(), gen, at::kFloat) * (1 - out.keep);
+  } else if (r.inpainting_fill == InpaintFill::LatentNothing) {
+    out.latent = out.latent * out.keep;
+  }
+}
+
 PreparedInit prepare_init(const Model& model, const ImageJob& job, const GenerationRequest& r, int batch,
                           at::Generator& gen) {
   PreparedInit out;
   const at::Tensor image = image_tensor(job.source);  // one image, encoded once for the batch
   out.latent = encode_latent(model, image, r.compute, gen, batch);
   const int64_t lh = out.latent.size(2), lw = out.latent.size(3);
-  at::Tensor nmask;  // 1 = repaint, at latent size
-  if (job.mask) {
-    // A1111: the mask resized to the latent, rounded to 0/1
-    nmask = mask_tensor(resize_gray(*job.mask, static_cast<int>(lw), static_cast<int>(lh), Filter::Bilinear)).round();
-    out.keep = (1 - nmask).expand({batch, 4, lh, lw}).contiguous();
-    if (r.inpainting_fill == InpaintFill::LatentNoise) {
-      out.latent = out.latent * out.keep + at::randn(out.latent.sizes(), gen, at::kFloat) * (1 - out.keep);
-    } else if (r.inpainting_fill == InpaintFill::LatentNothing) {
-      out.latent = out.latent * out.keep;
-    }
-  }
+  apply_latent_mask(out, job, r, batch, gen);
   if (model.is_inpainting()) {
     // ldm's LatentInpaintDiffusion: mask (rounded, image size, then nearest to the latent) ++ the
     // latent of the image with the masked part zeroed

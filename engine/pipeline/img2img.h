@@ -38,14 +38,19 @@ at::Tensor encode_latent(const Model& model, const at::Tensor& images, ComputeTy
 at::Tensor image_tensor(const RgbImage& image);
 
 struct PreparedInit {
-  at::Tensor latent;      // [B,4,h,w]
-  at::Tensor keep;        // [B,4,h,w] 1 = keep the init latent (undefined without a mask)
+  at::Tensor latent;      // [B,C,h,w]
+  at::Tensor keep;        // [B,C,h,w] 1 = keep the init latent (undefined without a mask)
   at::Tensor image_cond;  // [B,5,h,w] for a 9-channel UNet (undefined otherwise)
 };
 // Encodes the job for a batch of `batch` with the seed's generator `gen` (after the initial noise
 // was drawn from it) and applies the latent masked-content modes.
 PreparedInit prepare_init(const Model& model, const ImageJob& job, const GenerationRequest& request, int batch,
                           at::Generator& gen);
+// The job's latent mask (A1111: the mask resized to the latent, rounded; `out.keep`, 1 = keep) and
+// the latent masked-content modes (latent noise from `gen`, latent nothing) applied to
+// `out.latent` [batch, C, h, w], any C (SD's 4, Flux's 16). Nothing without a mask.
+void apply_latent_mask(PreparedInit& out, const ImageJob& job, const GenerationRequest& request, int batch,
+                       at::Generator& gen);
 // A 9-channel UNet's conditioning for txt2img: a mask of ones and the latent of a grey image.
 at::Tensor txt2img_image_cond(const Model& model, int batch, int height, int width, ComputeType compute,
                               at::Generator& gen);

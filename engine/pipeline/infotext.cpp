@@ -35,6 +35,20 @@ std::string format_infotext(const GenerationRequest& r, uint64_t seed, const std
   if (!model_hash.empty()) o << ", Model hash: " << model_hash;
   o << ", Model: " << model_name;
   if (r.clip_skip != 1) o << ", Clip skip: " << r.clip_skip;
+  o << image_infotext_fields(r, width, height);
+  o << ", FP8 weight: "
+    << (is_fp8(r.storage.weights) ? std::string(weight_type_name(r.storage.weights)) : "Disable");
+  if (is_fp8(r.storage.weights) && r.storage.scale != Fp8Scale::None) {
+    o << ", FP8 scale: " << fp8_scale_name(r.storage.scale);
+  }
+  o << lora_infotext_fields(r);
+  o << ", Weights: " << weight_type_name(r.storage.weights)
+    << ", Compute: " << compute_type_name(r.compute);
+  return o.str();
+}
+
+std::string image_infotext_fields(const GenerationRequest& r, int width, int height) {
+  std::ostringstream o;
   if (r.init_image) o << ", Denoising strength: " << r.denoising_strength;
   if (r.init_image && r.mask) {
     o << ", Mask blur: " << r.mask_blur;
@@ -52,22 +66,19 @@ std::string format_infotext(const GenerationRequest& r, uint64_t seed, const std
     if (r.hr_steps > 0) o << ", Hires steps: " << r.hr_steps;
     o << ", Hires upscaler: " << hr_upscaler_display_name(r.hr_upscaler);
   }
-  o << ", FP8 weight: "
-    << (is_fp8(r.storage.weights) ? std::string(weight_type_name(r.storage.weights)) : "Disable");
-  if (is_fp8(r.storage.weights) && r.storage.scale != Fp8Scale::None) {
-    o << ", FP8 scale: " << fp8_scale_name(r.storage.scale);
+  return o.str();
+}
+
+std::string lora_infotext_fields(const GenerationRequest& r) {
+  if (r.loras.empty()) return "";
+  std::ostringstream o;
+  o << ", LoRA: \"";
+  for (std::size_t i = 0; i < r.loras.size(); ++i) {
+    auto name = r.loras[i].path.substr(r.loras[i].path.find_last_of('/') + 1);
+    if (name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0) name.resize(name.size() - 12);
+    o << (i ? ", " : "") << name << ": " << r.loras[i].unet_multiplier;
   }
-  if (!r.loras.empty()) {
-    o << ", LoRA: \"";
-    for (std::size_t i = 0; i < r.loras.size(); ++i) {
-      auto name = r.loras[i].path.substr(r.loras[i].path.find_last_of('/') + 1);
-      if (name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0) name.resize(name.size() - 12);
-      o << (i ? ", " : "") << name << ": " << r.loras[i].unet_multiplier;
-    }
-    o << "\", LoRA mode: " << lora_mode_name(r.lora_mode);
-  }
-  o << ", Weights: " << weight_type_name(r.storage.weights)
-    << ", Compute: " << compute_type_name(r.compute);
+  o << "\", LoRA mode: " << lora_mode_name(r.lora_mode);
   return o.str();
 }
 

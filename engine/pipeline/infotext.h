@@ -13,6 +13,11 @@ namespace fp8s {
 std::string format_infotext(const GenerationRequest& request, uint64_t seed,
                             const std::string& model_name, const std::string& model_hash,
                             int width, int height);
+// The request's LoRA fields (", LoRA: \"name: mult, ...\", LoRA mode: ..."; "" without LoRAs), which
+// SD's and Flux's infotext share.
+std::string lora_infotext_fields(const GenerationRequest& request);
+// The img2img, inpainting and hires fields (A1111's names) of a first pass of `width` x `height`.
+std::string image_infotext_fields(const GenerationRequest& request, int width, int height);
 
 // Reads A1111 `parameters` text back into a request (prompt, negative, steps, sampler, CFG,
 // seed, size, clip skip); unknown fields are ignored. Throws InputError when it is not infotext.

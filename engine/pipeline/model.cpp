@@ -116,9 +116,7 @@ void Model::index_layers() {
 }
 
 std::size_t Model::set_loras(const std::vector<LoraRequest>& loras, LoraMode mode_in) {
-  const LoraMode mode = mode_in != LoraMode::Auto ? mode_in
-                        : is_fp8(storage_.weights) ? LoraMode::Online
-                                                   : LoraMode::Merge;
+  const LoraMode mode = effective_lora_mode(mode_in, storage_);
   if (loras == active_loras_ && mode == active_mode_) return 0;
   // Read and check every LoRA before touching a weight: a bad file leaves the previous set in place.
   std::vector<LoraFile> files;
@@ -142,27 +140,18 @@ std::size_t Model::set_loras(const std::vector<LoraRequest>& loras, LoraMode mod
   for (std::size_t n = 0; n < loras.size(); ++n) {
     const auto& request = loras[n];
     for (const auto& [module, target] : plans[n].targets) {
-      // "<key>#q|k|v": a third of open_clip's fused in_proj (rows [0,W), [W,2W), [2W,3W)).
-      const auto hash = target.find('#');
-      const std::string key = target.substr(0, hash);
-      const int64_t third = hash == std::string::npos ? -1 : std::string("qkv").find(target[hash + 1]);
+      const std::string key = target.substr(0, target.find('#'));
       auto it = layers_.find(key);
       if (it == layers_.end()) continue;
       auto* layer = it->second;
       const bool unet = key.rfind(kUNetPrefix, 0) == 0;
-      const double m = unet ? request.unet_multiplier : request.te_multiplier;
-      at::Tensor up = module->up;
-      if (third >= 0) {
-        const int64_t w = layer->store.weight.size(0) / 3;
-        up = at::zeros({3 * w, module->rank()}, at::kFloat);
-        up.narrow(0, third * w, w).copy_(module->up.flatten(1));
-      }
-      const double scale = m * module->alpha / module->rank();
+      const auto factor = lora_factor_for(*module, target, layer->store.weight.size(0),
+                                          unet ? request.unet_multiplier : request.te_multiplier);
       if (mode == LoraMode::Online) {
-        add_online_lora(*layer, {module->down, up, scale});
+        add_online_lora(*layer, factor);
         if (std::find(lora_touched_.begin(), lora_touched_.end(), key) == lora_touched_.end()) lora_touched_.push_back(key);
       } else {
-        merged[key].push_back({module->down, up, scale});
+        merged[key].push_back(factor);
       }
     }
     active_loras_.push_back(request);

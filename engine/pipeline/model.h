@@ -19,6 +19,7 @@
 #include "models/nn.h"
 #include "models/text_encoder.h"
 #include "pipeline/lora_request.h"
+#include "pipeline/sampling_init.h"
 #include "sampling/samplers.h"
 
 namespace fp8s {
@@ -34,20 +35,6 @@ struct ComponentBytes {
   uint64_t unet = 0, text = 0, vae = 0;
   uint64_t total() const { return unet + text + vae; }
 };
-
-// img2img and inpainting inputs of a sampling run (all undefined for txt2img).
-struct SamplingInit {
-  at::Tensor latent;       // [B,4,h,w]: the init image's latent (scaled); defined: img2img
-  int schedule_steps = 0;  // the schedule the run is a tail of
-  int t_enc = 0;           // the run is the last t_enc + 1 steps of it (A1111's t_enc)
-  at::Tensor keep;         // [B or 1,1|4,h,w]: 1 = the init latent's (inpainting), blended into every step
-  at::Tensor image_cond;   // [B,5,h,w]: a 9-channel inpainting UNet's mask ++ masked-image latent
-};
-
-// A1111's setup_img2img_steps: img2img runs ⌊min(S, 0.999)·steps⌋ + 1 steps of the `steps`
-// schedule; with `fixed_steps` (the hires pass) it runs exactly `steps` of a schedule of
-// ⌊steps / min(S, 0.999)⌋.
-void set_img2img_steps(SamplingInit& init, int steps, float strength, bool fixed_steps);
 
 struct SamplingParams {
   Sampler sampler = Sampler::Euler;

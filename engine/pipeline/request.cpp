@@ -50,13 +50,13 @@ int GenerationRequest::hr_target_height(int h) const {
 
 namespace {
 
-void check_size(int v, const char* name) {
-  if (v < 64 || v > 4096) {
-    throw InputError(std::string(name) + " " + std::to_string(v) + " is outside 64..4096 pixels");
+void check_size(int v, const char* name, int multiple = 8, int min_size = 64) {
+  if (v < min_size || v > 4096) {
+    throw InputError(std::string(name) + " " + std::to_string(v) + " is outside " + std::to_string(min_size) + "..4096 pixels");
   }
-  if (v % 8 != 0) {
-    throw InputError(std::string(name) + " " + std::to_string(v) + " is not a multiple of 8; use e.g. " +
-                     std::to_string((v + 4) / 8 * 8));
+  if (v % multiple != 0) {
+    throw InputError(std::string(name) + " " + std::to_string(v) + " is not a multiple of " + std::to_string(multiple) +
+                     "; use e.g. " + std::to_string(std::max(min_size, (v + multiple / 2) / multiple * multiple)));
   }
 }
 
@@ -64,8 +64,9 @@ void check_fraction(float v, const char* what) {
   if (!std::isfinite(v) || v < 0 || v > 1) throw InputError(std::string(what) + " must be between 0 and 1");
 }
 
-// The init image, mask and hires settings (validate_request's second half).
-void validate_image_inputs(const GenerationRequest& r, int w, int h) {
+}  // namespace
+
+void validate_image_inputs(const GenerationRequest& r, int w, int h, int multiple, int min_size) {
   if (r.init_image) {
     const auto& im = *r.init_image;
     if (im.width < 8 || im.height < 8 || im.pixels.size() != static_cast<std::size_t>(im.width) * im.height * 3) {
@@ -89,8 +90,8 @@ void validate_image_inputs(const GenerationRequest& r, int w, int h) {
   if (r.enable_hr) {
     if (!std::isfinite(r.hr_scale) || r.hr_scale < 1 || r.hr_scale > 4) throw InputError("hires scale must be between 1 and 4");
     if (r.hr_width < 0 || r.hr_height < 0) throw InputError("the hires size must be positive");
-    check_size(r.hr_target_width(w), "hires width");
-    check_size(r.hr_target_height(h), "hires height");
+    check_size(r.hr_target_width(w), "hires width", multiple, min_size);
+    check_size(r.hr_target_height(h), "hires height", multiple, min_size);
     if (r.hr_steps < 0 || r.hr_steps > 1000) throw InputError("hires steps must be between 0 (= steps) and 1000");
     check_fraction(r.hr_denoising_strength, "hires denoising strength");
     // a low strength stretches the schedule: DDIM's uniform timesteps need a step of at least one
@@ -107,8 +108,6 @@ void validate_image_inputs(const GenerationRequest& r, int w, int h) {
     }
   }
 }
-
-}  // namespace
 
 double hires_schedule_length(int steps, float strength) {
   const double s = std::min(static_cast<double>(strength), 0.999);

@@ -191,6 +191,9 @@ int request_width(const GenerationRequest& request, int native_size);
 int request_height(const GenerationRequest& request, int native_size);
 // The LoRA part of validate_request (also for `probe`, which applies LoRAs without a request).
 void validate_loras(const std::vector<LoraRequest>& loras);
+// The init image, mask and hires settings of a request sampled at `width` x `height` (SD's and
+// Flux's validation share it); the hires size must be a multiple of `multiple` in min_size..4096.
+void validate_image_inputs(const GenerationRequest& r, int width, int height, int multiple = 8, int min_size = 64);
 
 // An estimate of the memory one sampling run needs beyond the weights, at the larger of its two
 // phases (UNet sampling with CFG, VAE decode of the batch), for a model's UNet and VAE

@@ -1,0 +1,301 @@
+// Flux in the studio (issue 32): img2img, inpainting and hires fix in the flow sense against
+// formulas derived here (the truncated schedule's start x = t·noise + (1 − t)·x0, the kept part of
+// the latent on that line after every step, strength 1 = txt2img, the hires pass's schedule), and
+// LoRAs through generate (prompt tags, infotext, refusal of an SD LoRA). The Flux LoRA reference
+// cases themselves run in test_reference_flux. Runs on the tiny reference Flux files
+// (../shared/reference/flux) and skips without them.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "pipeline/engine.h"
+#include "pipeline/flux_generate.h"
+#include "pipeline/flux_model.h"
+#include "support.h"
+
+using namespace fp8s;
+
+namespace {
+
+const QString kFlux = "flux/";
+
+at::Tensor case_tensor(const SafetensorsFile& f, const std::string& name) {
+  std::vector<int64_t> shape;
+  auto v = test::read_f32_tensor(f, name, &shape);
+  return at::tensor(v, at::kFloat).reshape(shape);
+}
+
+FluxFiles tiny_files() {
+  FluxFiles f;
+  f.transformer = {test::reference_path(kFlux + "tiny-flux-dev.safetensors"), ""};
+  f.t5 = {test::reference_path(kFlux + "tiny-t5xxl.safetensors"), ""};
+  f.clip_l = {test::reference_path(kFlux + "tiny-clip-l.safetensors"), ""};
+  f.vae = {test::reference_path(kFlux + "tiny-ae.safetensors"), ""};
+  f.dev = true;
+  return f;
+}
+
+LoadOptions tiny_options() {
+  LoadOptions o;
+  o.checkpoint = test::reference_path(kFlux + "tiny-flux-dev.safetensors");
+  o.flux.t5 = test::reference_path(kFlux + "tiny-t5xxl.safetensors");
+  o.flux.clip_l = test::reference_path(kFlux + "tiny-clip-l.safetensors");
+  o.flux.vae = test::reference_path(kFlux + "tiny-ae.safetensors");
+  o.flux.t5_tokenizer = test::reference_path(kFlux + "t5_tokenizer/tokenizer.json");
+  o.vocab = test::reference_path("clip");
+  o.lora_dir = test::reference_path("flux");
+  o.storage.weights = WeightType::FP32;
+  o.device = "cpu";
+  return o;
+}
+
+GenerationRequest tiny_request() {
+  GenerationRequest r;
+  r.prompt = "a lighthouse on a cliff at dusk";
+  r.seed = 100;
+  r.steps = 5;
+  r.sampler = Sampler::Euler;
+  r.width = r.height = 16;
+  r.t5_max_length = 32;
+  r.compute = ComputeType::FP32;
+  r.storage.weights = WeightType::FP32;
+  return r;
+}
+
+RgbImage pattern(int w, int h) {
+  RgbImage im;
+  im.width = w;
+  im.height = h;
+  im.pixels.resize(static_cast<std::size_t>(w) * h * 3);
+  for (std::size_t i = 0; i < im.pixels.size(); ++i) im.pixels[i] = static_cast<uint8_t>((i * 37 + (i / 41) * 5) % 256);
+  return im;
+}
+
+FluxGuidance dev_guidance() {
+  FluxGuidance g;
+  g.distilled = 3.5f;
+  return g;
+}
+
+struct Steps : Observer {
+  std::vector<StepEvent> events;
+  void onStep(const StepEvent& e) override { events.push_back(e); }
+};
+
+}  // namespace
+
+class TestFluxStudio : public QObject {
+  Q_OBJECT
+
+  // The flow's Euler loop written out: from x = t_f·noise + (1 − t_f)·x0 at ts[first], each step
+  // x += (t_next − t)·v(x, t), then (with `keep`) x = keep·(t_next·noise + (1 − t_next)·x0) + (1 − keep)·x.
+  static at::Tensor manual_loop(FluxModel& m, const at::Tensor& noise, const at::Tensor& x0, const at::Tensor& keep,
+                                const at::Tensor& txt, const at::Tensor& y, const std::vector<double>& ts, int first) {
+    const int64_t H = noise.size(2), W = noise.size(3);
+    const auto pn = flux_pack(noise), px0 = flux_pack(x0);
+    const auto pk = keep.defined() ? flux_pack(keep) : at::Tensor();
+    at::Tensor x = ts[first] * pn + (1 - ts[first]) * px0;
+    const auto ids = flux_image_ids(1, H, W);
+    const auto txt_ids = at::zeros({1, txt.size(1), 3});
+    for (std::size_t i = static_cast<std::size_t>(first); i + 1 < ts.size(); ++i) {
+      const auto v = m.transformer(x, ids, txt, txt_ids, at::full({1}, ts[i]), y, at::full({1}, 3.5f), at::kFloat);
+      x = x + (ts[i + 1] - ts[i]) * v;
+      if (pk.defined()) x = pk * (ts[i + 1] * pn + (1 - ts[i + 1]) * px0) + (1 - pk) * x;
+    }
+    return flux_unpack(x, H, W);
+  }
+
+ private Q_SLOTS:
+  // strength 0.5 of 6 steps: A1111's t_enc = ⌊0.5·6⌋ = 3, so the last 4 steps run, from ts[2]
+  void img2imgStartsOnTheTruncatedFlow() {
+    FP8S_REQUIRE_REFERENCE();
+    FluxModel model(tiny_files(), StorageSpec{WeightType::FP32}, at::Device(at::kCPU));
+    const SafetensorsFile cases(test::reference_path(kFlux + "cases.safetensors"));
+    const auto noise = case_tensor(cases, "sample_dev.noise");
+    const auto txt = case_tensor(cases, "sample_dev.txt");
+    const auto y = case_tensor(cases, "sample_dev.y");
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
+    const auto x0 = at::randn(noise.sizes(), gen, at::kFloat);
+    SamplingInit init;
+    init.latent = x0;
+    set_img2img_steps(init, 6, 0.5f, false);
+    QCOMPARE(init.t_enc, 3);
+    std::vector<double> seen;
+    const auto got = model.sample(noise, txt, y, 6, dev_guidance(), true, at::kFloat,
+                                  [&](int i, int n, double t) { QCOMPARE(n, 4); QCOMPARE(i, int(seen.size()) + 1); seen.push_back(t); }, init);
+    const auto ts = flux_schedule(6, (noise.size(2) / 2) * (noise.size(3) / 2), true);
+    QCOMPARE(seen, std::vector<double>(ts.begin() + 2, ts.end() - 1));
+    const auto want = manual_loop(model, noise, x0, {}, txt, y, ts, 2);
+    const double err = (got - want).abs().max().item<double>() / want.abs().max().item<double>();
+    QVERIFY2(err < 1e-5, qPrintable(QString("relative error %1").arg(err)));
+  }
+
+  // keep = 1 on the left half: after the last step (t = 0) the left half is x0 exactly, the right
+  // half was sampled; the whole follows the written-out loop with the blend after every step
+  void inpaintingKeepsTheInitOnTheFlowLine() {
+    FP8S_REQUIRE_REFERENCE();
+    FluxModel model(tiny_files(), StorageSpec{WeightType::FP32}, at::Device(at::kCPU));
+    const SafetensorsFile cases(test::reference_path(kFlux + "cases.safetensors"));
+    const auto noise = case_tensor(cases, "sample_dev.noise");
+    const auto txt = case_tensor(cases, "sample_dev.txt");
+    const auto y = case_tensor(cases, "sample_dev.y");
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(8);
+    const auto x0 = at::randn(noise.sizes(), gen, at::kFloat);
+    const int64_t w = noise.size(3);
+    auto keep = at::zeros({1, 1, noise.size(2), w});
+    keep.narrow(3, 0, w / 2).fill_(1);
+    SamplingInit init;
+    init.latent = x0;
+    init.keep = keep;
+    set_img2img_steps(init, 4, 0.75f, false);  // t_enc = 3: all 4 steps, from ts[0] = 1
+    const auto got = model.sample(noise, txt, y, 4, dev_guidance(), true, at::kFloat, {}, init);
+    QCOMPARE((got.narrow(3, 0, w / 2) - x0.narrow(3, 0, w / 2)).abs().max().item<double>(), 0.0);
+    QVERIFY((got.narrow(3, w / 2, w / 2) - x0.narrow(3, w / 2, w / 2)).abs().max().item<double>() > 0.1);
+    const auto ts = flux_schedule(4, (noise.size(2) / 2) * (w / 2), true);
+    const auto want = manual_loop(model, noise, x0, keep.expand_as(noise), txt, y, ts, 0);
+    QVERIFY((got - want).abs().max().item<double>() <= 1e-5 * want.abs().max().item<double>());
+  }
+
+  // strength 1 (A1111 caps it at 0.999): t_enc = steps − 1, the run starts at t = 1, where
+  // x = 1·noise + 0·x0: the image is the txt2img image of the same seed, pixel for pixel
+  void fullStrengthImg2imgIsTxt2img() {
+    FP8S_REQUIRE_REFERENCE();
+    Engine engine(tiny_options());
+    std::atomic<bool> cancel{false};
+    auto r = tiny_request();
+    const auto txt2img = engine.generate(r, nullptr, cancel);
+    r.init_image = pattern(16, 16);
+    r.denoising_strength = 1.0f;
+    Steps steps;
+    const auto img2img = engine.generate(r, &steps, cancel);
+    QCOMPARE(steps.events.size(), std::size_t(5));
+    QCOMPARE(img2img.images.at(0).image.pixels, txt2img.images.at(0).image.pixels);
+    QVERIFY(QString::fromStdString(img2img.images[0].parameters).contains("Denoising strength: 1"));
+    // a lower strength keeps some of the init image: another image
+    r.denoising_strength = 0.4f;
+    const auto partial = engine.generate(r, nullptr, cancel);
+    QVERIFY(partial.images.at(0).image.pixels != txt2img.images.at(0).image.pixels);
+  }
+
+  // A1111's overlay: with a hard mask (blur 0) the pixels outside it are the init image's
+  void inpaintingRestoresThePixelsOutsideTheMask() {
+    FP8S_REQUIRE_REFERENCE();
+    Engine engine(tiny_options());
+    std::atomic<bool> cancel{false};
+    auto r = tiny_request();
+    r.init_image = pattern(16, 16);
+    RgbImage mask;
+    mask.width = mask.height = 16;
+    mask.pixels.assign(16 * 16 * 3, 0);
+    for (int yy = 0; yy < 16; ++yy) {
+      for (int x = 0; x < 8; ++x) {
+        for (int c = 0; c < 3; ++c) mask.pixels[(yy * 16 + x) * 3 + c] = 255;
+      }
+    }
+    r.mask = mask;
+    r.mask_blur = 0;
+    r.denoising_strength = 0.9f;
+    const auto out = engine.generate(r, nullptr, cancel).images.at(0);
+    int changed_inside = 0;
+    for (int yy = 0; yy < 16; ++yy) {
+      for (int x = 0; x < 16; ++x) {
+        for (int c = 0; c < 3; ++c) {
+          const std::size_t i = (yy * 16 + x) * 3 + c;
+          if (x >= 8) QCOMPARE(out.image.pixels[i], r.init_image->pixels[i]);
+          else changed_inside += out.image.pixels[i] != r.init_image->pixels[i];
+        }
+      }
+    }
+    QVERIFY(changed_inside > 100);
+    QVERIFY(QString::fromStdString(out.parameters).contains("Mask blur: 0"));
+  }
+
+  // hires at strength 0.5 with 3 steps: A1111's fixed-steps rule runs the last 3 steps of a
+  // schedule of ⌊3 / 0.5⌋ = 6, at the hires size's token count (32² pixels: 8x8 tokens)
+  void hiresRunsTheTailOfALongerSchedule() {
+    FP8S_REQUIRE_REFERENCE();
+    Engine engine(tiny_options());
+    std::atomic<bool> cancel{false};
+    auto r = tiny_request();
+    r.enable_hr = true;
+    r.hr_scale = 2;
+    r.hr_steps = 3;
+    r.hr_denoising_strength = 0.5f;
+    Steps steps;
+    const auto out = engine.generate(r, &steps, cancel).images.at(0);
+    QCOMPARE(out.image.width, 32);
+    QCOMPARE(out.image.height, 32);
+    QCOMPARE(steps.events.size(), std::size_t(8));
+    const auto first = flux_schedule(5, 4 * 4, true);
+    const auto hires = flux_schedule(6, 8 * 8, true);
+    for (int i = 0; i < 8; ++i) {
+      QCOMPARE(steps.events[i].step, i + 1);
+      QCOMPARE(steps.events[i].steps, 8);
+      const double want = i < 5 ? first[i] : hires[3 + (i - 5)];
+      QCOMPARE(double(steps.events[i].sigma), double(static_cast<float>(want)));
+    }
+    QVERIFY(QString::fromStdString(out.parameters).contains("Hires upscale: 2"));
+    // a hires size that is no multiple of 16 is refused with one that is
+    r.hr_scale = 1.5f;  // 24
+    try {
+      engine.generate(r, nullptr, cancel);
+      QFAIL("a 24-pixel hires size was accepted");
+    } catch (const InputError& e) {
+      QVERIFY2(QString(e.what()).contains("multiple of 16"), e.what());
+    }
+  }
+
+  // <lora:NAME:W> in the prompt finds NAME.safetensors in the LoRA folder; the infotext names it;
+  // merged and online give the same image within FP32 rounding; an SD LoRA is refused by name
+  void loraTagsWorkOnFlux() {
+    FP8S_REQUIRE_REFERENCE();
+    Engine engine(tiny_options());
+    std::atomic<bool> cancel{false};
+    auto r = tiny_request();
+    const auto plain = engine.generate(r, nullptr, cancel).images.at(0);
+    r.prompt += " <lora:lora-kohya:0.8>";
+    r.lora_mode = LoraMode::Merge;
+    const auto merged = engine.generate(r, nullptr, cancel).images.at(0);
+    QVERIFY(merged.image.pixels != plain.image.pixels);
+    QVERIFY2(QString::fromStdString(merged.parameters).contains("LoRA: \"lora-kohya: 0.8\""), merged.parameters.c_str());
+    r.lora_mode = LoraMode::Online;
+    const auto online = engine.generate(r, nullptr, cancel).images.at(0);
+    int worst = 0;
+    for (std::size_t i = 0; i < online.image.pixels.size(); ++i) worst = std::max(worst, std::abs(online.image.pixels[i] - merged.image.pixels[i]));
+    QVERIFY2(worst <= 1, qPrintable(QString("merged and online differ by %1 levels").arg(worst)));
+    // the set removed again: the plain image comes back exactly (merged layers read again from the file)
+    r.lora_mode = LoraMode::Merge;
+    engine.generate(r, nullptr, cancel);
+    r.prompt = tiny_request().prompt;
+    QCOMPARE(engine.generate(r, nullptr, cancel).images.at(0).image.pixels, plain.image.pixels);
+    r.loras = {{test::reference_path("sd1/lora-tiny-sd1.safetensors"), 1, 1}};
+    try {
+      engine.generate(r, nullptr, cancel);
+      QFAIL("an SD LoRA was applied to Flux");
+    } catch (const InputError& e) {
+      QVERIFY2(QString(e.what()).contains("does not fit the loaded Flux model"), e.what());
+    }
+  }
+
+  // ComfyUI's low-VRAM rule: T5 leaves the GPU only when everything does not fit together
+  void t5PlacementAndCompute() {
+    const FluxComponentBytes fp8{11'900'000'000ull, 4'900'000'000ull, 246'000'000ull, 335'000'000ull};
+    const FluxComponentBytes fp16_t5{11'900'000'000ull, 9'500'000'000ull, 246'000'000ull, 335'000'000ull};
+    const at::Device gpu(at::kCUDA, 0), cpu(at::kCPU);
+    const uint64_t gb24 = 24'000'000'000ull, working = 3'000'000'000ull;
+    QVERIFY(!flux_t5_on_cpu(gpu, fp8, gb24, working));     // 20.4 GB fits in 24
+    QVERIFY(flux_t5_on_cpu(gpu, fp16_t5, gb24, working));  // 25.0 GB does not
+    QVERIFY(!flux_t5_on_cpu(cpu, fp16_t5, gb24, working));
+    QVERIFY(!flux_t5_on_cpu(gpu, fp16_t5, 0, working));    // unknown VRAM: no rule
+    QCOMPARE(flux_t5_compute(at::kHalf, gpu, 90), at::kBFloat16);
+    QCOMPARE(flux_t5_compute(at::kHalf, gpu, 75), at::kFloat);
+    QCOMPARE(flux_t5_compute(at::kHalf, cpu, 0), at::kBFloat16);
+    QCOMPARE(flux_t5_compute(at::kFloat, gpu, 90), at::kFloat);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestFluxStudio)
+#include "test_flux_studio.moc"
