@@ -65,6 +65,7 @@ void EngineWorker::loadModel(const ModelRequest& request) {
     options.embeddings_dir = request.embeddingsDir.toStdString();
     options.storage = request.storage;
     options.device = request.device.toStdString();
+    options.flux = request.flux;
     m_engine.reset();  // never two models in memory
     m_hasModel.store(false);
     const int run = m_nextRun++;
@@ -184,10 +185,15 @@ void EngineWorker::compare(const GenerationRequest& request, const StorageSpec& 
       finishRun(out, outputDir);
     };
     c.report = measure_compare(*m_engine, o, hooks);
-    for (const auto& m : c.report.modes) {
-      if (!m.refused.empty()) throw DoesNotFit(m.refused);  // the tab shows two images or the reason there are not
+    // FP16 that cannot fit (Flux on a 24 GB machine): the tab shows its estimate beside the FP8 run;
+    // an FP8 mode that cannot fit either is a failure
+    if (!c.report.modes.at(1).refused.empty()) throw DoesNotFit(c.report.modes[1].refused);
+    c.referenceRefused = QString::fromStdString(c.report.modes[0].refused);
+    if (c.referenceRefused.isEmpty()) {
+      c.heatmap = diff_heatmap(c.reference.result.images.front().image, c.candidate.result.images.front().image);
+    } else {
+      c.reference.label = storageLabel(o.modes[0].storage);
     }
-    c.heatmap = diff_heatmap(c.reference.result.images.front().image, c.candidate.result.images.front().image);
     Q_EMIT compareFinished(c);
   } catch (...) {
     reportFailure(current);

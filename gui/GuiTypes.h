@@ -29,7 +29,8 @@ struct CompareResult {
   RunResult reference;  // FP16
   RunResult candidate;  // FP8
   CompareReport report;  // modes[0]: FP16, modes[1]: FP8 (its PSNR/SSIM/max diff are against FP16)
-  RgbImage heatmap;      // |FP8 - FP16|, for the view
+  RgbImage heatmap;      // |FP8 - FP16|, for the view (empty when FP16 did not run)
+  QString referenceRefused;  // why FP16 did not run (its memory estimate); empty when it ran
   double psnr() const { return report.modes.size() > 1 ? report.modes[1].psnr : 0; }
   double ssim() const { return report.modes.size() > 1 ? report.modes[1].ssim : 0; }
   int maxAbsDiff() const { return report.modes.size() > 1 ? report.modes[1].max_abs_diff : 0; }

@@ -96,7 +96,7 @@ MainWindow::MainWindow(QSettings* settings, bool autoLoad, QWidget* parent)
       // the worker finds (and verifies) the shipped demo model, or makes the random-weight one
       ModelRequest demo{QString(), QString(), m_folders.loras, m_folders.data + QStringLiteral("/embeddings"),
                         m_precision->settings().storage,
-                        m_precision->device(), demoModelPath()};
+                        m_precision->device(), demoModelPath(), FluxPaths{}};
       QMetaObject::invokeMethod(m_worker, [w = m_worker, demo] { w->loadModel(demo); }, Qt::QueuedConnection);
     }
   }
@@ -224,6 +224,7 @@ void MainWindow::buildUi() {
   auto* esc = new QShortcut(QKeySequence(Qt::Key_Escape), this);
   connect(esc, &QShortcut::activated, this, &MainWindow::interrupt);
   connect(m_model, &ModelPanel::modelChosen, this, &MainWindow::loadModel);
+  connect(m_model, &ModelPanel::componentsChanged, this, [this] { loadModel(m_model->checkpoint()); });
   connect(m_model, &ModelPanel::reportChanged, this, [this] { m_precision->setReport(m_model->report()); });
   connect(m_precision, &PrecisionPanel::compareRequested, this, &MainWindow::compare);
   // the request is what the panels say, as they say it
@@ -258,6 +259,9 @@ void MainWindow::connectWorker() {
   connect(m_worker, &EngineWorker::modelLoaded, this, [this](const ModelInfo& info) {
     m_model->setCheckpoint(QString::fromStdString(info.path));
     m_model->setStatus(tr("Loaded: %1, stored as %2").arg(QString::fromStdString(info.architecture), QString::fromStdString(info.storage)));
+    m_model->setModelInfo(info);
+    m_prompt->setFamily(info.flux, info.flux_dev, info.native_size);
+    m_charts->setFlux(info.flux);
     m_loadedPath = QString::fromStdString(info.path);
     m_deviceText = QString::fromStdString(info.device);
     m_gpu = info.gpu;
@@ -279,6 +283,7 @@ void MainWindow::connectWorker() {
     m_progress->setFormat(tr("#%1 %2: starting…").arg(run).arg(storageLabel(storage)));
   });
   connect(m_worker, &EngineWorker::phase, this, [this](int run, const PhaseEvent& e) {
+    m_charts->addPhase(run, e);
     if (e.phase == Phase::Decode) m_progress->setFormat(tr("#%1: decoding the image…").arg(run));
     if (e.phase == Phase::Encode) m_progress->setFormat(tr("#%1: encoding the prompt…").arg(run));
   });
@@ -344,7 +349,7 @@ void MainWindow::loadModel(const QString& path) {
   m_loadedPath = path;
   ModelRequest request{path, QString(), m_folders.loras, m_folders.data + QStringLiteral("/embeddings"),
                        m_precision->settings().storage, m_precision->device(),
-                       path == demoModelPath() ? path : QString()};
+                       path == demoModelPath() ? path : QString(), m_model->fluxPaths()};
   QMetaObject::invokeMethod(m_worker, [w = m_worker, request] { w->loadModel(request); }, Qt::QueuedConnection);
 }
 

@@ -23,6 +23,7 @@
 #include <qcustomplot.h>
 
 #include "MainWindow.h"
+#include "gui_support.h"
 #include "io/png.h"
 #include "lora/lora_library.h"
 #include "models/inspect.h"
@@ -47,23 +48,6 @@ using namespace fp8s;
 using namespace fp8s::gui;
 
 namespace {
-
-// The worker's signals reach a QSignalSpy on the worker thread, possibly before wait() is called,
-// and wait() only counts emissions after the call: check what already arrived first. Then deliver
-// the queued copies of the signal that the window itself receives (posted before the spy's).
-bool arrived(QSignalSpy& spy, int timeout_ms) {
-  if (spy.count() == 0 && !spy.wait(timeout_ms)) return false;
-  QCoreApplication::sendPostedEvents();
-  QCoreApplication::processEvents();
-  return true;
-}
-
-template <typename T>
-T* child(QWidget* w, const char* name) {
-  auto* c = w->findChild<T*>(QString::fromLatin1(name));
-  if (!c) qFatal("no child %s", name);
-  return c;
-}
 
 // Clicks the gallery's thumbnail of entry `index` as a user does (its tab opened, the thumbnail
 // scrolled into view).
@@ -244,7 +228,7 @@ class TestGui : public QObject {
     auto s = freshSettings("vocab.ini");
     auto loadWithoutVocabulary = [this](MainWindow& w, const QString& vocab) {
       QSignalSpy failed(w.worker(), &EngineWorker::failed);
-      const ModelRequest r{m_model, vocab, m_loras, {}, StorageSpec{}, QStringLiteral("cpu"), {}};
+      const ModelRequest r{m_model, vocab, m_loras, {}, StorageSpec{}, QStringLiteral("cpu"), {}, {}};
       QMetaObject::invokeMethod(w.worker(), [wk = w.worker(), r] { wk->loadModel(r); }, Qt::QueuedConnection);
       QVERIFY(arrived(failed, 60000));
       QTRY_VERIFY(!w.isBusy());

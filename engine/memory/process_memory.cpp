@@ -4,8 +4,13 @@
 #include <malloc.h>
 #endif
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+
+#include "core/error.h"
 
 namespace fp8s {
 namespace {
@@ -46,6 +51,30 @@ void trim_heap() {
 #endif
 }
 
-uint64_t available_memory_bytes() { return read_kb_field("/proc/meminfo", "MemAvailable"); }
+uint64_t memory_size_bytes(const std::string& text) {
+  std::size_t used = 0;
+  double v = -1;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = text.substr(used);
+  for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (!unit.empty() && unit.back() == 'B') unit.pop_back();
+  const double scale = unit.empty() ? 1 : unit == "K" ? 1e3 : unit == "M" ? 1e6 : unit == "G" ? 1e9 : unit == "T" ? 1e12 : -1;
+  if (used == 0 || !(v > 0) || scale < 0 || v * scale > 1e18) {
+    throw InputError("FP8S_AVAILABLE_MEMORY='" + text + "' is not a memory size; use e.g. 8G, 512M or a number of bytes");
+  }
+  return static_cast<uint64_t>(v * scale);
+}
+
+uint64_t available_memory_bytes() {
+  const uint64_t real = read_kb_field("/proc/meminfo", "MemAvailable");
+  const char* cap = std::getenv("FP8S_AVAILABLE_MEMORY");
+  if (!cap || !*cap) return real;
+  const uint64_t limit = memory_size_bytes(cap);
+  return real == 0 ? limit : std::min(real, limit);
+}
 
 }  // namespace fp8s

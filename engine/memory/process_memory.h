@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace fp8s {
 
@@ -16,7 +17,11 @@ bool reset_rss_peak();
 // Returns the allocator's free pages to the kernel (glibc malloc_trim), so that RSS shows what is
 // live: after a storage switch the old weights' heap pages would otherwise stay resident.
 void trim_heap();
-// MemAvailable from /proc/meminfo (0 when unknown).
+// MemAvailable from /proc/meminfo (0 when unknown), capped by $FP8S_AVAILABLE_MEMORY when set (a
+// size such as 8G or 512M: run as if the machine had that much, to see what the memory estimate
+// refuses on a smaller machine; InputError for a value that is not a size).
 uint64_t available_memory_bytes();
+// "8G", "512M", "1.5g", "123456" (bytes; K/M/G/T decimal, an optional B) -> bytes; InputError otherwise.
+uint64_t memory_size_bytes(const std::string& text);
 
 }  // namespace fp8s

@@ -152,6 +152,24 @@ ModelInfo Engine::info() const {
     i.storage = weight_type_name(f.storage().weights);
     i.kernels = backend::describe(impl_->kernels);
     const auto b = flux_storage_bytes(f.files(), f.storage());
+    i.flux = true;
+    i.flux_dev = f.dev();
+    const auto& files = f.files();
+    const std::pair<const char*, std::pair<const ComponentSource*, uint64_t>> parts[] = {
+        {"transformer", {&files.transformer, b.transformer}}, {"T5-XXL", {&files.t5, b.t5}},
+        {"CLIP-L", {&files.clip_l, b.clip_l}}, {"autoencoder", {&files.vae, b.vae}}};
+    for (const auto& [name, part] : parts) {
+      const auto& [source, bytes] = part;
+      ComponentInfo c{name, source->path, "not found", bytes};
+      if (source->found()) {
+        StorageSpec s = f.storage();
+        // the autoencoder keeps its file's float type unless --fp8-vae
+        if (source == &files.vae && is_fp8(s.weights) && !s.fp8_vae) s.weights = WeightType::BF16;
+        if (source != &files.transformer) s = flux_component_storage(SafetensorsFile(source->path), source->prefix, s);
+        c.storage = weight_type_name(s.weights);
+      }
+      i.components.push_back(std::move(c));
+    }
     i.unet_bytes = b.transformer;
     i.text_bytes = b.t5 + b.clip_l;
     i.vae_bytes = b.vae;

@@ -160,8 +160,17 @@ struct GenerationResult {
   std::string conv_layout;
 };
 
+// One component of a model as loaded: its name ("transformer", "T5-XXL", ...), its file, its
+// storage and the bytes it takes in that storage.
+struct ComponentInfo {
+  std::string name, path, storage;
+  uint64_t bytes = 0;
+};
+
 struct ModelInfo {
   std::string path;
+  bool flux = false, flux_dev = false;  // a Flux.1 model (dev: distilled guidance)
+  std::vector<ComponentInfo> components;  // Flux: transformer, T5-XXL, CLIP-L, autoencoder
   std::string architecture;
   std::string storage;
   std::string source_note;     // set when the checkpoint is already FP8: its values are FP8's in every storage

@@ -120,6 +120,34 @@ void ChartsPanel::setWeightBytes(int run, uint64_t bytes) {
   m_dirty = true;
 }
 
+QString ChartsPanel::phaseLabel(Phase phase) const {
+  switch (phase) {
+    case Phase::Load: return tr("load");
+    case Phase::Encode: return m_flux ? tr("T5 + CLIP-L encode") : tr("text encode");
+    case Phase::Sample: return m_flux ? tr("transformer steps") : tr("UNet steps");
+    case Phase::Decode: return m_flux ? tr("autoencoder decode") : tr("VAE decode");
+    case Phase::Done: return tr("done");
+  }
+  return {};
+}
+
+void ChartsPanel::addPhase(int run, const PhaseEvent& e) {
+  auto it = m_runs.find(run);
+  if (it == m_runs.end()) return;
+  const QString label = phaseLabel(e.phase);
+  if (!it->phases.empty() && it->phases.back().second == label) return;  // the same phase again (a batch's next image)
+  it->phases.push_back({e.t_ms / 1000.0, label});
+  m_dirty = true;
+}
+
+QStringList ChartsPanel::phaseLabels(int run) const {
+  QStringList out;
+  if (m_runs.contains(run)) {
+    for (const auto& p : m_runs[run].phases) out << p.second;
+  }
+  return out;
+}
+
 void ChartsPanel::clear() {
   m_runs.clear();
   m_dirty = true;
@@ -178,7 +206,29 @@ void ChartsPanel::replotNow() {
     step->setData(QVector<double>(r.stepX.begin(), r.stepX.end()), QVector<double>(r.stepMs.begin(), r.stepMs.end()), true);
   }
   m_memory->xAxis->setRange(0, std::max(1.0, maxT * 1.02));
-  m_memory->yAxis->setRange(0, std::max(1.0, maxBytes / unit * 1.1));
+  m_memory->yAxis->setRange(0, std::max(1.0, maxBytes / unit * 1.25));
+  // the latest run's phases: a dotted line where each begins, the component that runs, at the top
+  m_memory->clearItems();
+  if (!m_runs.isEmpty()) {
+    const Run& last = m_runs.last();
+    int row = 0;
+    for (const auto& [t, label] : last.phases) {
+      if (label == tr("done")) continue;
+      auto* line = new QCPItemStraightLine(m_memory);
+      line->point1->setCoords(t, 0);
+      line->point2->setCoords(t, 1);
+      line->setPen(QPen(last.colour, 1, Qt::DotLine));
+      auto* text = new QCPItemText(m_memory);
+      text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+      text->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+      text->position->setCoords(t, 0.02 + 0.07 * (row++ % 3));  // staggered: short phases sit close
+      text->setText(label);
+      text->setColor(last.colour);
+      QFont f = text->font();
+      f.setPointSizeF(f.pointSizeF() * 0.85);
+      text->setFont(f);
+    }
+  }
   double maxStep = 1, maxMs = 1;
   for (const auto& r : m_runs) {
     for (double x : r.stepX) maxStep = std::max(maxStep, x);

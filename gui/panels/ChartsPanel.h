@@ -5,6 +5,7 @@
 
 #include <QColor>
 #include <QMap>
+#include <QStringList>
 #include <QWidget>
 
 #include <vector>
@@ -28,6 +29,12 @@ class ChartsPanel : public QWidget {
   void addMemory(int run, const MemorySample& sample);
   void addStep(int run, const StepEvent& event);
   void setWeightBytes(int run, uint64_t bytes);  // drawn as a dotted level once the run finished
+  // A phase began: the latest run's phases are marked on the memory chart with the component that
+  // runs in them (Flux: T5 + CLIP-L, transformer, autoencoder; SD: text encoders, UNet, VAE).
+  void addPhase(int run, const PhaseEvent& event);
+  void setFlux(bool flux) { m_flux = flux; }
+  // The latest run's phase marks as the chart labels them (for tests).
+  QStringList phaseLabels(int run) const;
   void clear();
 
   int stepPoints(int run) const;
@@ -50,7 +57,9 @@ class ChartsPanel : public QWidget {
     bool gpu = false;
     std::vector<double> stepX, stepMs;
     double weightBytes = 0;
+    std::vector<std::pair<double, QString>> phases;  // seconds, label
   };
+  QString phaseLabel(Phase phase) const;
   QColor colourFor(const StorageSpec& storage) const;
   void styleAxes(QCustomPlot* plot);
 
@@ -58,6 +67,7 @@ class ChartsPanel : public QWidget {
   QCustomPlot* m_steps;
   QTimer* m_timer;
   QMap<int, Run> m_runs;
+  bool m_flux = false;
   bool m_dirty = false;
 };
 

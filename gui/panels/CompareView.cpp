@@ -66,9 +66,11 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
 void CompareView::setResult(const CompareResult& c) {
   m_result = c;
   m_has = true;
-  m_captions[0]->setText(c.reference.label);
+  const bool refused = !c.referenceRefused.isEmpty();
+  m_captions[0]->setText(refused ? tr("%1: did not run").arg(c.reference.label) : c.reference.label);
   m_captions[1]->setText(c.candidate.label);
-  m_captions[2]->setText(tr("|difference| (max %1)").arg(c.maxAbsDiff()));
+  m_captions[2]->setText(refused ? tr("no difference image without %1").arg(c.reference.label)
+                                 : tr("|difference| (max %1)").arg(c.maxAbsDiff()));
   m_note->setText(c.sourceNote());
   m_note->setVisible(!c.sourceNote().isEmpty());
   const auto& a = c.reference.result;
@@ -92,24 +94,39 @@ void CompareView::setResult(const CompareResult& c) {
   auto set = [&](int row, int col, const QString& text) { m_table->setItem(row, col, new QTableWidgetItem(text)); };
   for (const auto& row : rows) {
     set(r, 0, row.metric);
-    set(r, 1, row.bytes ? formatBytes(row.fp16) : QString::number(row.fp16, 'f', 0));
+    set(r, 1, refused ? QStringLiteral("—") : row.bytes ? formatBytes(row.fp16) : QString::number(row.fp16, 'f', 0));
     set(r, 2, row.bytes ? formatBytes(row.fp8) : QString::number(row.fp8, 'f', 0));
-    set(r, 3, row.fp16 > 0 ? QString::number(row.fp8 / row.fp16, 'f', 3) : QStringLiteral("—"));
+    set(r, 3, !refused && row.fp16 > 0 ? QString::number(row.fp8 / row.fp16, 'f', 3) : QStringLiteral("—"));
     ++r;
   }
   set(r, 0, tr("PSNR (dB)"));
-  set(r, 2, std::isinf(c.psnr()) ? tr("identical") : QString::number(c.psnr(), 'f', 2));
+  set(r, 2, refused ? QStringLiteral("—") : std::isinf(c.psnr()) ? tr("identical") : QString::number(c.psnr(), 'f', 2));
   ++r;
   set(r, 0, tr("SSIM"));
-  set(r, 2, QString::number(c.ssim(), 'f', 4));
+  set(r, 2, refused ? QStringLiteral("—") : QString::number(c.ssim(), 'f', 4));
+  if (refused) {
+    // the FP16 column: its estimate, in the engine's words
+    m_table->insertRow(0);
+    set(0, 0, tr("Memory estimate"));
+    set(0, 1, c.referenceRefused);
+    m_table->item(0, 1)->setToolTip(c.referenceRefused);
+  }
   renderImages();
 }
 
 void CompareView::renderImages() {
   if (!m_has) return;
-  const QImage images[3] = {toQImage(m_result.reference.result.images.front().image),
-                            toQImage(m_result.candidate.result.images.front().image), toQImage(m_result.heatmap)};
+  const bool refused = !m_result.referenceRefused.isEmpty();
+  const QImage images[3] = {refused ? QImage() : toQImage(m_result.reference.result.images.front().image),
+                            toQImage(m_result.candidate.result.images.front().image),
+                            refused ? QImage() : toQImage(m_result.heatmap)};
   for (int i = 0; i < 3; ++i) {
+    if (images[i].isNull()) {
+      m_images[i]->setPixmap({});
+      m_images[i]->setText(i == 0 ? m_result.referenceRefused : QString());
+      m_images[i]->setWordWrap(true);
+      continue;
+    }
     const QSize box = m_images[i]->size();
     m_images[i]->setPixmap(QPixmap::fromImage(images[i].scaled(box, Qt::KeepAspectRatio,
                                                                box.width() > images[i].width() ? Qt::FastTransformation : Qt::SmoothTransformation)));

@@ -5,6 +5,8 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QGridLayout>
+#include <QGroupBox>
+#include <QLineEdit>
 #include <QLabel>
 #include <QPushButton>
 #include <QSettings>
@@ -13,6 +15,7 @@
 
 #include "Background.h"
 #include "models/inspect.h"
+#include "pipeline/request.h"
 
 namespace fp8s::gui {
 
@@ -47,6 +50,47 @@ ModelPanel::ModelPanel(QWidget* parent) : QWidget(parent) {
   m_status = new QLabel(this);
   m_status->setWordWrap(true);
   layout->addWidget(m_status);
+  // a Flux transformer's other files (ComfyUI's separate text encoders and autoencoder)
+  m_fluxBox = new QGroupBox(tr("Flux components"), this);
+  m_fluxBox->setObjectName(QStringLiteral("fluxComponents"));
+  auto* fluxGrid = new QGridLayout(m_fluxBox);
+  fluxGrid->setContentsMargins(4, 4, 4, 4);
+  const char* names[3] = {"fluxT5Edit", "fluxClipEdit", "fluxVaeEdit"};
+  const QString labels[3] = {tr("T5-XXL"), tr("CLIP-L"), tr("Autoencoder")};
+  const QString hints[3] = {tr("t5xxl_fp16 / t5xxl_fp8_e4m3fn(_scaled)"), tr("clip_l"), tr("ae")};
+  for (int i = 0; i < 3; ++i) {
+    m_fluxEdits[i] = new QLineEdit(m_fluxBox);
+    m_fluxEdits[i]->setObjectName(QString::fromLatin1(names[i]));
+    m_fluxEdits[i]->setPlaceholderText(tr("found automatically (%1)").arg(hints[i]));
+    m_fluxEdits[i]->setClearButtonEnabled(true);
+    auto* pick = new QPushButton(tr("…"), m_fluxBox);
+    pick->setMaximumWidth(32);
+    pick->setToolTip(tr("Choose the %1 file").arg(labels[i]));
+    fluxGrid->addWidget(new QLabel(labels[i], m_fluxBox), i, 0);
+    fluxGrid->addWidget(m_fluxEdits[i], i, 1);
+    fluxGrid->addWidget(pick, i, 2);
+    connect(pick, &QPushButton::clicked, this, [this, i, label = labels[i]] {
+      const QString start = m_fluxEdits[i]->text().isEmpty() ? QFileInfo(checkpoint()).absolutePath() : m_fluxEdits[i]->text();
+      const QString path = QFileDialog::getOpenFileName(this, tr("Choose the %1 file").arg(label), start,
+                                                        tr("Safetensors files (*.safetensors)"));
+      if (path.isEmpty()) return;
+      m_fluxEdits[i]->setText(path);
+      Q_EMIT componentsChanged();
+    });
+    connect(m_fluxEdits[i], &QLineEdit::editingFinished, this, [this, i] {
+      if (m_fluxEdits[i]->isModified()) {
+        m_fluxEdits[i]->setModified(false);
+        Q_EMIT componentsChanged();
+      }
+    });
+  }
+  m_components = new QLabel(m_fluxBox);
+  m_components->setObjectName(QStringLiteral("fluxComponentTable"));
+  m_components->setTextFormat(Qt::RichText);
+  m_components->setWordWrap(true);
+  fluxGrid->addWidget(m_components, 3, 0, 1, 3);
+  m_fluxBox->hide();
+  layout->addWidget(m_fluxBox);
 
   connect(browseButton, &QPushButton::clicked, this, &ModelPanel::browse);
   connect(rescanButton, &QPushButton::clicked, this, &ModelPanel::rescan);
@@ -102,6 +146,34 @@ void ModelPanel::setCheckpoint(const QString& path) {
 }
 
 void ModelPanel::setStatus(const QString& text) { m_status->setText(text); }
+
+FluxPaths ModelPanel::fluxPaths() const {
+  FluxPaths p;
+  p.t5 = m_fluxEdits[0]->text().trimmed().toStdString();
+  p.clip_l = m_fluxEdits[1]->text().trimmed().toStdString();
+  p.vae = m_fluxEdits[2]->text().trimmed().toStdString();
+  return p;
+}
+
+void ModelPanel::setFluxPaths(const FluxPaths& p) {
+  const std::string* v[3] = {&p.t5, &p.clip_l, &p.vae};
+  for (int i = 0; i < 3; ++i) m_fluxEdits[i]->setText(QString::fromStdString(*v[i]));
+}
+
+void ModelPanel::setModelInfo(const ModelInfo& info) {
+  m_fluxBox->setVisible(info.flux);
+  if (!info.flux) return;
+  QString html = tr("<table cellspacing=0 cellpadding=1><tr><td>component&nbsp;</td><td>storage&nbsp;</td>"
+                    "<td align=right>bytes&nbsp;</td><td>file</td></tr>");
+  for (const auto& c : info.components) {
+    const QString file = c.path.empty() ? tr("<span style='color:#c0392b'>not found</span>")
+                                        : QFileInfo(QString::fromStdString(c.path)).fileName().toHtmlEscaped();
+    html += QStringLiteral("<tr><td>%1&nbsp;</td><td>%2&nbsp;</td><td align=right>%3&nbsp;</td><td>%4</td></tr>")
+                .arg(QString::fromStdString(c.name), QString::fromStdString(c.storage),
+                     c.path.empty() ? QStringLiteral("—") : formatBytes(static_cast<double>(c.bytes)), file);
+  }
+  m_components->setText(html + QStringLiteral("</table>"));
+}
 
 void ModelPanel::inspectCurrent() {
   m_report.reset();
@@ -165,16 +237,29 @@ void ModelPanel::showReport(const QString& path, std::shared_ptr<InspectReport> 
     }
     m_info->setText(html);
   }
+  // a Flux transformer's other files can be picked before it loads
+  if (m_report && (m_report->detection.arch == Arch::FLUX_DEV || m_report->detection.arch == Arch::FLUX_SCHNELL)) {
+    m_fluxBox->show();
+  }
   Q_EMIT reportChanged();
 }
 
 void ModelPanel::saveSettings(QSettings& s) const {
   s.setValue(QStringLiteral("model/recent"), m_recent);
+  const auto p = fluxPaths();
+  s.setValue(QStringLiteral("model/flux_t5"), QString::fromStdString(p.t5));
+  s.setValue(QStringLiteral("model/flux_clip_l"), QString::fromStdString(p.clip_l));
+  s.setValue(QStringLiteral("model/flux_vae"), QString::fromStdString(p.vae));
   s.setValue(QStringLiteral("model/current"), checkpoint());
 }
 
 void ModelPanel::restoreSettings(const QSettings& s) {
   m_recent = s.value(QStringLiteral("model/recent")).toStringList();
+  FluxPaths p;
+  p.t5 = s.value(QStringLiteral("model/flux_t5")).toString().toStdString();
+  p.clip_l = s.value(QStringLiteral("model/flux_clip_l")).toString().toStdString();
+  p.vae = s.value(QStringLiteral("model/flux_vae")).toString().toStdString();
+  setFluxPaths(p);
   const QString current = s.value(QStringLiteral("model/current")).toString();
   rescan();
   if (!current.isEmpty() && QFileInfo::exists(current)) setCheckpoint(current);

@@ -6,14 +6,18 @@
 #include <QWidget>
 
 #include <memory>
-#include <QWidget>
+
+#include "models/flux/flux_files.h"
 
 class QComboBox;
+class QGroupBox;
 class QLabel;
+class QLineEdit;
 class QSettings;
 
 namespace fp8s {
 struct InspectReport;
+struct ModelInfo;
 }
 
 namespace fp8s::gui {
@@ -31,6 +35,13 @@ class ModelPanel : public QWidget {
   void setCheckpoint(const QString& path);
   // The engine's view once loaded (architecture, storage); "" clears it.
   void setStatus(const QString& text);
+  // The loaded model's components as the engine reports them (Flux: transformer, T5-XXL, CLIP-L,
+  // autoencoder, each with its file, storage and bytes).
+  void setModelInfo(const ModelInfo& info);
+  // A Flux checkpoint's other components as the user picked them (empty: the engine finds them
+  // in the file, beside it or in a ComfyUI models folder).
+  FluxPaths fluxPaths() const;
+  void setFluxPaths(const FluxPaths& paths);
   // The inspect report of the current checkpoint (nullptr when it could not be read).
   const InspectReport* report() const { return m_report.get(); }
 
@@ -39,6 +50,8 @@ class ModelPanel : public QWidget {
 
  Q_SIGNALS:
   void modelChosen(const QString& path);
+  // The user picked or cleared a Flux component's file: the model loads again with it.
+  void componentsChanged();
   void reportChanged();
 
  public Q_SLOTS:
@@ -53,6 +66,9 @@ class ModelPanel : public QWidget {
   QComboBox* m_combo;
   QLabel* m_info;
   QLabel* m_status;
+  QGroupBox* m_fluxBox;
+  QLineEdit* m_fluxEdits[3];  // T5-XXL, CLIP-L, autoencoder
+  QLabel* m_components;
   QString m_folder;
   QStringList m_recent;
   std::shared_ptr<InspectReport> m_report;

@@ -164,7 +164,19 @@ PromptPanel::PromptPanel(QWidget* parent) : QWidget(parent) {
   addLabelled(grid, 0, 2, tr("Steps"), m_steps);
   grid->addWidget(new QLabel(tr("Size")), 1, 0);
   grid->addLayout(sizeRow, 1, 1);
-  addLabelled(grid, 1, 2, tr("CFG"), m_cfg);
+  m_cfgLabel = new QLabel(tr("CFG"), this);
+  grid->addWidget(m_cfgLabel, 1, 2);
+  grid->addWidget(m_cfg, 1, 3);
+  // Flux dev's distilled guidance (Forge's "Distilled CFG Scale") in CFG's place
+  m_guidance = makeDoubleSpin(this, 0.0, 30.0, 0.5, 3.5, QStringLiteral("guidanceSpin"));
+  m_guidance->setDecimals(1);
+  m_guidance->setToolTip(tr("Flux dev's distilled guidance (Forge: Distilled CFG Scale), given to the transformer; "
+                            "no second pass as CFG needs"));
+  m_guidanceLabel = new QLabel(tr("Guidance"), this);
+  grid->addWidget(m_guidanceLabel, 1, 2);
+  grid->addWidget(m_guidance, 1, 3);
+  m_guidance->hide();
+  m_guidanceLabel->hide();
   grid->addWidget(new QLabel(tr("Seed")), 2, 0);
   grid->addLayout(seedRow, 2, 1);
   addLabelled(grid, 2, 2, tr("Batch"), m_batchCount);
@@ -190,12 +202,52 @@ PromptPanel::PromptPanel(QWidget* parent) : QWidget(parent) {
   for (auto* e : {m_prompt, m_negative}) connect(e, &QPlainTextEdit::textChanged, this, &PromptPanel::emitChanged);
   for (auto* sp : {m_steps, m_width, m_height, m_batchCount}) connect(sp, &QSpinBox::valueChanged, this, &PromptPanel::emitChanged);
   for (auto* c : {m_sampler, m_schedule}) connect(c, &QComboBox::currentIndexChanged, this, &PromptPanel::emitChanged);
-  connect(m_cfg, &QDoubleSpinBox::valueChanged, this, &PromptPanel::emitChanged);
+  for (auto* d : {m_cfg, m_guidance}) connect(d, &QDoubleSpinBox::valueChanged, this, &PromptPanel::emitChanged);
   connect(m_seed, &QLineEdit::textChanged, this, &PromptPanel::emitChanged);
   connect(m_hires, &HiresGroup::changed, this, &PromptPanel::emitChanged);
 }
 
 PromptPanel::~PromptPanel() = default;
+
+void PromptPanel::setFamily(bool flux, bool dev, int native_size) {
+  if (flux == m_flux && dev == m_dev) return;
+  m_flux = flux;
+  m_dev = dev;
+  const QSignalBlocker b1(m_sampler), b2(m_schedule), b3(m_sizePreset);
+  // Flux samples with BFL's Euler on the flow over its own (simple, shifted) schedule
+  m_sampler->clear();
+  if (flux) {
+    m_sampler->addItem(QString::fromLatin1(sampler_display_name(Sampler::Euler)), int(Sampler::Euler));
+  } else {
+    for (auto s : kSamplers) m_sampler->addItem(QString::fromLatin1(sampler_display_name(s)), int(s));
+  }
+  m_schedule->clear();
+  if (flux) {
+    m_schedule->addItem(tr("Simple"), int(Schedule::Normal));
+  } else {
+    m_schedule->addItem(tr("Karras"), int(Schedule::Karras));
+    m_schedule->addItem(tr("Normal"), int(Schedule::Normal));
+  }
+  // Flux sizes are multiples of 16 (2x2 patches of the 8x latent)
+  const int step = flux ? 16 : 64;
+  for (auto* sp : {m_width, m_height}) {
+    sp->setRange(flux ? 16 : 64, 2048);
+    sp->setSingleStep(step);
+    sp->setValue(std::max(sp->minimum(), native_size / step * step));
+  }
+  m_sizePreset->clear();
+  m_sizePreset->addItem(tr("Presets"), QSize());
+  const std::vector<std::pair<int, int>> sd{{512, 512}, {768, 512}, {512, 768}, {768, 768}, {1024, 1024}, {1152, 896}, {896, 1152}, {256, 256}};
+  const std::vector<std::pair<int, int>> fx{{1024, 1024}, {1216, 832}, {832, 1216}, {1152, 896}, {896, 1152}, {768, 768}, {512, 512}};
+  for (const auto& [w, h] : flux ? fx : sd) m_sizePreset->addItem(QStringLiteral("%1×%2").arg(w).arg(h), QSize(w, h));
+  // dev: the distilled guidance replaces CFG (CFG stays 1: no negative pass); schnell: neither
+  m_guidance->setVisible(flux && dev);
+  m_guidanceLabel->setVisible(flux && dev);
+  m_cfg->setVisible(!(flux && dev));
+  m_cfgLabel->setVisible(!(flux && dev));
+  m_cfg->setValue(flux ? 1.0 : 7.0);
+  emitChanged();
+}
 
 void PromptPanel::emitChanged() {
   GenerationRequest r;
@@ -208,6 +260,7 @@ void PromptPanel::fillRequest(GenerationRequest& r) const {
   r.negative = m_negative->toPlainText().toStdString();
   r.steps = m_steps->value();
   r.cfg = static_cast<float>(m_cfg->value());
+  r.guidance = static_cast<float>(m_guidance->value());
   r.sampler = static_cast<Sampler>(m_sampler->currentData().toInt());
   r.schedule = static_cast<Schedule>(m_schedule->currentData().toInt());
   bool ok = false;
@@ -224,6 +277,7 @@ void PromptPanel::setFromRequest(const GenerationRequest& r) {
   m_negative->setPlainText(QString::fromStdString(r.negative));
   m_steps->setValue(r.steps);
   m_cfg->setValue(r.cfg);
+  m_guidance->setValue(r.guidance);
   m_sampler->setCurrentIndex(std::max(0, m_sampler->findData(int(r.sampler))));
   m_schedule->setCurrentIndex(std::max(0, m_schedule->findData(int(r.schedule))));
   m_seed->setText(QString::number(r.seed));
@@ -284,6 +338,7 @@ void PromptPanel::saveSettings(QSettings& s) const {
   s.setValue(QStringLiteral("prompt/negative"), QString::fromStdString(r.negative));
   s.setValue(QStringLiteral("prompt/steps"), r.steps);
   s.setValue(QStringLiteral("prompt/cfg"), r.cfg);
+  s.setValue(QStringLiteral("prompt/guidance"), r.guidance);
   s.setValue(QStringLiteral("prompt/sampler"), QString::fromLatin1(sampler_name(r.sampler)));
   s.setValue(QStringLiteral("prompt/schedule"), QString::fromLatin1(schedule_name(r.schedule)));
   s.setValue(QStringLiteral("prompt/seed"), static_cast<qlonglong>(r.seed));
@@ -299,6 +354,7 @@ void PromptPanel::restoreSettings(const QSettings& s) {
   r.negative = s.value(QStringLiteral("prompt/negative"), QString::fromStdString(r.negative)).toString().toStdString();
   r.steps = s.value(QStringLiteral("prompt/steps"), r.steps).toInt();
   r.cfg = s.value(QStringLiteral("prompt/cfg"), r.cfg).toFloat();
+  r.guidance = s.value(QStringLiteral("prompt/guidance"), r.guidance).toFloat();
   if (auto v = parse_sampler(s.value(QStringLiteral("prompt/sampler")).toString().toStdString())) r.sampler = *v;
   if (auto v = parse_schedule(s.value(QStringLiteral("prompt/schedule")).toString().toStdString())) r.schedule = *v;
   r.seed = s.value(QStringLiteral("prompt/seed"), static_cast<qlonglong>(r.seed)).toLongLong();

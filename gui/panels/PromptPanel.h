@@ -40,6 +40,10 @@ class PromptPanel : public QWidget {
   // The tokenizer for the counters (nullptr: counters show "?" with `why` as tooltip).
   void setTokenizer(std::shared_ptr<const ClipTokenizer> tokenizer, const QString& why = {});
   void setNativeSize(int size);  // the model's size; "native" preset and default
+  // The model family's controls: for Flux only Euler and the simple schedule, sizes in steps of 16,
+  // and for dev the distilled guidance in CFG's place (CFG set to 1); SD's otherwise. A change of
+  // family sets the size to the model's native size.
+  void setFamily(bool flux, bool dev, int native_size);
   QString tokenCounterText(bool negative) const;
 
   QPlainTextEdit* promptEdit() const { return m_prompt; }
@@ -63,6 +67,10 @@ class PromptPanel : public QWidget {
   QLabel* m_negativeCount;
   QSpinBox* m_steps;
   QDoubleSpinBox* m_cfg;
+  QLabel* m_cfgLabel;
+  QDoubleSpinBox* m_guidance;
+  QLabel* m_guidanceLabel;
+  bool m_flux = false, m_dev = false;
   QComboBox* m_sampler;
   QComboBox* m_schedule;
   QLineEdit* m_seed;
