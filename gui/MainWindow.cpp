@@ -262,6 +262,7 @@ void MainWindow::connectWorker() {
     m_model->setModelInfo(info);
     m_prompt->setFamily(info.flux, info.flux_dev, info.native_size);
     m_charts->setFlux(info.flux);
+    m_compare->setFlux(info.flux);
     m_loadedPath = QString::fromStdString(info.path);
     m_deviceText = QString::fromStdString(info.device);
     m_gpu = info.gpu;

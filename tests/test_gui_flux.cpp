@@ -68,7 +68,7 @@ class TestGuiFlux : public QObject {
     auto w = loadedWindow(s);
     // the engine's component table: all four, with storage and bytes
     const QString table = child<QLabel>(w.get(), "fluxComponentTable")->text();
-    for (const char* c : {"transformer", "T5-XXL", "CLIP-L", "autoencoder", "tiny-t5xxl.safetensors", "fp8-e4m3"}) {
+    for (const char* c : {"transformer", "T5-XXL", "CLIP-L", "autoencoder", "tiny-t5xxl.safetensors", "e4m3"}) {
       QVERIFY2(table.contains(c), qPrintable(table));
     }
     // dev: guidance in CFG's place, Euler only, sizes by 16

@@ -219,7 +219,8 @@ void ChartsPanel::replotNow() {
       line->point2->setCoords(t, 1);
       line->setPen(QPen(last.colour, 1, Qt::DotLine));
       auto* text = new QCPItemText(m_memory);
-      text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+      // labels near the right edge end at their line instead of running off the chart
+      text->setPositionAlignment((t > 0.7 * maxT ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignTop);
       text->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
       text->position->setCoords(t, 0.02 + 0.07 * (row++ % 3));  // staggered: short phases sit close
       text->setText(label);

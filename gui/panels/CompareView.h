@@ -19,6 +19,8 @@ class CompareView : public QWidget {
   explicit CompareView(QWidget* parent = nullptr);
 
   void setResult(const CompareResult& result);
+  // The model family the next results come from (its denoiser's name in the table).
+  void setFlux(bool flux) { m_flux = flux; }
   bool hasResult() const { return m_has; }
   QTableWidget* table() const { return m_table; }
   // Writes the compare's files into `folder` (created if missing); false with `error` set on failure.
@@ -39,6 +41,7 @@ class CompareView : public QWidget {
   QTableWidget* m_table;
   CompareResult m_result;
   bool m_has = false;
+  bool m_flux = false;
 };
 
 }  // namespace fp8s::gui

@@ -168,8 +168,8 @@ void ModelPanel::setModelInfo(const ModelInfo& info) {
   for (const auto& c : info.components) {
     const QString file = c.path.empty() ? tr("<span style='color:#c0392b'>not found</span>")
                                         : QFileInfo(QString::fromStdString(c.path)).fileName().toHtmlEscaped();
-    html += QStringLiteral("<tr><td>%1&nbsp;</td><td>%2&nbsp;</td><td align=right>%3&nbsp;</td><td>%4</td></tr>")
-                .arg(QString::fromStdString(c.name), QString::fromStdString(c.storage),
+    html += QStringLiteral("<tr><td nowrap>%1&nbsp;</td><td nowrap>%2&nbsp;</td><td align=right nowrap>%3&nbsp;</td><td>%4</td></tr>")
+                .arg(QString::fromStdString(c.name), QString::fromStdString(c.storage).replace(QLatin1Char('-'), QStringLiteral("&#8209;")),
                      c.path.empty() ? QStringLiteral("—") : formatBytes(static_cast<double>(c.bytes)), file);
   }
   m_components->setText(html + QStringLiteral("</table>"));

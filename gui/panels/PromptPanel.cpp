@@ -210,6 +210,8 @@ PromptPanel::PromptPanel(QWidget* parent) : QWidget(parent) {
 PromptPanel::~PromptPanel() = default;
 
 void PromptPanel::setFamily(bool flux, bool dev, int native_size) {
+  const bool switching = m_familyKnown;  // the first model keeps the size the settings restored
+  m_familyKnown = true;
   if (flux == m_flux && dev == m_dev) return;
   m_flux = flux;
   m_dev = dev;
@@ -233,7 +235,7 @@ void PromptPanel::setFamily(bool flux, bool dev, int native_size) {
   for (auto* sp : {m_width, m_height}) {
     sp->setRange(flux ? 16 : 64, 2048);
     sp->setSingleStep(step);
-    sp->setValue(std::max(sp->minimum(), native_size / step * step));
+    if (switching || sp->value() % (flux ? 16 : 8) != 0) sp->setValue(std::max(sp->minimum(), native_size / step * step));
   }
   m_sizePreset->clear();
   m_sizePreset->addItem(tr("Presets"), QSize());

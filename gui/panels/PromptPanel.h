@@ -42,7 +42,7 @@ class PromptPanel : public QWidget {
   void setNativeSize(int size);  // the model's size; "native" preset and default
   // The model family's controls: for Flux only Euler and the simple schedule, sizes in steps of 16,
   // and for dev the distilled guidance in CFG's place (CFG set to 1); SD's otherwise. A change of
-  // family sets the size to the model's native size.
+  // family sets the size to the model's native size (the first model keeps a restored size that fits).
   void setFamily(bool flux, bool dev, int native_size);
   QString tokenCounterText(bool negative) const;
 
@@ -71,6 +71,7 @@ class PromptPanel : public QWidget {
   QDoubleSpinBox* m_guidance;
   QLabel* m_guidanceLabel;
   bool m_flux = false, m_dev = false;
+  bool m_familyKnown = false;  // a model's family has been set once
   QComboBox* m_sampler;
   QComboBox* m_schedule;
   QLineEdit* m_seed;
