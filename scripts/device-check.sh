@@ -4,12 +4,17 @@
 # runs `device-test` (native float8 against the codec on the GPU, the networks on the GPU against the
 # CPU, one seed's image on both, VRAM accounting), then prints one table for synthetic full-size
 # SD1.5 at 512² and 1024² and SDXL at 1024²: FP16 vs FP8 E4M3 storage vs FP8 compute — weight
-# bytes, peak VRAM, median step ms (modes alternated A B A B) and PSNR/SSIM against FP16.
+# bytes, peak VRAM, median step ms (modes alternated A B A B) and PSNR/SSIM against FP16; and the
+# same rows for synthetic full-size Flux.1 dev at 1024² (transformer, T5-XXL, CLIP-L, autoencoder),
+# once with every component on the GPU and once with T5-XXL on the CPU (--t5-cpu, ComfyUI's
+# low-VRAM rule). The CPU half runs the Flux rows on the tiny reference Flux files when present.
 #
 #   scripts/device-check.sh                 on the GPU machine (about 6 minutes on an H200)
 #   scripts/device-check.sh --device cpu    its CPU half here, at small sizes (ctest runs the quick part)
 #   scripts/device-check.sh --bundle        here: copy the libraries a bare GPU machine lacks (spdlog,
-#                                           fmt, nlohmann-json, CLI11, libpng, utf8proc) into .device-deps/,
+#                                           fmt, nlohmann-json, CLI11, libpng, utf8proc) and, from
+#                                           ../shared/reference, the CLIP vocabulary and the T5 tokenizer
+#                                           (third-party data, never committed) into .device-deps/,
 #                                           an ignored folder to carry with the run
 #   --quick                                 only build + device-test, no table
 set -euo pipefail
@@ -41,6 +46,9 @@ if ((bundle)); then
   cp -a /usr/share/cmake/nlohmann_json /usr/share/cmake/CLI11 "$deps/share/cmake/"
   sed "s|^prefix=.*|prefix=$deps|; s|^libdir=.*|libdir=\${prefix}/lib/$arch|; s|^includedir=.*|includedir=\${prefix}/include|" \
     /usr/lib/"$arch"/pkgconfig/libutf8proc.pc > "$deps/lib/pkgconfig/libutf8proc.pc"
+  ref=../shared/reference
+  [ -f "$ref/clip/bpe_simple_vocab_16e6.txt.gz" ] && mkdir -p "$deps/clip" && cp "$ref/clip/bpe_simple_vocab_16e6.txt.gz" "$deps/clip/"
+  [ -f "$ref/flux/t5_tokenizer/tokenizer.json" ] && mkdir -p "$deps/t5" && cp "$ref/flux/t5_tokenizer/tokenizer.json" "$deps/t5/"
   # the config files name the folder they were installed in: point them here (relocated below on use)
   echo "$deps" > "$deps/.origin"
   du -sh "$deps"
@@ -57,6 +65,8 @@ if [ -d "$deps" ]; then  # carried from the machine that ran --bundle: relocate 
   export LD_LIBRARY_PATH="$deps/lib/$arch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export FP8S_EXTRA_PREFIX="$deps"
   export FP8S_SKIP_DEPS=1
+  [ -f "$deps/clip/bpe_simple_vocab_16e6.txt.gz" ] && export FP8S_CLIP_VOCAB=${FP8S_CLIP_VOCAB:-$deps/clip/bpe_simple_vocab_16e6.txt.gz}
+  [ -f "$deps/t5/tokenizer.json" ] && export FP8S_T5_TOKENIZER=${FP8S_T5_TOKENIZER:-$deps/t5/tokenizer.json}
   # explicit package folders, for a machine whose CMake does not search lib/<arch>/
   export FP8S_CMAKE_ARGS="-Dspdlog_DIR=$deps/lib/$arch/cmake/spdlog -Dfmt_DIR=$deps/lib/$arch/cmake/fmt ${FP8S_CMAKE_ARGS:-}"
 fi
@@ -98,6 +108,37 @@ for c in "${cases[@]}"; do
   "$cli" bench --section generate "${common[@]}" --steps 4 --modes "$modes" --repeat "$repeat" --json > "$work/bench-$arch_name-$size.json"
   rows+=("$arch_name $size")
 done
+
+# Flux.1 dev: full size on the GPU (all components on it, then T5-XXL on the CPU); the tiny
+# reference files in the CPU half
+flux=() flux_size=0 flux_steps=0
+if ((gpu)); then
+  fdir=$work/flux
+  mkdir -p "$fdir/diffusion_models" "$fdir/text_encoders" "$fdir/vae"
+  for part in "flux-dev diffusion_models/flux1-dev" "t5xxl text_encoders/t5xxl_fp16" "clip-l text_encoders/clip_l" "flux-ae vae/ae"; do
+    read -r a f <<<"$part"
+    [ -f "$fdir/$f.safetensors" ] || "$cli" make-synthetic --arch "$a" --out "$fdir/$f.safetensors" --log-level warn
+  done
+  flux=(--model "$fdir/diffusion_models/flux1-dev.safetensors") flux_size=1024 flux_steps=4
+elif [ -f ../shared/reference/flux/tiny-flux-dev.safetensors ]; then
+  r=../shared/reference/flux
+  flux=(--model "$r/tiny-flux-dev.safetensors" --t5 "$r/tiny-t5xxl.safetensors" --clip-l "$r/tiny-clip-l.safetensors"
+        --vae "$r/tiny-ae.safetensors" --t5-tokenizer "$r/t5_tokenizer/tokenizer.json" --t5-max-length 32)
+  flux_size=32 flux_steps=2
+fi
+if ((${#flux[@]})); then
+  for t5 in gpu cpu; do
+    [ "$t5" = cpu ] && ((!gpu)) && continue  # on the CPU T5 is on the CPU anyway
+    extra=()
+    [ "$t5" = cpu ] && extra=(--t5-cpu)
+    name=flux-dev$([ "$t5" = cpu ] && echo "-t5cpu")
+    common=("${flux[@]}" "${extra[@]}" --device "$device" --width "$flux_size" --height "$flux_size" --seed 7
+            --prompt "a lighthouse on a cliff at dusk" --sampler euler --compute "$([ $gpu = 1 ] && echo fp16 || echo bf16)" --log-level warn)
+    "$cli" compare "${common[@]}" --steps "$flux_steps" --modes "$modes" --no-unet-error --outdir "$work" --json > "$work/compare-$name-$flux_size.json"
+    "$cli" bench --section generate "${common[@]}" --steps "$flux_steps" --modes "$modes" --repeat "$repeat" --json > "$work/bench-$name-$flux_size.json"
+    rows+=("$name $flux_size")
+  done
+fi
 python3 - "$work" "$gpu" "${rows[@]}" <<'PY'
 import json, sys
 work, gpu, rows = sys.argv[1], sys.argv[2] == "1", sys.argv[3:]
@@ -109,11 +150,14 @@ for row in rows:
     c = json.load(open(f"{work}/compare-{arch}-{size}.json"))
     b = {m["mode"]: m for m in json.load(open(f"{work}/bench-{arch}-{size}.json"))["generate"]}
     for m in c["modes"]:
+        if m.get("refused"):
+            print(f"| {arch} | {size}² | {m['mode']} | did not run: {m['refused']} | | | | | |")
+            continue
         bm = b.get(m["mode"], {})
         peak = m["peak_vram_bytes"] if gpu else m["peak_tracked_bytes"]
         psnr = m["psnr_db_vs_first"]
         print(f"| {arch} | {size}² | {m['mode']} | {m['weight_bytes']['total']/1e6:.0f} | {peak/1e6:.0f} | "
               f"{bm.get('median_ms', 0):.0f} ({bm.get('min_ms', 0):.0f}-{bm.get('max_ms', 0):.0f}) | "
               f"{bm.get('ratio_to_first', 0):.3f} | {psnr if isinstance(psnr, str) else f'{psnr:.2f}'} | {m['ssim_vs_first']:.4f} |")
-print(f"\n{c.get('device', '')}; bench medians of 4-step runs, modes alternated A B A B after a warm-up")
+print(f"\n{c.get('device', '')}; bench medians of 4-step runs (Flux: of its compare's steps), modes alternated A B A B after a warm-up")
 PY

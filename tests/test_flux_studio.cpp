@@ -280,6 +280,28 @@ class TestFluxStudio : public QObject {
     }
   }
 
+  // the denoiser probe compare's retention uses, on Flux: a LoRA changes the transformer's output,
+  // merged and online alike (FP32: the same sum in another order), and leaves no trace once removed
+  void denoiserProbeSeesFluxLoras() {
+    FP8S_REQUIRE_REFERENCE();
+    Engine engine(tiny_options());
+    const StorageSpec fp32{WeightType::FP32};
+    const std::vector<LoraRequest> lora{{test::reference_path(kFlux + "lora-peft.safetensors"), 1, 1}};
+    const auto base = engine.unet_probe(fp32, ComputeType::FP32, 3, 8);
+    const auto merged = engine.unet_probe(fp32, ComputeType::FP32, 3, 8, lora, LoraMode::Merge);
+    const auto online = engine.unet_probe(fp32, ComputeType::FP32, 3, 8, lora, LoraMode::Online);
+    QCOMPARE(base.size(), std::size_t(16 * 64));  // 4x4 tokens of 64 values
+    double delta = 0, gap = 0, scale = 0;
+    for (std::size_t i = 0; i < base.size(); ++i) {
+      delta = std::max(delta, double(std::fabs(merged[i] - base[i])));
+      gap = std::max(gap, double(std::fabs(merged[i] - online[i])));
+      scale = std::max(scale, double(std::fabs(base[i])));
+    }
+    QVERIFY2(delta > 1e-3 * scale, qPrintable(QString("the LoRA moved the output by %1").arg(delta)));
+    QVERIFY2(gap <= 1e-5 * scale, qPrintable(QString("merged and online differ by %1").arg(gap)));
+    QCOMPARE(engine.unet_probe(fp32, ComputeType::FP32, 3, 8), base);
+  }
+
   // ComfyUI's low-VRAM rule: T5 leaves the GPU only when everything does not fit together
   void t5PlacementAndCompute() {
     const FluxComponentBytes fp8{11'900'000'000ull, 4'900'000'000ull, 246'000'000ull, 335'000'000ull};

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "core/error.h"
+#include "models/flux/flux_files.h"
 #include "core/logging.h"
 #include "models/convert.h"
 #include "lora/lora.h"
@@ -96,7 +97,7 @@ void register_make_synthetic_lora(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("make-synthetic-lora", "write a kohya LoRA with random factors for a model layout");
   add_common_options(*sub, o->common, false);
-  sub->add_option("--model", o->model, "the checkpoint the LoRA is for (its layout)");
+  sub->add_option("--model", o->model, "the checkpoint the LoRA is for (its layout; a Flux transformer too)");
   sub->add_option("--arch", o->arch, "or a preset layout: sd15, sdxl, tiny-sd1, tiny-sdxl")
       ->check(CLI::IsMember({"sd15", "sdxl", "tiny-sd1", "tiny-sdxl"}));
   sub->add_option("--rank", o->rank, "rank")->capture_default_str();
@@ -107,6 +108,11 @@ void register_make_synthetic_lora(CLI::App& app) {
   sub->add_flag("--overwrite", o->overwrite, "replace --out if it exists");
   sub->callback([o] {
     if (o->model.empty() == o->arch.empty()) throw InputError("make-synthetic-lora needs either --model or --arch");
+    if (!o->model.empty() && flux_contents(SafetensorsFile(o->model)).transformer) {
+      make_synthetic_flux_lora(o->model, o->rank, o->alpha, o->strength, o->seed, o->out, o->overwrite);
+      log().info("wrote {}", o->out);
+      return;
+    }
     const ModelConfig config = o->model.empty() ? *preset_by_name(o->arch) : config_for(SafetensorsFile(o->model));
     make_synthetic_lora(config, o->rank, o->alpha, o->strength, o->seed, o->out, o->overwrite);
     log().info("wrote {}", o->out);

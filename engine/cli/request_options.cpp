@@ -167,6 +167,7 @@ void add_model_options(CLI::App& sub, ModelFlags& flags, bool lora_dir) {
   sub.add_option("--clip-l", flags.flux.clip_l, "Flux: the CLIP-L encoder (clip_l.safetensors)");
   sub.add_option("--vae", flags.flux.vae, "Flux: the autoencoder (ae.safetensors)");
   sub.add_option("--t5-tokenizer", flags.flux.t5_tokenizer, "Flux: the T5 tokenizer.json (or its folder)");
+  sub.add_flag("--t5-cpu", flags.flux.t5_on_cpu, "Flux on a GPU: keep T5-XXL on the CPU (default: only when the components do not fit in VRAM together)");
   sub.add_option("--embeddings-dir", flags.embeddings_dir,
                  "textual inversions (NAME.safetensors, used by writing NAME in a prompt; default "
                  "~/.local/share/fp8studio/embeddings)");

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "io/safetensors.h"
+#include "models/flux/flux_files.h"
 #include "models/nn.h"
 
 namespace fp8s {
@@ -68,17 +69,46 @@ LoraPlan plan_lora_with(const LoraFile& lora, const std::function<LoraLayoutPlan
 
 void make_synthetic_lora(const ModelConfig& config, int rank, double alpha, double strength,
                          uint64_t seed, const std::string& out, bool overwrite) {
-  if (rank < 1 || rank > 1024) throw InputError("--rank must be between 1 and 1024");
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const auto& e : checkpoint_layout(config, Dtype::F16)) shapes[e.name] = e.shape;
-  std::vector<TensorSpec> specs;
   std::vector<std::pair<std::string, std::vector<int64_t>>> modules;
   for (const auto& [name, key] : lora_key_map(config)) {
     if (key.find('#') != std::string::npos || name.find("time_embedding") != std::string::npos ||
         name.find("add_embedding") != std::string::npos) {
       continue;
     }
-    const auto& w = shapes.at(key);
+    modules.push_back({name, shapes.at(key)});
+  }
+  const bool sdxl = config.text_encoders.size() > 1;
+  write_synthetic_lora(modules, rank, alpha, strength, seed, sdxl ? "sdxl_base_v1-0" : "sd_v1", out, overwrite);
+}
+
+void make_synthetic_flux_lora(const std::string& transformer, int rank, double alpha, double strength, uint64_t seed,
+                              const std::string& out, bool overwrite) {
+  const SafetensorsFile f(transformer);
+  const auto parts = flux_contents(f);
+  if (!parts.transformer) throw InputError(transformer + ": not a Flux transformer (no double_blocks.*)");
+  const std::string& prefix = *parts.transformer;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> modules;
+  for (const auto& t : f.tensors()) {
+    if (t.name.compare(0, prefix.size(), prefix) != 0 || t.shape.size() != 2 || t.name.size() < 7 ||
+        t.name.compare(t.name.size() - 7, 7, ".weight") != 0) {
+      continue;
+    }
+    std::string module = t.name.substr(prefix.size(), t.name.size() - prefix.size() - 7);
+    std::replace(module.begin(), module.end(), '.', '_');
+    modules.push_back({"lora_unet_" + module, t.shape});  // kohya's names for BFL's layers
+  }
+  std::sort(modules.begin(), modules.end());
+  write_synthetic_lora(modules, rank, alpha, strength, seed, parts.dev ? "flux1_dev" : "flux1_schnell", out, overwrite);
+}
+
+void write_synthetic_lora(const std::vector<std::pair<std::string, std::vector<int64_t>>>& modules, int rank,
+                          double alpha, double strength, uint64_t seed, const std::string& base_model,
+                          const std::string& out, bool overwrite) {
+  if (rank < 1 || rank > 1024) throw InputError("--rank must be between 1 and 1024");
+  std::vector<TensorSpec> specs;
+  for (const auto& [name, w] : modules) {
     std::vector<int64_t> down{rank, w[1]}, up{w[0], rank};
     if (w.size() == 4) {
       down = {rank, w[1], w[2], w[3]};
@@ -87,13 +117,11 @@ void make_synthetic_lora(const ModelConfig& config, int rank, double alpha, doub
     specs.push_back({name + ".alpha", Dtype::F16, {}});
     specs.push_back({name + ".lora_down.weight", Dtype::F16, down});
     specs.push_back({name + ".lora_up.weight", Dtype::F16, up});
-    modules.push_back({name, w});
   }
-  const bool sdxl = config.text_encoders.size() > 1;
   std::map<std::string, std::string> meta{{"ss_network_dim", std::to_string(rank)},
                                           {"ss_network_alpha", std::to_string(alpha)},
                                           {"ss_network_module", "networks.lora"},
-                                          {"ss_base_model_version", sdxl ? "sdxl_base_v1-0" : "sd_v1"},
+                                          {"ss_base_model_version", base_model},
                                           {"ss_tag_frequency", "{\"synthetic\": {\"fp8studio\": 1}}"}};
   SafetensorsWriter writer(out, specs, meta, overwrite);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);

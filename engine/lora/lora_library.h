@@ -2,7 +2,9 @@
 // from the safetensors header only (no tensor data). No LibTorch types here.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/architecture.h"
@@ -36,5 +38,12 @@ std::string resolve_lora_name(const std::string& dir, const std::string& name);
 // rms(ΔW) ≈ `strength` · rms(W) for weights of variance 1/fan_in. F16, alpha = `alpha`.
 void make_synthetic_lora(const ModelConfig& config, int rank, double alpha, double strength,
                          uint64_t seed, const std::string& out, bool overwrite);
+// The same for every Linear layer of a Flux transformer file (kohya's lora_unet_<BFL path> names).
+void make_synthetic_flux_lora(const std::string& transformer, int rank, double alpha, double strength, uint64_t seed,
+                              const std::string& out, bool overwrite);
+// The writer both use: one module per (kohya name, weight shape).
+void write_synthetic_lora(const std::vector<std::pair<std::string, std::vector<int64_t>>>& modules, int rank,
+                          double alpha, double strength, uint64_t seed, const std::string& base_model,
+                          const std::string& out, bool overwrite);
 
 }  // namespace fp8s

@@ -61,7 +61,8 @@ struct Engine::Impl {
   double load_ms = 0;
 
   FluxRunContext flux_context() const {
-    FluxRunContext c{flux.get(), tokenizer.get(), t5_tokenizer.get(), stem_of(options.checkpoint), model_hash, load_ms, 1024, options.lora_dir};
+    FluxRunContext c{flux.get(), tokenizer.get(), t5_tokenizer.get(), stem_of(options.checkpoint), model_hash, load_ms, 1024, options.lora_dir,
+                     options.flux.t5_on_cpu};
     // the tiny reference transformers are far narrower than 3072: their native size is small too
     const auto& t = flux->files().transformer;
     if (SafetensorsFile(t.path).at(t.prefix + "img_in.weight").shape[0] < 3072) c.native_size = 64;
@@ -198,8 +199,29 @@ ModelInfo Engine::info() const {
 std::vector<float> Engine::unet_probe(const StorageSpec& storage, ComputeType compute, uint64_t seed,
                                      int latent_size, const std::vector<LoraRequest>& loras,
                                      LoraMode lora_mode) {
-  if (impl_->flux) throw InputError("the UNet probe is for SD models; " + impl_->options.checkpoint + " is a Flux model");
   const backend::KernelScope kernels(impl_->kernels);
+  if (impl_->flux) {
+    // Flux: one transformer call at t = 0.5 on random image tokens of a latent_size² latent and 32
+    // random text tokens (dev: guidance 3.5)
+    auto& f = *impl_->flux;
+    f.set_storage(storage);
+    f.set_loras(loras, lora_mode);
+    const SafetensorsFile file(f.files().transformer.path);
+    const auto& prefix = f.files().transformer.prefix;
+    const int64_t context = file.at(prefix + "txt_in.weight").shape.at(1);
+    const int64_t vec = file.at(prefix + "vector_in.in_layer.weight").shape.at(1);
+    const int64_t side = std::max<int64_t>(2, latent_size / 2 * 2);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    const auto img = flux_pack(at::randn({1, 16, side, side}, gen, at::kFloat));
+    const auto txt = at::randn({1, 32, context}, gen, at::kFloat);
+    const auto y = at::randn({1, vec}, gen, at::kFloat);
+    const auto guidance = f.dev() ? at::full({1}, 3.5f) : at::Tensor();
+    auto out = f.transformer(img, flux_image_ids(1, side, side), txt, at::zeros({1, 32, 3}), at::full({1}, 0.5f), y, guidance,
+                             compute_dtype(compute, f.device()))
+                   .to(at::kCPU, at::kFloat)
+                   .contiguous();
+    return std::vector<float>(out.data_ptr<float>(), out.data_ptr<float>() + out.numel());
+  }
   auto& model = *impl_->model;
   model.set_storage(storage);
   model.set_loras(loras, lora_mode);

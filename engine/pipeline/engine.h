@@ -51,8 +51,9 @@ class Engine {
   ModelInfo info() const;
   // The model's CLIP tokenizer (looked up before the weights were read), for token counters.
   std::shared_ptr<const ClipTokenizer> tokenizer() const;
-  // The UNet's output (FP32, flattened) for fixed random inputs drawn from `seed` (latent
-  // `latent_size`², t = 500), with weights in `storage`: measures what a storage type changes.
+  // The denoiser's output (FP32, flattened) for fixed random inputs drawn from `seed`, with weights
+  // in `storage`: measures what a storage type changes. SD: the UNet at t = 500 on a latent of
+  // `latent_size`²; Flux: the transformer at t = 0.5 on that latent's tokens and 32 text tokens.
   std::vector<float> unet_probe(const StorageSpec& storage, ComputeType compute, uint64_t seed,
                                 int latent_size, const std::vector<LoraRequest>& loras = {},
                                 LoraMode lora_mode = LoraMode::Auto);

@@ -259,8 +259,8 @@ GenerationResult generate_flux(const FluxRunContext& ctx, const GenerationReques
   if (device.is_cuda()) {
     const auto [big_w, big_h] = r.enable_hr ? flux_hires_size(r, r.width, r.height) : std::pair{r.width, r.height};
     const uint64_t working = flux_working_bytes(big_w, big_h, r.batch_size, flux_hidden_size(model.files()));
-    const bool t5_cpu = flux_t5_on_cpu(device, bytes, available, working);
-    if (t5_cpu && model.t5_device() != at::Device(at::kCPU)) {
+    const bool t5_cpu = ctx.t5_on_cpu || flux_t5_on_cpu(device, bytes, available, working);
+    if (t5_cpu && !ctx.t5_on_cpu && model.t5_device() != at::Device(at::kCPU)) {
       log().info("T5-XXL ({:.1f} GB) stays on the CPU: the Flux components and {:.1f} GB of working memory do not fit in {:.1f} GB of VRAM together",
                  bytes.t5 / 1e9, working / 1e9, available / 1e9);
     }

@@ -39,6 +39,7 @@ struct FluxRunContext {
   double load_ms = 0;
   int native_size = 1024;
   std::string lora_dir;  // where <lora:NAME:...> tags are looked up
+  bool t5_on_cpu = false;  // FluxPaths::t5_on_cpu
 };
 
 void validate_flux_request(const GenerationRequest& r, const FluxRunContext& ctx);

@@ -34,6 +34,7 @@ bool is_flux_file(const SafetensorsFile& file);
 // (the T5 tokenizer).
 struct FluxPaths {
   std::string t5, clip_l, vae, t5_tokenizer;
+  bool t5_on_cpu = false;  // on a GPU, keep T5-XXL on the CPU (else ComfyUI's low-VRAM rule decides)
 };
 
 struct FluxFiles {
