@@ -128,10 +128,11 @@ elif [ -f ../shared/reference/flux/tiny-flux-dev.safetensors ]; then
 fi
 if ((${#flux[@]})); then
   for t5 in gpu cpu; do
-    [ "$t5" = cpu ] && ((!gpu)) && continue  # on the CPU T5 is on the CPU anyway
-    extra=()
-    [ "$t5" = cpu ] && extra=(--t5-cpu)
-    name=flux-dev$([ "$t5" = cpu ] && echo "-t5cpu")
+    extra=() name=flux-dev
+    if [ "$t5" = cpu ]; then
+      ((gpu)) || continue  # on the CPU T5 is on the CPU anyway
+      extra=(--t5-cpu) name=flux-dev-t5cpu
+    fi
     common=("${flux[@]}" "${extra[@]}" --device "$device" --width "$flux_size" --height "$flux_size" --seed 7
             --prompt "a lighthouse on a cliff at dusk" --sampler euler --compute "$([ $gpu = 1 ] && echo fp16 || echo bf16)" --log-level warn)
     "$cli" compare "${common[@]}" --steps "$flux_steps" --modes "$modes" --no-unet-error --outdir "$work" --json > "$work/compare-$name-$flux_size.json"
