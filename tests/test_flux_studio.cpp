@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "pipeline/engine.h"
+#include "pipeline/infotext.h"
 #include "pipeline/flux_generate.h"
 #include "pipeline/flux_model.h"
 #include "support.h"
@@ -178,6 +179,33 @@ class TestFluxStudio : public QObject {
     r.denoising_strength = 0.4f;
     const auto partial = engine.generate(r, nullptr, cancel);
     QVERIFY(partial.images.at(0).image.pixels != txt2img.images.at(0).image.pixels);
+  }
+
+  // a Flux image's infotext reads back into the request that made it (the gallery's and a dropped
+  // PNG's restore): Forge's Distilled CFG Scale, the T5 length, the hires and storage fields
+  void fluxInfotextRestoresTheRequest() {
+    FP8S_REQUIRE_REFERENCE();
+    Engine engine(tiny_options());
+    std::atomic<bool> cancel{false};
+    auto r = tiny_request();
+    r.guidance = 4.5f;
+    r.steps = 2;
+    r.enable_hr = true;
+    r.hr_scale = 2;
+    r.hr_denoising_strength = 0.6f;
+    const auto out = engine.generate(r, nullptr, cancel).images.at(0);
+    const auto back = parse_infotext(out.parameters);
+    QCOMPARE(back.prompt, r.prompt);
+    QCOMPARE(back.guidance, 4.5f);
+    QCOMPARE(back.steps, 2);
+    QCOMPARE(back.seed, int64_t(100));
+    QCOMPARE(back.width, 16);
+    QCOMPARE(back.t5_max_length, 32);
+    QVERIFY(back.enable_hr);
+    QCOMPARE(back.hr_scale, 2.0f);
+    QCOMPARE(back.hr_denoising_strength, 0.6f);
+    QCOMPARE(back.storage.weights, WeightType::FP32);
+    QCOMPARE(back.sampler, Sampler::Euler);
   }
 
   // A1111's overlay: with a hard mask (blur 0) the pixels outside it are the init image's

@@ -144,6 +144,9 @@ GenerationRequest parse_infotext(const std::string& text) {
     const std::string value = p.substr(v, end - v);
     if (key == "Steps") r.steps = number(value, r.steps);
     else if (key == "CFG scale") r.cfg = number(value, r.cfg);
+    else if (key == "Distilled CFG Scale") r.guidance = number(value, r.guidance);  // Forge's, Flux dev
+    else if (key == "T5 length") r.t5_max_length = number(value, r.t5_max_length);
+    else if (key == "Shift") r.no_shift = value == "off";
     else if (key == "Seed") r.seed = number(value, int64_t{-1});
     else if (key == "Clip skip") r.clip_skip = number(value, r.clip_skip);
     else if (key == "Sampler") {
