@@ -81,6 +81,19 @@ FluxGuidance dev_guidance() {
   return g;
 }
 
+// The request is refused with an InputError whose message has `text` (printed when it has not).
+bool refused(Engine& engine, const GenerationRequest& r, const char* text) {
+  std::atomic<bool> cancel{false};
+  try {
+    engine.generate(r, nullptr, cancel);
+    qWarning("the request was accepted");
+  } catch (const InputError& e) {
+    if (QString(e.what()).contains(text)) return true;
+    qWarning("refused with: %s", e.what());
+  }
+  return false;
+}
+
 struct Steps : Observer {
   std::vector<StepEvent> events;
   void onStep(const StepEvent& e) override { events.push_back(e); }
@@ -268,12 +281,7 @@ class TestFluxStudio : public QObject {
     QVERIFY(QString::fromStdString(out.parameters).contains("Hires upscale: 2"));
     // a hires size that is no multiple of 16 is refused with one that is
     r.hr_scale = 1.5f;  // 24
-    try {
-      engine.generate(r, nullptr, cancel);
-      QFAIL("a 24-pixel hires size was accepted");
-    } catch (const InputError& e) {
-      QVERIFY2(QString(e.what()).contains("multiple of 16"), e.what());
-    }
+    QVERIFY(refused(engine, r, "multiple of 16"));
   }
 
   // <lora:NAME:W> in the prompt finds NAME.safetensors in the LoRA folder; the infotext names it;
@@ -300,12 +308,7 @@ class TestFluxStudio : public QObject {
     r.prompt = tiny_request().prompt;
     QCOMPARE(engine.generate(r, nullptr, cancel).images.at(0).image.pixels, plain.image.pixels);
     r.loras = {{test::reference_path("sd1/lora-tiny-sd1.safetensors"), 1, 1}};
-    try {
-      engine.generate(r, nullptr, cancel);
-      QFAIL("an SD LoRA was applied to Flux");
-    } catch (const InputError& e) {
-      QVERIFY2(QString(e.what()).contains("does not fit the loaded Flux model"), e.what());
-    }
+    QVERIFY(refused(engine, r, "does not fit the loaded Flux model"));
   }
 
   // the denoiser probe compare's retention uses, on Flux: a LoRA changes the transformer's output,

@@ -194,6 +194,7 @@ void validate_flux_request(const GenerationRequest& r, const FluxRunContext& ctx
   }
   validate_image_inputs(r, w, h, 16, 16);
   validate_loras(r.loras);
+  validate_lora_tags(r.prompt);
   for (const auto& tag : parse_extra_networks(r.prompt).loras) resolve_lora_name(ctx.lora_dir, tag.name);
   if (r.fp8_compute && !backend::supports_fp8_compute(ctx.model->device())) {
     throw InputError("--fp8-compute needs an NVIDIA GPU of compute capability 8.9 or newer; this model runs on " +

@@ -142,7 +142,11 @@ void validate_request(const GenerationRequest& r, int native_size, int text_laye
   }
   validate_image_inputs(r, w, h);
   validate_loras(r.loras);
-  for (const auto& tag : parse_extra_networks(r.prompt).loras) {
+  validate_lora_tags(r.prompt);
+}
+
+void validate_lora_tags(const std::string& prompt) {
+  for (const auto& tag : parse_extra_networks(prompt).loras) {
     if (!tag.error.empty()) throw InputError(tag.error);
     if (!multiplier_ok(tag.te_multiplier) || !multiplier_ok(tag.unet_multiplier)) {
       throw InputError("<lora:" + tag.name + ">: the LoRA multiplier must be a number from -100 to 100");

@@ -200,6 +200,8 @@ int request_width(const GenerationRequest& request, int native_size);
 int request_height(const GenerationRequest& request, int native_size);
 // The LoRA part of validate_request (also for `probe`, which applies LoRAs without a request).
 void validate_loras(const std::vector<LoraRequest>& loras);
+// The prompt's <lora:NAME:W> tags: well formed, multipliers from -100 to 100 (InputError otherwise).
+void validate_lora_tags(const std::string& prompt);
 // The init image, mask and hires settings of a request sampled at `width` x `height` (SD's and
 // Flux's validation share it); the hires size must be a multiple of `multiple` in min_size..4096.
 void validate_image_inputs(const GenerationRequest& r, int width, int height, int multiple = 8, int min_size = 64);
