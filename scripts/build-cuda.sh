@@ -39,8 +39,12 @@ prefix="$prefix;$(dirname "$(dirname "$prefix")")"
 [ -z "${FP8S_EXTRA_PREFIX:-}" ] || prefix="$prefix;$FP8S_EXTRA_PREFIX"
 
 cuda_args=()
+# the wheel's CUDA version and GPU architectures, for --version
+torch_cuda=$("$python" -c 'import torch; print(torch.version.cuda or "")' 2>/dev/null || true)
+torch_archs=$("$python" -c 'import torch; print(" ".join(torch.cuda.get_arch_list()))' 2>/dev/null || true)
+[ -z "$torch_cuda" ] || cuda_args+=("-DFP8S_TORCH_CUDA=$torch_cuda" "-DFP8S_CUDA_ARCHS=$torch_archs")
 if [ -x /usr/local/cuda/bin/nvcc ]; then
-  cuda_args=(-DCUDAToolkit_ROOT=/usr/local/cuda -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+  cuda_args+=(-DCUDAToolkit_ROOT=/usr/local/cuda -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
 fi
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
 export CCACHE_BASEDIR="$PWD"

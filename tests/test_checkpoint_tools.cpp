@@ -5,6 +5,7 @@
 #include <QJsonObject>
 #include <cmath>
 
+#include "backend/backend.h"
 #include "fp8/codec.h"
 #include "models/convert.h"
 #include "models/inspect.h"
@@ -224,6 +225,9 @@ class TestCheckpointTools : public QObject {
     auto v = test::run_cli({"--version"});
     QCOMPARE(v.exit_code, 0);
     QVERIFY(v.out.startsWith("fp8studio-cli "));
+    // the LibTorch it runs on, and on a CUDA build the CUDA version and GPU architectures
+    QVERIFY2(v.out.contains(QString::fromStdString("LibTorch " + backend::torch_version())), qPrintable(v.out));
+    QVERIFY2(v.out.contains(backend::built_with_cuda() ? "CUDA " : "CPU only"), qPrintable(v.out));
   }
 
   void benchCodecReports() {

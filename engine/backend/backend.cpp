@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/logging.h"
 
 #if TORCH_VERSION_MAJOR >= 2
 #define FP8S_TORCH2 1
@@ -50,6 +51,18 @@ bool built_with_cuda() {
 #endif
 }
 
+std::string build_summary() {
+  std::string s = "LibTorch " + torch_version();
+#ifdef FP8S_WITH_CUDA
+  const std::string cuda = FP8S_TORCH_CUDA, archs = FP8S_CUDA_ARCHS;
+  s += ", CUDA " + (cuda.empty() ? std::string("(version unknown)") : cuda);
+  s += archs.empty() ? std::string(", GPU architectures unknown") : ", GPU architectures " + archs;
+#else
+  s += ", CPU only";
+#endif
+  return s;
+}
+
 int cuda_device_count() {
 #ifdef FP8S_WITH_CUDA
   try {
@@ -64,7 +77,11 @@ int cuda_device_count() {
 
 at::Device resolve_device(const std::string& choice) {
   const int count = cuda_device_count();
-  if (choice == "auto") return count > 0 ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
+  if (choice == "auto") {
+    if (count > 0) return at::Device(at::kCUDA, 0);
+    if (built_with_cuda()) log().info("--device auto: no CUDA device was found (no NVIDIA GPU or driver); running on the CPU");
+    return at::Device(at::kCPU);
+  }
   if (choice == "cpu") return at::Device(at::kCPU);
   int index = -1;
   if (choice == "cuda") {

@@ -19,6 +19,8 @@ namespace fp8s::backend {
 std::string torch_version();
 // Whether this build links LibTorch's CUDA backend (the official 2.x build).
 bool built_with_cuda();
+// "LibTorch 2.15.0, CUDA 13.2, GPU architectures sm_75 sm_80 ..." or "LibTorch 1.13.0, CPU only".
+std::string build_summary();
 // The number of CUDA devices the driver reports (0 without a driver, a GPU or CUDA support).
 int cuda_device_count();
 

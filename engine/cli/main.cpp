@@ -12,6 +12,7 @@
 #include "core/logging.h"
 #include "core/threads.h"
 #include "memory/tracking_allocator.h"
+#include "backend/backend.h"
 #include "core/version.h"
 #include "demo/demo_model.h"
 
@@ -57,7 +58,7 @@ int main(int argc, char** argv) {
   fp8s::install_tracking_allocator();
   CLI::App app{"FP8 Studio command line: Stable Diffusion with FP8 weight storage, measured.",
                "fp8studio-cli"};
-  app.set_version_flag("--version", std::string("fp8studio-cli ") + fp8s::kVersion);
+  app.set_version_flag("--version", std::string("fp8studio-cli ") + fp8s::kVersion + " (" + fp8s::backend::build_summary() + ")");
   app.require_subcommand(1);
   app.fallthrough(false);
   // A flag given twice takes its last value, as in most CLIs (lists such as --lora collect all).
