@@ -1,8 +1,5 @@
 #include "MainWindow.h"
 
-#include <QAction>
-#include <QApplication>
-#include <QCloseEvent>
 #include <QDir>
 #include <QDragEnterEvent>
 #include <QFileInfo>
@@ -17,11 +14,9 @@
 #include <QSettings>
 #include <QShortcut>
 #include <QSplitter>
-#include <QStandardPaths>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTimer>
-#include <QToolBox>
 #include <QVBoxLayout>
 
 #include "core/logging.h"
@@ -41,9 +36,7 @@
 #include "panels/PrecisionPanel.h"
 #include "panels/PromptPanel.h"
 #include "VocabDownload.h"
-#include "compare/compare.h"
 #include "pipeline/engine.h"
-#include "text/clip_tokenizer.h"
 
 // The icon and other resources live in this static library: register them once.
 static void initResources() { Q_INIT_RESOURCE(fp8studio); }
@@ -94,9 +87,7 @@ MainWindow::MainWindow(QSettings* settings, bool autoLoad, QWidget* parent)
       // first run: the built-in demo model (or, without one, a tiny checkpoint with random weights)
       if (m_prompt->promptEdit()->toPlainText().isEmpty()) m_prompt->setFromRequest(demo::first_run_request());
       // the worker finds (and verifies) the shipped demo model, or makes the random-weight one
-      ModelRequest demo{QString(), QString(), m_folders.loras, m_folders.data + QStringLiteral("/embeddings"),
-                        m_precision->settings().storage,
-                        m_precision->device(), demoModelPath(), FluxPaths{}};
+      const ModelRequest demo = modelRequest(QString(), demoModelPath());
       QMetaObject::invokeMethod(m_worker, [w = m_worker, demo] { w->loadModel(demo); }, Qt::QueuedConnection);
     }
   }
@@ -344,13 +335,16 @@ GenerationRequest MainWindow::currentRequest() const {
   return r;
 }
 
+ModelRequest MainWindow::modelRequest(const QString& checkpoint, const QString& randomDemo) const {
+  return {checkpoint, QString(), m_folders.loras, m_folders.data + QStringLiteral("/embeddings"),
+          m_precision->settings().storage, m_precision->device(), randomDemo, m_model->fluxPaths()};
+}
+
 void MainWindow::loadModel(const QString& path) {
   if (path.isEmpty()) return;
   if (m_busy) m_worker->cancel();  // a model switch stops the running generation first
   m_loadedPath = path;
-  ModelRequest request{path, QString(), m_folders.loras, m_folders.data + QStringLiteral("/embeddings"),
-                       m_precision->settings().storage, m_precision->device(),
-                       path == demoModelPath() ? path : QString(), m_model->fluxPaths()};
+  const ModelRequest request = modelRequest(path, path == demoModelPath() ? path : QString());
   QMetaObject::invokeMethod(m_worker, [w = m_worker, request] { w->loadModel(request); }, Qt::QueuedConnection);
 }
 

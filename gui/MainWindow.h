@@ -76,6 +76,8 @@ class MainWindow : public QMainWindow {
 
  public Q_SLOTS:
   void loadModel(const QString& path);
+  // The load request of `checkpoint` as the panels and folders say (randomDemo: ModelRequest's).
+  ModelRequest modelRequest(const QString& checkpoint, const QString& randomDemo) const;
   void generate();
   void compare();
   void interrupt();

@@ -8,6 +8,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "core/error.h"
 #include "io/safetensors.h"
@@ -27,6 +28,12 @@ at::Tensor case_tensor(const SafetensorsFile& f, const std::string& name) {
   std::vector<int64_t> shape;
   auto v = test::read_f32_tensor(f, name, &shape);
   return at::tensor(v, at::kFloat).reshape(shape);
+}
+
+// The sample_dev case's noise, T5 states and CLIP-L pooled vector (BFL's sampler inputs).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> sample_inputs() {
+  const SafetensorsFile cases(test::reference_path(kFlux + "cases.safetensors"));
+  return {case_tensor(cases, "sample_dev.noise"), case_tensor(cases, "sample_dev.txt"), case_tensor(cases, "sample_dev.y")};
 }
 
 FluxFiles tiny_files() {
@@ -127,10 +134,7 @@ class TestFluxStudio : public QObject {
   void img2imgStartsOnTheTruncatedFlow() {
     FP8S_REQUIRE_REFERENCE();
     FluxModel model(tiny_files(), StorageSpec{WeightType::FP32}, at::Device(at::kCPU));
-    const SafetensorsFile cases(test::reference_path(kFlux + "cases.safetensors"));
-    const auto noise = case_tensor(cases, "sample_dev.noise");
-    const auto txt = case_tensor(cases, "sample_dev.txt");
-    const auto y = case_tensor(cases, "sample_dev.y");
+    const auto [noise, txt, y] = sample_inputs();
     auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
     const auto x0 = at::randn(noise.sizes(), gen, at::kFloat);
     SamplingInit init;
@@ -152,10 +156,7 @@ class TestFluxStudio : public QObject {
   void inpaintingKeepsTheInitOnTheFlowLine() {
     FP8S_REQUIRE_REFERENCE();
     FluxModel model(tiny_files(), StorageSpec{WeightType::FP32}, at::Device(at::kCPU));
-    const SafetensorsFile cases(test::reference_path(kFlux + "cases.safetensors"));
-    const auto noise = case_tensor(cases, "sample_dev.noise");
-    const auto txt = case_tensor(cases, "sample_dev.txt");
-    const auto y = case_tensor(cases, "sample_dev.y");
+    const auto [noise, txt, y] = sample_inputs();
     auto gen = at::make_generator<at::CPUGeneratorImpl>(8);
     const auto x0 = at::randn(noise.sizes(), gen, at::kFloat);
     const int64_t w = noise.size(3);

@@ -73,4 +73,15 @@ void merge_loras(QuantisedLayer& layer, const std::vector<LoraFactor>& factors, 
   store_layer_weight(layer, w, storage, stochastic_seed);
 }
 
+void merge_lora_sets(const std::map<std::string, std::vector<LoraFactor>>& merged,
+                     const std::map<std::string, QuantisedLayer*>& layers, const StorageSpec& storage, LoraMode mode,
+                     std::vector<std::string>& touched) {
+  for (const auto& [key, factors] : merged) {
+    std::optional<uint64_t> seed;
+    if (mode == LoraMode::MergeStochastic) seed = std::hash<std::string>{}(key);  // fixed per tensor
+    merge_loras(*layers.at(key), factors, storage, seed);
+    touched.push_back(key);
+  }
+}
+
 }  // namespace fp8s

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,5 +41,11 @@ bool clear_online_loras(QuantisedLayer& layer);
 // stores W now (FP8: quantised again with a fresh scale; stochastic rounding from `seed` if set).
 void merge_loras(QuantisedLayer& layer, const std::vector<LoraFactor>& factors, const StorageSpec& storage,
                  std::optional<uint64_t> stochastic_seed = std::nullopt);
+// Merges each layer's gathered factors (key -> factors; `layers`: key -> layer), one layer's FP32
+// delta at a time, stochastically rounded from a seed fixed per key under MergeStochastic, and
+// appends the keys to `touched`.
+void merge_lora_sets(const std::map<std::string, std::vector<LoraFactor>>& merged,
+                     const std::map<std::string, QuantisedLayer*>& layers, const StorageSpec& storage, LoraMode mode,
+                     std::vector<std::string>& touched);
 
 }  // namespace fp8s

@@ -156,12 +156,7 @@ std::size_t Model::set_loras(const std::vector<LoraRequest>& loras, LoraMode mod
     }
     active_loras_.push_back(request);
   }
-  for (const auto& [key, factors] : merged) {
-    std::optional<uint64_t> seed;
-    if (mode == LoraMode::MergeStochastic) seed = std::hash<std::string>{}(key);  // fixed per tensor
-    merge_loras(*layers_.at(key), factors, storage_, seed);
-    lora_touched_.push_back(key);
-  }
+  merge_lora_sets(merged, layers_, storage_, mode, lora_touched_);
   return lora_touched_.size();
 }
 
