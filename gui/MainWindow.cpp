@@ -427,7 +427,7 @@ void MainWindow::updateStatus() {
   if (m_gpu) {
     m_statusMemory->setText(tr("%1 · VRAM %2 · RSS %3").arg(m_deviceText, formatBytes(static_cast<double>(m_vramBytes)), rss));
   } else {
-    m_statusMemory->setText(tr("CPU · %1 threads · RSS %2").arg(QThread::idealThreadCount()).arg(rss));
+    m_statusMemory->setText(tr("%1 · %2 threads · RSS %3").arg(m_deviceText.isEmpty() ? tr("CPU") : m_deviceText).arg(QThread::idealThreadCount()).arg(rss));
   }
 }
 

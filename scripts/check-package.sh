@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
-# Builds the .deb and the tarball, inspects them, installs the .deb with apt, runs the installed
-# programs from outside the source tree, removes the package and checks that no file remains.
-# Needs root or sudo (apt-get install/remove). Run by CI after the tests.
+# Checks the packages as a user gets them.
+#   check-package.sh         the CPU build's .deb and tarball (Debian's LibTorch): builds them,
+#                            inspects them, installs the .deb with apt on this machine, runs the
+#                            installed programs from outside the source tree, removes the package
+#                            and checks that no file remains.
+#   check-package.sh --cuda  the CUDA package (scripts/check-package-cuda.sh): built from build-cuda/,
+#                            installed into a clean Debian root made by debootstrap (no GPU, no CUDA
+#                            toolkit, no compiler), run there, and removed again.
+# Needs root or sudo (apt-get install/remove, chroot). Run by CI after the tests.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+[[ ${1:-} != --cuda ]] || exec ./scripts/check-package-cuda.sh
+[[ $# -eq 0 ]] || { echo "usage: check-package.sh [--cuda]" >&2; exit 2; }
 src=$PWD
 sudo_cmd=()
 [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)

@@ -331,6 +331,9 @@ class TestBackend : public QObject {
     QVERIFY(backend::resolve_device("cpu").is_cpu());
     if (backend::cuda_device_count() == 0) {
       QVERIFY(backend::resolve_device("auto").is_cpu());
+      // the fallback is named wherever the device is shown (the status bar, --device lists, compare)
+      const auto cpu = QString::fromStdString(backend::describe_device(at::Device(at::kCPU)));
+      QCOMPARE(cpu.contains("no CUDA GPU found"), backend::built_with_cuda());
       for (const char* choice : {"cuda", "cuda:0", "cuda:3"}) {
         try {
           backend::resolve_device(choice);

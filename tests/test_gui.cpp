@@ -16,6 +16,7 @@
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QStatusBar>
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QThread>
@@ -369,6 +370,14 @@ class TestGui : public QObject {
     auto s = freshSettings("worker.ini");
     auto w = window(*s);
     loadTiny(*w);
+    {
+      // the status bar names the device the model runs on: with no GPU (--device auto, the
+      // default), the CPU, and a CUDA build says that it found no CUDA GPU
+      QString status;
+      for (auto* label : w->statusBar()->findChildren<QLabel*>()) status += label->text() + " ";
+      const auto devices = available_devices();
+      if (devices.size() == 1) QVERIFY2(status.contains(QString::fromStdString(devices.front().description)), qPrintable(status));
+    }
     auto* worker = w->worker();
     redCircleRun(*w, 4);
     {

@@ -116,7 +116,9 @@ std::string describe_device(const at::Device& device) {
     return buf;
   }
 #endif
-  return device.is_cpu() ? "CPU" : device.str();
+  if (!device.is_cpu()) return device.str();
+  // a CUDA build on a machine without a GPU or driver says so wherever the device is shown
+  return built_with_cuda() && cuda_device_count() == 0 ? "CPU (no CUDA GPU found)" : "CPU";
 }
 
 uint64_t device_total_bytes(const at::Device& device) {
