@@ -65,7 +65,7 @@ void EngineWorker::loadModel(const ModelRequest& request) {
     options.embeddings_dir = request.embeddingsDir.toStdString();
     options.storage = request.storage;
     options.device = request.device.toStdString();
-    options.flux = request.flux;
+    options.components = request.components;
     m_engine.reset();  // never two models in memory
     m_hasModel.store(false);
     const int run = m_nextRun++;

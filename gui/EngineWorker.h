@@ -11,7 +11,8 @@
 #include <memory>
 
 #include "GuiTypes.h"
-#include "models/flux/flux_files.h"
+#include <map>
+#include <string>
 
 namespace fp8s {
 class ClipTokenizer;
@@ -30,7 +31,7 @@ struct ModelRequest {
   // Where a tiny-sd1 checkpoint with random weights is written (once) and loaded when `checkpoint`
   // is empty and no demo model ships with this build; or, equal to `checkpoint`, made if missing.
   QString randomDemo;
-  FluxPaths flux;  // a Flux model's T5-XXL, CLIP-L and autoencoder files (empty: found by the engine)
+  std::map<std::string, std::string> components;  // a model's other files by role (absent: found by the engine)
 };
 
 // What the worker is busy with (the UI's state, never read back from translated text).

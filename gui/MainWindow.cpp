@@ -251,9 +251,9 @@ void MainWindow::connectWorker() {
     m_model->setCheckpoint(QString::fromStdString(info.path));
     m_model->setStatus(tr("Loaded: %1, stored as %2").arg(QString::fromStdString(info.architecture), QString::fromStdString(info.storage)));
     m_model->setModelInfo(info);
-    m_prompt->setFamily(info.flux, info.flux_dev, info.native_size);
-    m_charts->setFlux(info.flux);
-    m_compare->setFlux(info.flux);
+    m_prompt->setTraits(info.traits);
+    m_charts->setTraits(info.traits);
+    m_compare->setTraits(info.traits);
     m_loadedPath = QString::fromStdString(info.path);
     m_deviceText = QString::fromStdString(info.device);
     m_gpu = info.gpu;
@@ -337,7 +337,7 @@ GenerationRequest MainWindow::currentRequest() const {
 
 ModelRequest MainWindow::modelRequest(const QString& checkpoint, const QString& randomDemo) const {
   return {checkpoint, QString(), m_folders.loras, m_folders.data + QStringLiteral("/embeddings"),
-          m_precision->settings().storage, m_precision->device(), randomDemo, m_model->fluxPaths()};
+          m_precision->settings().storage, m_precision->device(), randomDemo, m_model->components()};
 }
 
 void MainWindow::loadModel(const QString& path) {

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "pipeline/flux_generate.h"
+#include "families/flux/flux_family.h"
 #include "pipeline/flux_model.h"
 #include "support.h"
 

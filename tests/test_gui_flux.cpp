@@ -19,7 +19,8 @@
 #include "memory/tracking_allocator.h"
 #include "panels/ChartsPanel.h"
 #include "panels/CompareView.h"
-#include "pipeline/flux_generate.h"
+#include "panels/ModelPanel.h"
+#include "families/flux/flux_family.h"
 
 using namespace fp8s;
 using namespace fp8s::gui;
@@ -41,10 +42,10 @@ class TestGuiFlux : public QObject {
     s.setValue("precision/weights", "fp8-e4m3");
     auto w = std::make_unique<MainWindow>(&s, false);
     w->show();
-    // the components picked in the Model panel, as a user does before the transformer loads
-    child<QLineEdit>(w.get(), "fluxT5Edit")->setText(ref("flux/tiny-t5xxl.safetensors"));
-    child<QLineEdit>(w.get(), "fluxClipEdit")->setText(ref("flux/tiny-clip-l.safetensors"));
-    child<QLineEdit>(w.get(), "fluxVaeEdit")->setText(ref("flux/tiny-ae.safetensors"));
+    // the components picked in the Model panel (by role), as a user does before the transformer loads
+    w->findChild<ModelPanel*>()->setComponents({{"t5xxl", ref("flux/tiny-t5xxl.safetensors").toStdString()},
+                                                {"clip_l", ref("flux/tiny-clip-l.safetensors").toStdString()},
+                                                {"vae", ref("flux/tiny-ae.safetensors").toStdString()}});
     QSignalSpy ready(w.get(), &MainWindow::modelReady);
     w->loadModel(ref("flux/tiny-flux-dev.safetensors"));
     if (!arrived(ready, 60000)) qFatal("the Flux model did not load");
@@ -67,15 +68,18 @@ class TestGuiFlux : public QObject {
     QSettings s(m_dir.filePath("flux.ini"), QSettings::IniFormat);
     auto w = loadedWindow(s);
     // the engine's component table: all four, with storage and bytes
-    const QString table = child<QLabel>(w.get(), "fluxComponentTable")->text();
+    const QString table = child<QLabel>(w.get(), "componentTable")->text();
+    // the box's rows are the family's roles, each showing the file picked
+    QCOMPARE(child<QLineEdit>(w.get(), "component_t5xxl")->text(), ref("flux/tiny-t5xxl.safetensors"));
+    QVERIFY(w->findChild<QLineEdit*>("component_vae") != nullptr);
     for (const char* c : {"transformer", "T5-XXL", "CLIP-L", "autoencoder", "tiny-t5xxl.safetensors", "e4m3"}) {
       QVERIFY2(table.contains(c), qPrintable(table));
     }
-    // dev: guidance in CFG's place, Euler only, sizes by 16
+    // dev: guidance in CFG's place, the flow's samplers (Euler first), sizes by 16
     QTRY_VERIFY(child<QDoubleSpinBox>(w.get(), "guidanceSpin")->isVisible());
     QVERIFY(!child<QDoubleSpinBox>(w.get(), "cfgSpin")->isVisible());
     auto* sampler = child<QComboBox>(w.get(), "samplerCombo");
-    QCOMPARE(sampler->count(), 1);
+    QCOMPARE(sampler->count(), 3);  // Euler, Heun, DPM++ 2M
     QCOMPARE(sampler->currentData().toInt(), int(Sampler::Euler));
     QCOMPARE(child<QComboBox>(w.get(), "scheduleCombo")->currentText(), QString("Simple"));
     auto* width = child<QSpinBox>(w.get(), "widthSpin");
@@ -98,7 +102,7 @@ class TestGuiFlux : public QObject {
     const QStringList phases = w->chartsPanel()->phaseLabels(run);
     for (const char* p : {"T5 + CLIP-L encode", "transformer steps", "autoencoder decode"}) QVERIFY2(phases.contains(p), qPrintable(phases.join(", ")));
     w->saveSettings();
-    QCOMPARE(s.value("model/flux_t5").toString(), ref("flux/tiny-t5xxl.safetensors"));
+    QCOMPARE(s.value("model/components").toMap().value("t5xxl").toString(), ref("flux/tiny-t5xxl.safetensors"));
   }
 
   void compareShowsTheFp16EstimateWhereItCannotFit() {

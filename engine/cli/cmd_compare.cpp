@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "models/flux/flux_files.h"
+#include "families/family.h"
 #include "compare/compare.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -28,7 +28,7 @@ void register_compare(CLI::App& app) {
   auto* sub = app.add_subcommand("compare", "the same image in several storage modes: memory, time, PSNR/SSIM, heat map");
   add_common_options(*sub, o->common, true);
   add_model_options(*sub, o->m, true);
-  auto* modes = sub->add_option("--modes", o->modes, "storage modes, e.g. fp16,fp8-e4m3,fp8-e4m3/channel (Flux: fp16,fp8-e4m3,fp8-e5m2)")
+  auto* modes = sub->add_option("--modes", o->modes, "storage modes, e.g. fp16,fp8-e4m3,fp8-e4m3/channel (default: the model family's; Flux: fp16,fp8-e4m3,fp8-e5m2)")
                     ->capture_default_str();
   sub->add_option("--outdir", o->outdir, "a new compare-NNNNN folder is made in it")->capture_default_str();
   sub->add_flag("--no-unet-error", o->no_unet_error, "skip the UNet output error against fp32 storage");
@@ -39,14 +39,14 @@ void register_compare(CLI::App& app) {
   sub->callback([o, modes] {
     CompareOptions c;
     c.load = load_options(o->m);
-    // Flux: E4M3 against E5M2 and FP16 (which a 24 GB machine reports as not fitting), BFL's sampler
-    const bool flux = is_flux_file(SafetensorsFile(c.load.checkpoint));
-    if (flux && modes->count() == 0) o->modes = "fp16,fp8-e4m3,fp8-e5m2";
-    finish_request(o->r, o->flags, {WeightType::FP16, Fp8Scale::None, false}, flux);
+    // the family's comparison (Flux: E4M3 against E5M2 and FP16) and sampler defaults
+    const FamilyTraits family = family_traits_of(c.load.checkpoint);
+    if (modes->count() == 0) o->modes = family.compare_modes;
+    finish_request(o->r, o->flags, {WeightType::FP16, Fp8Scale::None, false}, &family);
     c.request = o->r;
     c.modes = parse_modes(o->modes, o->r.storage.scale);
     c.outdir = o->outdir;
-    c.unet_error = !o->no_unet_error && !flux;
+    c.unet_error = !o->no_unet_error && family.fp32_probe;
     c.request.loras = parse_lora_flags(o->loras);
     c.retention_only = o->retention_only;
     if (c.retention_only && c.request.loras.empty()) throw InputError("--retention-only needs --lora");
@@ -88,7 +88,8 @@ std::function<void(bool json)> register_bench_generate(CLI::App& bench) {
     }
     BenchOptions b;
     b.load = load_options(o->m);
-    finish_request(o->r, o->flags, {WeightType::FP16, Fp8Scale::None, false}, is_flux_file(SafetensorsFile(b.load.checkpoint)));
+    const FamilyTraits family = family_traits_of(b.load.checkpoint);
+    finish_request(o->r, o->flags, {WeightType::FP16, Fp8Scale::None, false}, &family);
     b.request = o->r;
     b.modes = parse_modes(o->modes, o->r.storage.scale);
     b.repeats = o->repeats;

@@ -10,7 +10,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "core/error.h"
-#include "models/flux/flux_files.h"
+#include "families/family.h"
 #include "models/inspect.h"
 #include "core/logging.h"
 #include "pipeline/engine.h"
@@ -68,8 +68,8 @@ void register_generate(CLI::App& app) {
   sub->callback([o] {
     o->r.loras = parse_lora_flags(o->loras);
     LoadOptions load = load_options(o->m);
-    const bool flux = is_flux_file(SafetensorsFile(load.checkpoint));
-    finish_request(o->r, o->flags, auto_storage_for(load.checkpoint), flux);
+    const FamilyTraits family = family_traits_of(load.checkpoint);
+    finish_request(o->r, o->flags, auto_storage_for(load.checkpoint), &family);
     load.storage = o->r.storage;
     // before the model loads: an output folder that cannot take files is an error now, not after sampling
     check_writable_folder(o->outdir);

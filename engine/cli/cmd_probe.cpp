@@ -12,6 +12,7 @@
 #include "models/nn.h"
 #include "pipeline/flux_model.h"
 #include "pipeline/model.h"
+#include "pipeline/run_support.h"
 
 namespace fp8s::cli {
 namespace {

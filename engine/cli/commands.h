@@ -29,7 +29,7 @@ struct RequestFlags {
   std::string sampler = "dpmpp_2m", schedule = "karras", weights = "auto", scale = "none",
               compute = "bf16", lora_mode = "auto";
   std::string init_image, mask;  // PNG paths, read by finish_request
-  // the options whose defaults differ for Flux (Euler on the flow, CFG 1): given or not
+  // the options whose defaults are the model family's when not given (FamilyTraits)
   CLI::Option *sampler_option = nullptr, *schedule_option = nullptr, *cfg_option = nullptr;
 };
 void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flags);
@@ -40,7 +40,10 @@ std::string model_or_demo(const std::string& model_flag);
 // --model, --vocab, --device (and --lora-dir) of the subcommands that run an engine.
 struct ModelFlags {
   std::string model, vocab, lora_dir, device = "auto";
-  FluxPaths flux;  // Flux's other components and T5 tokenizer
+  // a model's other files: --component ROLE=FILE, and the aliases --t5, --clip-l, --vae, --t5-tokenizer
+  std::vector<std::string> components;
+  std::string t5, clip_l, vae, t5_tokenizer;
+  bool t5_on_cpu = false;
   std::string embeddings_dir;  // empty: the user data folder's embeddings/
 };
 void add_model_options(CLI::App& sub, ModelFlags& flags, bool lora_dir);
@@ -50,9 +53,11 @@ LoadOptions load_options(const ModelFlags& flags);
 void add_device_option(CLI::App& sub, std::string& device);
 // `auto_storage`: what `--weights auto` (the default) means for the chosen checkpoint, i.e.
 // default_storage() of its inspect report; FP16 where no checkpoint is involved.
-// `flux`: the model is Flux (Euler, the simple schedule and CFG 1 unless given).
+// `family`: the model's traits (family_traits_of): its first sampler and schedule and its CFG
+// where those options were not given.
 void finish_request(GenerationRequest& r, const RequestFlags& flags,
-                    const StorageSpec& auto_storage = {WeightType::FP16, Fp8Scale::None, false}, bool flux = false);
+                    const StorageSpec& auto_storage = {WeightType::FP16, Fp8Scale::None, false},
+                    const FamilyTraits* family = nullptr);
 // What `--weights auto` means for a checkpoint: its inspect report's default, or for a Flux
 // transformer its FP8 format when its weights are FP8, else BF16.
 StorageSpec auto_storage_for(const std::string& checkpoint);

@@ -38,7 +38,19 @@ LoadOptions load_options(const ModelFlags& flags) {
   load.lora_dir = flags.lora_dir;
   load.device = flags.device;
   load.embeddings_dir = flags.embeddings_dir;
-  load.flux = flags.flux;
+  load.t5_on_cpu = flags.t5_on_cpu;
+  const std::pair<const char*, const std::string*> aliases[] = {
+      {"t5xxl", &flags.t5}, {"clip_l", &flags.clip_l}, {"vae", &flags.vae}, {"t5_tokenizer", &flags.t5_tokenizer}};
+  for (const auto& [role, path] : aliases) {
+    if (!path->empty()) load.components[role] = *path;
+  }
+  for (const auto& c : flags.components) {
+    const auto eq = c.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == c.size()) {
+      throw InputError("--component " + c + ": write ROLE=FILE, e.g. --component t5xxl=t5xxl_fp16.safetensors");
+    }
+    load.components[c.substr(0, eq)] = c.substr(eq + 1);
+  }
   if (load.embeddings_dir.empty()) {  // the user data folder's, as the GUI uses
     const char* xdg = std::getenv("XDG_DATA_HOME");
     const char* home = std::getenv("HOME");

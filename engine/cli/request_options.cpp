@@ -117,7 +117,7 @@ void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flag
   sub.add_option("--batch-size", r.batch_size, "images per sampling run")->capture_default_str();
   sub.add_option("--batch-count", r.batch_count, "sampling runs")->capture_default_str();
   sub.add_option("--clip-skip", r.clip_skip, "1 = last CLIP layer, 2 = penultimate")->capture_default_str();
-  flags.sampler_option = sub.add_option("--sampler", sampler, "euler, euler_ancestral, heun, dpmpp_2m, ddim, lcm (Flux: euler)")
+  flags.sampler_option = sub.add_option("--sampler", sampler, "euler, euler_ancestral, heun, dpmpp_2m, ddim, lcm (default: the model family's first; Flux: euler, heun, dpmpp_2m)")
       ->check([](const std::string& s) { return parse_sampler(s) ? "" : "unknown sampler '" + s + "'"; })
       ->capture_default_str();
   flags.schedule_option = sub.add_option("--schedule", schedule, "normal or karras")
@@ -163,11 +163,13 @@ void add_model_options(CLI::App& sub, ModelFlags& flags, bool lora_dir) {
   sub.add_option("--model", flags.model, "checkpoint (.safetensors; default: the built-in demo model)");
   sub.add_option("--vocab", flags.vocab, "CLIP vocabulary (.txt.gz, vocab.json, or a folder)");
   if (lora_dir) sub.add_option("--lora-dir", flags.lora_dir, "folder where <lora:NAME:W> prompt tags are looked up");
-  sub.add_option("--t5", flags.flux.t5, "Flux: the T5-XXL encoder (t5xxl_fp16 / _fp8_e4m3fn[_scaled].safetensors)");
-  sub.add_option("--clip-l", flags.flux.clip_l, "Flux: the CLIP-L encoder (clip_l.safetensors)");
-  sub.add_option("--vae", flags.flux.vae, "Flux: the autoencoder (ae.safetensors)");
-  sub.add_option("--t5-tokenizer", flags.flux.t5_tokenizer, "Flux: the T5 tokenizer.json (or its folder)");
-  sub.add_flag("--t5-cpu", flags.flux.t5_on_cpu, "Flux on a GPU: keep T5-XXL on the CPU (default: only when the components do not fit in VRAM together)");
+  sub.add_option("--component", flags.components,
+                 "a model's other file by role, ROLE=FILE (roles: t5xxl, clip_l, vae, t5_tokenizer); repeatable");
+  sub.add_option("--t5", flags.t5, "= --component t5xxl=FILE (t5xxl_fp16 / _fp8_e4m3fn[_scaled].safetensors)");
+  sub.add_option("--clip-l", flags.clip_l, "= --component clip_l=FILE (clip_l.safetensors)");
+  sub.add_option("--vae", flags.vae, "= --component vae=FILE (ae.safetensors)");
+  sub.add_option("--t5-tokenizer", flags.t5_tokenizer, "= --component t5_tokenizer=FILE (tokenizer.json or its folder)");
+  sub.add_flag("--t5-cpu", flags.t5_on_cpu, "on a GPU: keep a T5 text encoder on the CPU (default: only when the components do not fit in VRAM together)");
   sub.add_option("--embeddings-dir", flags.embeddings_dir,
                  "textual inversions (NAME.safetensors, used by writing NAME in a prompt; default "
                  "~/.local/share/fp8studio/embeddings)");
@@ -179,7 +181,8 @@ void add_device_option(CLI::App& sub, std::string& device) {
       ->capture_default_str();
 }
 
-void finish_request(GenerationRequest& r, const RequestFlags& flags, const StorageSpec& auto_storage, bool flux) {
+void finish_request(GenerationRequest& r, const RequestFlags& flags, const StorageSpec& auto_storage,
+                    const FamilyTraits* family) {
   const auto& [sampler, schedule, weights, scale, compute, lora_mode, init_image, mask, sampler_option, schedule_option, cfg_option] = flags;
   // img2img / inpainting images (read and checked here; their sizes by validate_request)
   if (!init_image.empty()) r.init_image = read_png(init_image).image;
@@ -187,10 +190,12 @@ void finish_request(GenerationRequest& r, const RequestFlags& flags, const Stora
   r.lora_mode = *parse_lora_mode(lora_mode);
   r.sampler = *parse_sampler(sampler);
   r.schedule = *parse_schedule(schedule);
-  if (flux) {  // BFL's sampler (Forge: Euler, Simple) and no CFG unless asked
-    if (!sampler_option || sampler_option->count() == 0) r.sampler = Sampler::Euler;
-    if (!schedule_option || schedule_option->count() == 0) r.schedule = Schedule::Normal;
-    if (!cfg_option || cfg_option->count() == 0) r.cfg = 1.0f;
+  if (family) {  // what was not given is the family's default
+    if ((!sampler_option || sampler_option->count() == 0) && !family->samplers.empty()) r.sampler = family->samplers.front();
+    if ((!schedule_option || schedule_option->count() == 0) && !family->schedules.empty()) {
+      r.schedule = family->schedules.front().schedule;
+    }
+    if (!cfg_option || cfg_option->count() == 0) r.cfg = family->default_cfg;
   }
   if (weights == "auto") {
     const bool fp8_vae = r.storage.fp8_vae;

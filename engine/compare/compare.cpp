@@ -156,7 +156,7 @@ CompareReport measure_compare(Engine& engine, const CompareOptions& o, const Com
     try {
       m.result = engine.generate(request, hooks.observer ? hooks.observer(k) : nullptr, cancel);
     } catch (const DoesNotFit& e) {
-      // FP16 Flux on a 24 GB machine: the column says so, with its estimate, and the rest run
+      // a 16-bit storage a large model cannot hold here: the column says so, with its estimate, and the rest run
       m.refused = e.what();
       if (hooks.progress) hooks.progress(mode.label() + " does not fit: " + m.refused);
       report.modes.push_back(std::move(m));
@@ -185,7 +185,7 @@ CompareReport measure_compare(Engine& engine, const CompareOptions& o, const Com
   if (std::all_of(report.modes.begin(), report.modes.end(), [](const ModeResult& m) { return !m.refused.empty(); })) {
     throw DoesNotFit(report.modes.front().refused);
   }
-  if (o.unet_error && info.architecture.rfind("Flux", 0) != 0) {
+  if (o.unet_error && info.traits.fp32_probe) {
     if (hooks.progress) hooks.progress("measuring the UNet output error against fp32 storage");
     const int latent = std::max(8, request.height / 8 / 2);
     const StorageSpec fp32;
@@ -200,7 +200,7 @@ CompareReport measure_compare(Engine& engine, const CompareOptions& o, const Com
 
 CompareReport run_compare(const CompareOptions& o, const std::function<void(const std::string&)>& progress) {
   LoadOptions load = o.load;
-  // opened in the first mode that fits (a Flux model refuses a storage that cannot fit at load)
+  // opened in the first mode that fits (a family may refuse a storage that cannot fit at load)
   std::optional<Engine> opened;
   for (std::size_t k = 0; k < o.modes.size() && !opened; ++k) {
     load.storage = o.modes[k].storage;

@@ -21,6 +21,7 @@
 #include "models/text_encoder.h"
 #include "models/unet.h"
 #include "models/vae.h"
+#include "pipeline/img2img.h"
 #include "pipeline/model.h"
 #include "text/clip_tokenizer.h"
 #include "text/prompt_parser.h"

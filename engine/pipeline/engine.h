@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "backend/kernel_options.h"
-#include "models/flux/flux_files.h"
+#include <map>
+
 #include "pipeline/infotext.h"
 #include "pipeline/request.h"
 
@@ -23,7 +24,10 @@ struct LoadOptions {
   std::string vocab;  // explicit CLIP vocabulary (empty: search as DESIGN.md section 4 says)
   std::string lora_dir;  // where <lora:NAME:W> tags are looked up (NAME.safetensors)
   std::string embeddings_dir;  // textual inversions: NAME.safetensors, used by writing NAME in a prompt
-  FluxPaths flux;  // Flux's other components and T5 tokenizer (models/flux/flux_files.h)
+  // A model's other files by component role (FamilyTraits::components: "t5xxl", "clip_l", "vae",
+  // and "t5_tokenizer"); a role not given is the model file's own, else found beside it.
+  std::map<std::string, std::string> components;
+  bool t5_on_cpu = false;  // on a GPU, keep a T5 text encoder on the CPU (else the family's rule decides)
   std::string device = "auto";  // auto (the first CUDA device, else the CPU), cpu, cuda, cuda:N
   // The kernels this engine's runs may use; unset: FP8S_ATTENTION / FP8S_PACKED_CONV (an unknown
   // value there is an InputError at load).

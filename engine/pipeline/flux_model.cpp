@@ -13,6 +13,7 @@
 #include "models/t5/t5.h"
 #include "models/text_encoder.h"
 #include "models/vae.h"
+#include "pipeline/sample_pass.h"
 
 namespace fp8s {
 
@@ -379,40 +380,47 @@ at::Tensor FluxModel::transformer(const at::Tensor& img, const at::Tensor& img_i
   return flux().forward(img, img_ids, txt, txt_ids, t, y, guidance, compute);
 }
 
+at::Tensor flux_sigmas(int steps, int64_t image_tokens, bool shift) {
+  const auto ts = flux_schedule(steps, image_tokens, shift);
+  return at::tensor(std::vector<double>(ts.begin(), ts.end()), at::kDouble).to(at::kFloat);
+}
+
+PassDenoiser FluxModel::denoiser(const at::Tensor& txt, const at::Tensor& y, const FluxGuidance& guidance,
+                                 at::ScalarType compute, const std::function<void(double)>& on_model_ms) {
+  const bool cfg = guidance.cfg != 1.0f && guidance.uncond_txt.defined();
+  PassDenoiser d;
+  // D(x, σ) = x − σ·v(x, t = σ) over the packed tokens; with CFG v = v_u + s·(v_c − v_u)
+  d.denoise = [this, txt, y, guidance, cfg, compute, on_model_ms](const at::Tensor& x, const at::Tensor& sigma) {
+    const auto start = std::chrono::steady_clock::now();
+    const int64_t B = x.size(0), H = x.size(2), W = x.size(3);
+    if (H % 2 || W % 2) throw InputError("the Flux latent must have an even size, got " + std::to_string(H) + "x" + std::to_string(W));
+    const auto img = flux_pack(x.to(at::kFloat));
+    const auto img_ids = flux_image_ids(B, H, W);
+    const auto t = at::full({B}, sigma.item<float>(), at::kFloat);
+    const auto g = at::full({B}, guidance.distilled, at::kFloat);
+    auto pred = transformer(img, img_ids, txt, at::zeros({B, txt.size(1), 3}), t, y, g, compute).to(at::kCPU, at::kFloat);
+    if (cfg) {
+      const auto u = transformer(img, img_ids, guidance.uncond_txt, at::zeros({B, guidance.uncond_txt.size(1), 3}), t,
+                                 guidance.uncond_y, g, compute).to(at::kCPU, at::kFloat);
+      pred = u + guidance.cfg * (pred - u);
+    }
+    if (on_model_ms) on_model_ms(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    return x - sigma * flux_unpack(pred, H, W);
+  };
+  return d;
+}
+
 at::Tensor FluxModel::sample(const at::Tensor& noise, const at::Tensor& txt, const at::Tensor& y, int steps,
                              const FluxGuidance& guidance, bool shift, at::ScalarType compute,
                              const std::function<void(int, int, double)>& on_step, const SamplingInit& init) {
-  const int64_t B = noise.size(0), H = noise.size(2), W = noise.size(3);
+  const int64_t H = noise.size(2), W = noise.size(3);
   if (H % 2 || W % 2) throw InputError("the Flux latent must have an even size, got " + std::to_string(H) + "x" + std::to_string(W));
-  const bool img2img = init.latent.defined();
-  const int schedule_steps = img2img ? init.schedule_steps : steps;
-  const int first = img2img ? schedule_steps - init.t_enc - 1 : 0;
-  const auto ts = flux_schedule(schedule_steps, (H / 2) * (W / 2), shift);
-  const at::Tensor packed_noise = flux_pack(noise.to(at::kFloat));
-  const at::Tensor x0 = img2img ? flux_pack(init.latent.to(at::kFloat).expand_as(noise)) : at::Tensor();
-  const at::Tensor keep = init.keep.defined() ? flux_pack(init.keep.to(at::kFloat).expand_as(noise)) : at::Tensor();
-  // the flow's straight line from the data (t = 0) to the noise (t = 1)
-  auto noised = [&](double t) { return t * packed_noise + (1.0 - t) * x0; };
-  at::Tensor img = img2img ? noised(ts[static_cast<std::size_t>(first)]) : packed_noise;
-  const auto img_ids = flux_image_ids(B, H, W);
-  const auto txt_ids = at::zeros({B, txt.size(1), 3});
-  const auto g = at::full({B}, guidance.distilled, at::kFloat);
-  const bool cfg = guidance.cfg != 1.0f && guidance.uncond_txt.defined();
-  const auto uncond_ids = cfg ? at::zeros({B, guidance.uncond_txt.size(1), 3}) : at::Tensor();
-  const int run = schedule_steps - first;
-  for (int i = first; i < schedule_steps; ++i) {
-    const double t_curr = ts[static_cast<std::size_t>(i)], t_prev = ts[static_cast<std::size_t>(i) + 1];
-    const auto t = at::full({B}, t_curr, at::kFloat);
-    auto pred = transformer(img, img_ids, txt, txt_ids, t, y, g, compute).to(img.device());
-    if (cfg) {
-      const auto u = transformer(img, img_ids, guidance.uncond_txt, uncond_ids, t, guidance.uncond_y, g, compute).to(img.device());
-      pred = u + guidance.cfg * (pred - u);
-    }
-    img = img + (t_prev - t_curr) * pred;
-    if (keep.defined()) img = keep * noised(t_prev) + (1 - keep) * img;
-    if (on_step) on_step(i - first + 1, run, t_curr);
-  }
-  return flux_unpack(img, H, W);
+  const int schedule_steps = init.latent.defined() ? init.schedule_steps : steps;
+  const StepCallback callback = [&](int i, int n, float sigma, const at::Tensor&, const at::Tensor&) {
+    if (on_step) on_step(i + 1, n, sigma);
+  };
+  return sample_pass(denoiser(txt, y, guidance, compute), Prediction::Flow, Sampler::Euler, noise.to(at::kFloat),
+                     flux_sigmas(schedule_steps, (H / 2) * (W / 2), shift), init, 0, callback);
 }
 
 at::Tensor FluxModel::vae_decode(const at::Tensor& latent, at::ScalarType compute) {

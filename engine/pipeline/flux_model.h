@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/types.h"
+#include "families/family.h"
 #include "lora/lora.h"
 #include "models/checkpoint_layout.h"
 #include "models/flux/flux_files.h"
@@ -35,6 +36,8 @@ class VaeImpl;
 // BFL's get_schedule: linspace(1, 0, steps + 1), time-shifted when `shift` (dev) by
 // mu = lerp(0.5 at 256 tokens, 1.15 at 4096) of the image token count: exp(mu) / (exp(mu) + 1/t − 1).
 std::vector<double> flux_schedule(int steps, int64_t image_tokens, bool shift);
+// The same as the sigmas the samplers step over (σ = t, F32).
+at::Tensor flux_sigmas(int steps, int64_t image_tokens, bool shift);
 // [B, 16, H, W] latent <-> [B, H/2 · W/2, 64] tokens ((c, ph, pw) per token), and their position
 // ids [B, N, 3] (0, row, column).
 at::Tensor flux_pack(const at::Tensor& latent);
@@ -125,7 +128,7 @@ class FluxModel {
   at::Tensor transformer(const at::Tensor& img, const at::Tensor& img_ids, const at::Tensor& txt,
                          const at::Tensor& txt_ids, const at::Tensor& t, const at::Tensor& y,
                          const at::Tensor& guidance, at::ScalarType compute);
-  // BFL's loop from noise [B, 16, h, w]: pack, Euler over the schedule, unpack. `on_step(i, n, t)`
+  // BFL's loop from noise [B, 16, h, w]: Euler over the schedule through sample_pass. `on_step(i, n, t)`
   // after each step (t: the step's starting time).
   // img2img (`init.latent` defined, [B, 16, h, w]): the last t_enc + 1 steps of a schedule of
   // init.schedule_steps (set_img2img_steps), from x = t·noise + (1 − t)·x0 at its first t; with
@@ -133,6 +136,10 @@ class FluxModel {
   at::Tensor sample(const at::Tensor& noise, const at::Tensor& txt, const at::Tensor& y, int steps,
                     const FluxGuidance& guidance, bool shift, at::ScalarType compute,
                     const std::function<void(int, int, double)>& on_step = {}, const SamplingInit& init = {});
+  // The denoiser over the flow (sampling/ steps with it): D(x, σ) = x − σ·v(x, t = σ) on latents
+  // [B, 16, h, w], with distilled guidance and CFG when guidance.cfg != 1.
+  PassDenoiser denoiser(const at::Tensor& txt, const at::Tensor& y, const FluxGuidance& guidance, at::ScalarType compute,
+                        const std::function<void(double)>& on_model_ms = {});
   at::Tensor vae_decode(const at::Tensor& latent, at::ScalarType compute);
   at::Tensor vae_encode(const at::Tensor& image, at::ScalarType compute);
   // The autoencoder's downsampling factor (8 for the released one).

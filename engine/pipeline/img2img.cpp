@@ -36,6 +36,22 @@ ImageJob prepare_image_job(const GenerationRequest& r, int width, int height) {
   return job;
 }
 
+std::vector<RgbImage> to_images(const at::Tensor& decoded) {
+  // floor(clamp((x + 1) / 2, 0, 1) * 255 + 0.5) per channel
+  auto u8 = ((decoded + 1) / 2).clamp(0, 1).mul(255).add(0.5).floor().to(at::kByte);
+  u8 = u8.permute({0, 2, 3, 1}).contiguous();
+  std::vector<RgbImage> out;
+  for (int64_t i = 0; i < u8.size(0); ++i) {
+    RgbImage img;
+    img.height = static_cast<int>(u8.size(1));
+    img.width = static_cast<int>(u8.size(2));
+    auto one = u8[i];
+    img.pixels.assign(one.data_ptr<uint8_t>(), one.data_ptr<uint8_t>() + one.numel());
+    out.push_back(std::move(img));
+  }
+  return out;
+}
+
 at::Tensor image_tensor(const RgbImage& image) {
   auto t = at::from_blob(const_cast<uint8_t*>(image.pixels.data()), {1, image.height, image.width, 3}, at::kByte);
   return t.permute({0, 3, 1, 2}).to(at::kFloat).div(127.5).sub(1).contiguous();

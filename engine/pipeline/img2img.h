@@ -34,6 +34,8 @@ ImageJob prepare_image_job(const GenerationRequest& request, int width, int heig
 // draws the noise of every copy (the numbers of encoding `copies` stacked copies, in that order).
 at::Tensor encode_latent(const Model& model, const at::Tensor& images, ComputeType compute, at::Generator& gen,
                          int64_t copies = 1);
+// Decoded images [B,3,H,W] in [-1,1] -> 8-bit RGB: floor(clamp((x + 1) / 2, 0, 1) * 255 + 0.5).
+std::vector<RgbImage> to_images(const at::Tensor& decoded);
 // 8-bit RGB -> [1,3,H,W] in [-1,1] (x / 127.5 − 1).
 at::Tensor image_tensor(const RgbImage& image);
 

@@ -1,4 +1,7 @@
 #include "pipeline/model.h"
+#include "pipeline/run_support.h"
+
+#include "pipeline/sample_pass.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -20,18 +23,6 @@
 
 namespace fp8s {
 
-at::ScalarType compute_dtype(ComputeType type, const at::Device& device) {
-  switch (type) {
-    case ComputeType::FP32: return at::kFloat;
-    case ComputeType::BF16:
-      // BF16 where the card has it (compute capability 8.0+), FP16 on older NVIDIA cards
-      return device.is_cuda() && backend::compute_capability(device) < 80 ? at::kHalf : at::kBFloat16;
-    case ComputeType::FP16:
-      if (device.is_cuda()) return at::kHalf;
-      throw InputError("--compute fp16 needs a CUDA device; on the CPU use bf16 or fp32");
-  }
-  return at::kFloat;
-}
 
 Model::Model(const std::string& checkpoint, const StorageSpec& storage, const at::Device& device)
     : file_(std::make_unique<SafetensorsFile>(checkpoint)), storage_(storage), device_(device) {
@@ -237,21 +228,6 @@ at::Tensor Model::unet(const at::Tensor& x, const at::Tensor& t, const at::Tenso
   return eps.to(at::kCPU);
 }
 
-std::vector<RgbImage> to_images(const at::Tensor& decoded) {
-  // floor(clamp((x + 1) / 2, 0, 1) * 255 + 0.5) per channel
-  auto u8 = ((decoded + 1) / 2).clamp(0, 1).mul(255).add(0.5).floor().to(at::kByte);
-  u8 = u8.permute({0, 2, 3, 1}).contiguous();
-  std::vector<RgbImage> out;
-  for (int64_t i = 0; i < u8.size(0); ++i) {
-    RgbImage img;
-    img.height = static_cast<int>(u8.size(1));
-    img.width = static_cast<int>(u8.size(2));
-    auto one = u8[i];
-    img.pixels.assign(one.data_ptr<uint8_t>(), one.data_ptr<uint8_t>() + one.numel());
-    out.push_back(std::move(img));
-  }
-  return out;
-}
 
 at::Tensor Model::vae_decode(const at::Tensor& latent, ComputeType compute) const {
   return vae_->decode(latent.to(device_), compute_dtype(compute, device_)).to(at::kCPU);
@@ -279,26 +255,21 @@ void set_img2img_steps(SamplingInit& init, int steps, float strength, bool fixed
   init.t_enc = std::clamp(init.t_enc, 0, init.schedule_steps - 1);
 }
 
-at::Tensor Model::sample(const at::Tensor& noise, const at::Tensor& cond, const at::Tensor& uncond,
-                         const SamplingParams& p, ComputeType compute,
-                         const StepCallback& callback, const std::atomic<bool>* cancel,
-                         const std::function<void(double)>& on_model_ms, const at::Tensor& y_cond,
-                         const at::Tensor& y_uncond) const {
-  if (p.steps < 1) throw std::invalid_argument("Model::sample: steps < 1");  // validate_request refuses it first
-  const bool use_cfg = p.cfg != 1.0f;
+PassDenoiser Model::denoiser(const at::Tensor& cond, const at::Tensor& uncond, float cfg_scale, ComputeType compute,
+                             const at::Tensor& y_cond, const at::Tensor& y_uncond, const at::Tensor& image_cond_in,
+                             const std::function<void(double)>& on_model_ms, const std::atomic<bool>* cancel) const {
+  const bool use_cfg = cfg_scale != 1.0f;
   // Text conditioning stays the same every step: build the batched [uncond; cond] once.
   const at::Tensor ctx = (use_cfg ? at::cat({uncond, cond}) : cond).to(device_);
   if (is_sdxl() && (!y_cond.defined() || (use_cfg && !y_uncond.defined()))) {
     throw std::invalid_argument("SDXL sampling needs the vector conditioning (y_cond and y_uncond)");
   }
   const at::Tensor y = !is_sdxl() ? at::Tensor() : (use_cfg ? at::cat({y_uncond, y_cond}) : y_cond).to(device_);
-  const auto& init = p.init;
-  const bool img2img = init.latent.defined();
-  if (is_inpainting() && !init.image_cond.defined()) throw std::invalid_argument("an inpainting UNet needs image_cond");
+  if (is_inpainting() && !image_cond_in.defined()) throw std::invalid_argument("an inpainting UNet needs image_cond");
   // a 9-channel UNet's extra inputs, on the device and doubled for CFG once, like the context
-  const at::Tensor image_cond = !init.image_cond.defined() ? at::Tensor()
-                                : (use_cfg ? init.image_cond.repeat({2, 1, 1, 1}) : init.image_cond).to(device_);
-  const CfgDenoiser cfg([&](const at::Tensor& x_in, const at::Tensor& t) {
+  const at::Tensor image_cond = !image_cond_in.defined() ? at::Tensor()
+                                : (use_cfg ? image_cond_in.repeat({2, 1, 1, 1}) : image_cond_in).to(device_);
+  auto cfg = std::make_shared<CfgDenoiser>([this, ctx, y, image_cond, compute, cancel, on_model_ms](const at::Tensor& x_in, const at::Tensor& t) {
     const auto start = std::chrono::steady_clock::now();
     const at::Tensor input = image_cond.defined() ? at::cat({x_in, image_cond}, 1) : x_in;
     auto eps = unet(input, t, ctx, y, compute, cancel);
@@ -306,50 +277,26 @@ at::Tensor Model::sample(const at::Tensor& noise, const at::Tensor& cond, const 
       on_model_ms(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     }
     return eps;
-  }, p.cfg);
-  // inpainting: outside the mask every step's prediction is the init latent (A1111's CFGDenoiser)
-  auto keep_init = [&](const at::Tensor& denoised) {
-    return init.keep.defined() ? init.latent * init.keep + denoised * (1 - init.keep) : denoised;
-  };
-  const int schedule_steps = img2img ? init.schedule_steps : p.steps;
-  const int first = img2img ? schedule_steps - init.t_enc - 1 : 0;  // the steps skipped
-  at::Tensor x;
-  if (p.sampler == Sampler::Ddim) {
-    const auto& acp = schedule_.alphas_cumprod();
-    const auto ts = ddim_timesteps(schedule_steps);
-    const EpsModel eps = cfg.eps_model();
-    const EpsModel model = !init.keep.defined() ? eps : EpsModel([&](const at::Tensor& xt, int64_t t) {
-      const auto a = acp[t];
-      const auto e = eps(xt, t);
-      const auto x0 = keep_init((xt - at::sqrt(1 - a) * e) / at::sqrt(a));
-      return (xt - at::sqrt(a) * x0) / at::sqrt(1 - a);
-    });
-    // ldm's timesteps can number one more than the steps: the run is their last t_enc + 1
-    const int ddim_first = img2img ? std::max(0, static_cast<int>(ts.size()) - init.t_enc - 1) : 0;
-    const auto a0 = acp[ts[static_cast<std::size_t>(ddim_first)]];
-    x = img2img ? at::sqrt(a0) * init.latent + at::sqrt(1 - a0) * noise : noise;
-    x = sample_ddim(model, x, schedule_steps, acp, callback, ddim_first);
-  } else {
-    const Denoiser denoise = cfg.denoiser(schedule_);
-    const Denoiser model = !init.keep.defined() ? denoise : Denoiser([&](const at::Tensor& xs, const at::Tensor& sigma) {
-      return keep_init(denoise(xs, sigma));
-    });
-    const auto sigmas = schedule_.get_sigmas(p.schedule, schedule_steps).slice(0, first);
-    x = img2img ? init.latent + noise * sigmas[0] : noise * sigmas[0];
-    // Step noise: a second CPU generator seeded like the initial noise (ComfyUI's rule).
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(p.seed);
-    NoiseSource step_noise = [&] { return at::randn(noise.sizes(), gen, at::kFloat); };
-    switch (p.sampler) {
-      case Sampler::Euler: x = sample_euler(model, x, sigmas, callback); break;
-      case Sampler::EulerAncestral: x = sample_euler_ancestral(model, x, sigmas, step_noise, callback); break;
-      case Sampler::Heun: x = sample_heun(model, x, sigmas, callback); break;
-      case Sampler::DpmPP2M: x = sample_dpmpp_2m(model, x, sigmas, callback); break;
-      case Sampler::Lcm: x = sample_lcm(model, x, sigmas, step_noise, callback); break;
-      case Sampler::Ddim: break;
-    }
-  }
-  // and the result keeps the init latent outside the mask (A1111's samples * nmask + init * mask)
-  return init.keep.defined() ? init.latent * init.keep + x * (1 - init.keep) : x;
+  }, cfg_scale);
+  PassDenoiser d;
+  const Denoiser denoise = cfg->denoiser(schedule_);
+  d.denoise = [cfg, denoise](const at::Tensor& x, const at::Tensor& sigma) { return denoise(x, sigma); };
+  const EpsModel eps = cfg->eps_model();
+  d.eps = [cfg, eps](const at::Tensor& x, int64_t t) { return eps(x, t); };
+  d.alphas_cumprod = schedule_.alphas_cumprod();
+  return d;
+}
+
+at::Tensor Model::sample(const at::Tensor& noise, const at::Tensor& cond, const at::Tensor& uncond,
+                         const SamplingParams& p, ComputeType compute,
+                         const StepCallback& callback, const std::atomic<bool>* cancel,
+                         const std::function<void(double)>& on_model_ms, const at::Tensor& y_cond,
+                         const at::Tensor& y_uncond) const {
+  if (p.steps < 1) throw std::invalid_argument("Model::sample: steps < 1");  // validate_request refuses it first
+  const PassDenoiser d = denoiser(cond, uncond, p.cfg, compute, y_cond, y_uncond, p.init.image_cond, on_model_ms, cancel);
+  const int schedule_steps = p.init.latent.defined() ? p.init.schedule_steps : p.steps;
+  return sample_pass(d, Prediction::Eps, p.sampler, noise, schedule_.get_sigmas(p.schedule, schedule_steps), p.init, p.seed,
+                     callback);
 }
 
 }  // namespace fp8s

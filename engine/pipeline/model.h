@@ -18,14 +18,13 @@
 #include "models/architecture.h"
 #include "models/nn.h"
 #include "models/text_encoder.h"
+#include "families/family.h"
 #include "pipeline/lora_request.h"
 #include "pipeline/sampling_init.h"
 #include "sampling/samplers.h"
 
 namespace fp8s {
 
-// The dtype of a compute type on a device (FP16 only on CUDA: the CPU has no fast FP16 kernels).
-at::ScalarType compute_dtype(ComputeType type, const at::Device& device);
 
 class TextEncoderImpl;
 class UNetImpl;
@@ -45,8 +44,6 @@ struct SamplingParams {
   SamplingInit init;
 };
 
-// Decoded images [B,3,H,W] in [-1,1] -> 8-bit RGB: floor(clamp((x + 1) / 2, 0, 1) * 255 + 0.5).
-std::vector<RgbImage> to_images(const at::Tensor& decoded);
 
 class Model {
  public:
@@ -113,6 +110,11 @@ class Model {
                     const std::atomic<bool>* cancel = nullptr,
                     const std::function<void(double)>& on_model_ms = {},
                     const at::Tensor& y_cond = {}, const at::Tensor& y_uncond = {}) const;
+  // The CFG denoiser of a pass (sample() runs it through sample_pass): D over the UNet's ε with
+  // k-diffusion's CompVisDenoiser, and ε itself at integer timesteps for DDIM.
+  PassDenoiser denoiser(const at::Tensor& cond, const at::Tensor& uncond, float cfg, ComputeType compute,
+                        const at::Tensor& y_cond, const at::Tensor& y_uncond, const at::Tensor& image_cond,
+                        const std::function<void(double)>& on_model_ms, const std::atomic<bool>* cancel) const;
   const DiscreteSchedule& schedule() const { return schedule_; }
 
   // Makes exactly these LoRAs active (merged into the weights: W += m·(alpha/r)·up·down in FP32,

@@ -114,33 +114,31 @@ double hires_schedule_length(int steps, float strength) {
   return s > 0 ? std::floor(steps / s) : steps;
 }
 
-int request_width(const GenerationRequest& r, int native_size) {
+int request_width(const GenerationRequest& r, int native_size, int multiple, int min_size) {
   if (r.width) return r.width;
-  return r.init_image ? std::max(64, r.init_image->width / 8 * 8) : native_size;
+  return r.init_image ? std::max(min_size, r.init_image->width / multiple * multiple) : native_size;
 }
 
-int request_height(const GenerationRequest& r, int native_size) {
+int request_height(const GenerationRequest& r, int native_size, int multiple, int min_size) {
   if (r.height) return r.height;
-  return r.init_image ? std::max(64, r.init_image->height / 8 * 8) : native_size;
+  return r.init_image ? std::max(min_size, r.init_image->height / multiple * multiple) : native_size;
 }
 
-void validate_request(const GenerationRequest& r, int native_size, int text_layers) {
-  const int w = request_width(r, native_size);
-  const int h = request_height(r, native_size);
-  check_size(w, "width");
-  check_size(h, "height");
+void validate_request(const GenerationRequest& r, int native_size, int multiple, int min_size) {
+  const int w = request_width(r, native_size, multiple, min_size);
+  const int h = request_height(r, native_size, multiple, min_size);
+  check_size(w, "width", multiple, min_size);
+  check_size(h, "height", multiple, min_size);
   if (r.steps < 1 || r.steps > 1000) throw InputError("steps must be between 1 and 1000");
   if (!std::isfinite(r.cfg) || r.cfg < 0 || r.cfg > 100) throw InputError("CFG scale must be between 0 and 100");
   if (r.batch_size < 1 || r.batch_size > 64) throw InputError("batch size must be between 1 and 64");
   if (r.batch_count < 1 || r.batch_count > 10000) throw InputError("batch count must be between 1 and 10000");
-  if (r.clip_skip < 1 || r.clip_skip > text_layers) {
-    throw InputError("clip skip must be between 1 and " + std::to_string(text_layers) + " (the text encoder's layers)");
-  }
+  if (r.clip_skip < 1) throw InputError("clip skip must be at least 1 (1: the last layer)");
   const auto& s = r.size;
   for (int v : {s.original_width, s.original_height, s.target_width, s.target_height, s.crop_top, s.crop_left}) {
     if (v < 0 || v > 65536) throw InputError("SDXL size conditioning values must be between 0 and 65536");
   }
-  validate_image_inputs(r, w, h);
+  validate_image_inputs(r, w, h, multiple, min_size);
   validate_loras(r.loras);
   validate_lora_tags(r.prompt);
 }

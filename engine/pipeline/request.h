@@ -9,6 +9,7 @@
 
 #include "io/png.h"
 #include "core/types.h"
+#include "families/family_traits.h"
 #include "models/config.h"
 #include "pipeline/lora_request.h"
 
@@ -169,13 +170,12 @@ struct ComponentInfo {
 
 struct ModelInfo {
   std::string path;
-  bool flux = false, flux_dev = false;  // a Flux.1 model (dev: distilled guidance)
-  std::vector<ComponentInfo> components;  // Flux: transformer, T5-XXL, CLIP-L, autoencoder
+  FamilyTraits traits;  // the family's sizes, samplers, guidance, components, latent format
+  std::vector<ComponentInfo> components;  // a model of several files: each file's part
   std::string architecture;
   std::string storage;
   std::string source_note;     // set when the checkpoint is already FP8: its values are FP8's in every storage
-  uint64_t unet_bytes = 0, text_bytes = 0, vae_bytes = 0;
-  int native_size = 512;
+  uint64_t unet_bytes = 0, text_bytes = 0, vae_bytes = 0;  // the denoiser's, the text encoders', the autoencoder's
   std::string device = "CPU";      // "CPU" or "CUDA 0: <name>, <GiB>, compute capability X.Y"
   bool gpu = false;                // the model runs on a CUDA device (charts say VRAM)
   uint64_t device_total_bytes = 0;  // the GPU's memory (0 on the CPU)
@@ -189,15 +189,15 @@ inline constexpr int kTrainingTimesteps = 1000;
 // refuse what exceeds kTrainingTimesteps (validate_request).
 double hires_schedule_length(int steps, float strength);
 
-// Checks a request's numbers (size 64..4096 in multiples of 8 — 0 means `native_size` —, steps,
-// CFG, batch, clip skip 1..`text_layers`, SDXL size conditioning, LoRA multipliers of the list and
-// of the prompt's <lora:NAME:W> tags); throws InputError naming the value and the allowed range.
-// The only place these are checked: the engine calls it before it allocates anything.
-void validate_request(const GenerationRequest& request, int native_size, int text_layers = 12);
+// Checks a request's numbers (size min_size..4096 in multiples of `multiple` — 0 means
+// `native_size` —, steps, CFG, batch, SDXL size conditioning, LoRA multipliers of the list and of
+// the prompt's <lora:NAME:W> tags); throws InputError naming the value and the allowed range.
+// The run (pipeline/run.h) calls it with the family's sizes before it allocates anything.
+void validate_request(const GenerationRequest& request, int native_size, int multiple = 8, int min_size = 64);
 // The image size a request runs at: its width/height, else the init image's (rounded down to a
-// multiple of 8), else the model's native size.
-int request_width(const GenerationRequest& request, int native_size);
-int request_height(const GenerationRequest& request, int native_size);
+// multiple of `multiple`), else the model's native size.
+int request_width(const GenerationRequest& request, int native_size, int multiple = 8, int min_size = 64);
+int request_height(const GenerationRequest& request, int native_size, int multiple = 8, int min_size = 64);
 // The LoRA part of validate_request (also for `probe`, which applies LoRAs without a request).
 void validate_loras(const std::vector<LoraRequest>& loras);
 // The prompt's <lora:NAME:W> tags: well formed, multipliers from -100 to 100 (InputError otherwise).

@@ -1,5 +1,7 @@
 #include "pipeline/run_support.h"
 
+#include "core/error.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -12,6 +14,19 @@
 #include "memory/tracking_allocator.h"
 
 namespace fp8s {
+
+at::ScalarType compute_dtype(ComputeType type, const at::Device& device) {
+  switch (type) {
+    case ComputeType::FP32: return at::kFloat;
+    case ComputeType::BF16:
+      // BF16 where the card has it (compute capability 8.0+), FP16 on older NVIDIA cards
+      return device.is_cuda() && backend::compute_capability(device) < 80 ? at::kHalf : at::kBFloat16;
+    case ComputeType::FP16:
+      if (device.is_cuda()) return at::kHalf;
+      throw InputError("--compute fp16 needs a CUDA device; on the CPU use bf16 or fp32");
+  }
+  return at::kFloat;
+}
 
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();

@@ -12,6 +12,9 @@
 
 namespace fp8s {
 
+// The dtype of a compute type on a device (FP16 only on CUDA: the CPU has no fast FP16 kernels).
+at::ScalarType compute_dtype(ComputeType type, const at::Device& device);
+
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point start);
 

@@ -123,9 +123,9 @@ void ChartsPanel::setWeightBytes(int run, uint64_t bytes) {
 QString ChartsPanel::phaseLabel(Phase phase) const {
   switch (phase) {
     case Phase::Load: return tr("load");
-    case Phase::Encode: return m_flux ? tr("T5 + CLIP-L encode") : tr("text encode");
-    case Phase::Sample: return m_flux ? tr("transformer steps") : tr("UNet steps");
-    case Phase::Decode: return m_flux ? tr("autoencoder decode") : tr("VAE decode");
+    case Phase::Encode: return tr(m_traits.encode_label.c_str());
+    case Phase::Sample: return tr(m_traits.sample_label.c_str());
+    case Phase::Decode: return tr(m_traits.decode_label.c_str());
     case Phase::Done: return tr("done");
   }
   return {};

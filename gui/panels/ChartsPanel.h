@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "GuiTypes.h"
+#include "families/family_traits.h"
 
 class QCustomPlot;
 class QTimer;
@@ -30,9 +31,9 @@ class ChartsPanel : public QWidget {
   void addStep(int run, const StepEvent& event);
   void setWeightBytes(int run, uint64_t bytes);  // drawn as a dotted level once the run finished
   // A phase began: the latest run's phases are marked on the memory chart with the component that
-  // runs in them (Flux: T5 + CLIP-L, transformer, autoencoder; SD: text encoders, UNet, VAE).
+  // runs in them, as the family names its phases (FamilyTraits' labels).
   void addPhase(int run, const PhaseEvent& event);
-  void setFlux(bool flux) { m_flux = flux; }
+  void setTraits(const FamilyTraits& traits) { m_traits = traits; }
   // The latest run's phase marks as the chart labels them (for tests).
   QStringList phaseLabels(int run) const;
   void clear();
@@ -67,7 +68,7 @@ class ChartsPanel : public QWidget {
   QCustomPlot* m_steps;
   QTimer* m_timer;
   QMap<int, Run> m_runs;
-  bool m_flux = false;
+  FamilyTraits m_traits;
   bool m_dirty = false;
 };
 

@@ -82,7 +82,7 @@ void CompareView::setResult(const CompareResult& c) {
   };
   const std::vector<Row> rows = {
       {tr("Weight memory"), double(a.weight_bytes), double(b.weight_bytes), true},
-      {m_flux ? tr("Transformer weights") : tr("UNet weights"), double(a.unet_bytes), double(b.unet_bytes), true},
+      {tr("%1 weights").arg(m_denoiser), double(a.unet_bytes), double(b.unet_bytes), true},
       {tr("Peak live tensors"), double(a.tracked_peak_bytes), double(b.tracked_peak_bytes), true},
       {a.rss_peak_is_per_request && b.rss_peak_is_per_request ? tr("Peak RSS (each run's own)") : tr("Peak RSS (process high-water mark)"),
        double(a.rss_peak_bytes), double(b.rss_peak_bytes), true},

@@ -6,6 +6,7 @@
 #include <QWidget>
 
 #include "GuiTypes.h"
+#include "families/family_traits.h"
 
 class QLabel;
 class QTableWidget;
@@ -20,7 +21,7 @@ class CompareView : public QWidget {
 
   void setResult(const CompareResult& result);
   // The model family the next results come from (its denoiser's name in the table).
-  void setFlux(bool flux) { m_flux = flux; }
+  void setTraits(const FamilyTraits& traits) { m_denoiser = QString::fromStdString(traits.denoiser_label); }
   bool hasResult() const { return m_has; }
   QTableWidget* table() const { return m_table; }
   // Writes the compare's files into `folder` (created if missing); false with `error` set on failure.
@@ -41,7 +42,7 @@ class CompareView : public QWidget {
   QTableWidget* m_table;
   CompareResult m_result;
   bool m_has = false;
-  bool m_flux = false;
+  QString m_denoiser = QStringLiteral("UNet");
 };
 
 }  // namespace fp8s::gui

@@ -50,47 +50,18 @@ ModelPanel::ModelPanel(QWidget* parent) : QWidget(parent) {
   m_status = new QLabel(this);
   m_status->setWordWrap(true);
   layout->addWidget(m_status);
-  // a Flux transformer's other files (ComfyUI's separate text encoders and autoencoder)
-  m_fluxBox = new QGroupBox(tr("Flux components"), this);
-  m_fluxBox->setObjectName(QStringLiteral("fluxComponents"));
-  auto* fluxGrid = new QGridLayout(m_fluxBox);
-  fluxGrid->setContentsMargins(4, 4, 4, 4);
-  const char* names[3] = {"fluxT5Edit", "fluxClipEdit", "fluxVaeEdit"};
-  const QString labels[3] = {tr("T5-XXL"), tr("CLIP-L"), tr("Autoencoder")};
-  const QString hints[3] = {tr("t5xxl_fp16 / t5xxl_fp8_e4m3fn(_scaled)"), tr("clip_l"), tr("ae")};
-  for (int i = 0; i < 3; ++i) {
-    m_fluxEdits[i] = new QLineEdit(m_fluxBox);
-    m_fluxEdits[i]->setObjectName(QString::fromLatin1(names[i]));
-    m_fluxEdits[i]->setPlaceholderText(tr("found automatically (%1)").arg(hints[i]));
-    m_fluxEdits[i]->setClearButtonEnabled(true);
-    auto* pick = new QPushButton(tr("…"), m_fluxBox);
-    pick->setMaximumWidth(32);
-    pick->setToolTip(tr("Choose the %1 file").arg(labels[i]));
-    fluxGrid->addWidget(new QLabel(labels[i], m_fluxBox), i, 0);
-    fluxGrid->addWidget(m_fluxEdits[i], i, 1);
-    fluxGrid->addWidget(pick, i, 2);
-    connect(pick, &QPushButton::clicked, this, [this, i, label = labels[i]] {
-      const QString start = m_fluxEdits[i]->text().isEmpty() ? QFileInfo(checkpoint()).absolutePath() : m_fluxEdits[i]->text();
-      const QString path = QFileDialog::getOpenFileName(this, tr("Choose the %1 file").arg(label), start,
-                                                        tr("Safetensors files (*.safetensors)"));
-      if (path.isEmpty()) return;
-      m_fluxEdits[i]->setText(path);
-      Q_EMIT componentsChanged();
-    });
-    connect(m_fluxEdits[i], &QLineEdit::editingFinished, this, [this, i] {
-      if (m_fluxEdits[i]->isModified()) {
-        m_fluxEdits[i]->setModified(false);
-        Q_EMIT componentsChanged();
-      }
-    });
-  }
-  m_components = new QLabel(m_fluxBox);
-  m_components->setObjectName(QStringLiteral("fluxComponentTable"));
+  // a model's other files (ComfyUI's separate text encoders and autoencoder), one row per role
+  m_componentBox = new QGroupBox(tr("Components"), this);
+  m_componentBox->setObjectName(QStringLiteral("modelComponents"));
+  m_componentGrid = new QGridLayout(m_componentBox);
+  m_componentGrid->setContentsMargins(4, 4, 4, 4);
+  m_componentGrid->setColumnStretch(1, 1);
+  m_components = new QLabel(m_componentBox);
+  m_components->setObjectName(QStringLiteral("componentTable"));
   m_components->setTextFormat(Qt::RichText);
   m_components->setWordWrap(true);
-  fluxGrid->addWidget(m_components, 3, 0, 1, 3);
-  m_fluxBox->hide();
-  layout->addWidget(m_fluxBox);
+  m_componentBox->hide();
+  layout->addWidget(m_componentBox);
 
   connect(browseButton, &QPushButton::clicked, this, &ModelPanel::browse);
   connect(rescanButton, &QPushButton::clicked, this, &ModelPanel::rescan);
@@ -147,22 +118,78 @@ void ModelPanel::setCheckpoint(const QString& path) {
 
 void ModelPanel::setStatus(const QString& text) { m_status->setText(text); }
 
-FluxPaths ModelPanel::fluxPaths() const {
-  FluxPaths p;
-  p.t5 = m_fluxEdits[0]->text().trimmed().toStdString();
-  p.clip_l = m_fluxEdits[1]->text().trimmed().toStdString();
-  p.vae = m_fluxEdits[2]->text().trimmed().toStdString();
-  return p;
+std::map<std::string, std::string> ModelPanel::components() const {
+  std::map<std::string, std::string> out;
+  for (const auto& [role, path] : m_paths) {
+    if (!path.empty()) out[role] = path;
+  }
+  return out;
 }
 
-void ModelPanel::setFluxPaths(const FluxPaths& p) {
-  const std::string* v[3] = {&p.t5, &p.clip_l, &p.vae};
-  for (int i = 0; i < 3; ++i) m_fluxEdits[i]->setText(QString::fromStdString(*v[i]));
+void ModelPanel::setComponents(const std::map<std::string, std::string>& paths) {
+  m_paths = paths;
+  for (const auto& [role, edit] : m_componentEdits) {
+    const auto it = m_paths.find(role);
+    edit->setText(it == m_paths.end() ? QString() : QString::fromStdString(it->second));
+  }
+}
+
+void ModelPanel::setRoles(const std::vector<ComponentRole>& roles) {
+  bool same = roles.size() == m_roles.size();
+  for (std::size_t i = 0; same && i < roles.size(); ++i) same = roles[i].role == m_roles[i].role;
+  if (!same) {
+    for (auto* w : m_roleWidgets) w->deleteLater();
+    m_roleWidgets.clear();
+    m_componentEdits.clear();
+    m_roles = roles;
+    int row = 0;
+    for (const auto& r : m_roles) {
+      const QString label = QString::fromStdString(r.label);
+      const std::string role = r.role;
+      auto* name = new QLabel(label, m_componentBox);
+      auto* edit = new QLineEdit(m_componentBox);
+      edit->setObjectName(QStringLiteral("component_%1").arg(QString::fromStdString(role)));
+      QStringList hints;
+      for (const auto& h : r.file_hints) hints << QString::fromStdString(h);
+      edit->setPlaceholderText(tr("found automatically (%1)").arg(hints.join(QStringLiteral(", "))));
+      edit->setClearButtonEnabled(true);
+      const auto it = m_paths.find(role);
+      if (it != m_paths.end()) edit->setText(QString::fromStdString(it->second));
+      auto* pick = new QPushButton(tr("…"), m_componentBox);
+      pick->setMaximumWidth(32);
+      pick->setToolTip(tr("Choose the %1 file").arg(label));
+      m_componentGrid->addWidget(name, row, 0);
+      m_componentGrid->addWidget(edit, row, 1);
+      m_componentGrid->addWidget(pick, row, 2);
+      ++row;
+      m_roleWidgets.insert(m_roleWidgets.end(), {name, edit, pick});
+      m_componentEdits[role] = edit;
+      connect(pick, &QPushButton::clicked, this, [this, edit, role, label] {
+        const QString start = edit->text().isEmpty() ? QFileInfo(checkpoint()).absolutePath() : edit->text();
+        const QString path = QFileDialog::getOpenFileName(this, tr("Choose the %1 file").arg(label), start,
+                                                          tr("Safetensors files (*.safetensors)"));
+        if (path.isEmpty()) return;
+        edit->setText(path);
+        m_paths[role] = path.toStdString();
+        Q_EMIT componentsChanged();
+      });
+      connect(edit, &QLineEdit::editingFinished, this, [this, edit, role] {
+        if (edit->isModified()) {
+          edit->setModified(false);
+          m_paths[role] = edit->text().trimmed().toStdString();
+          Q_EMIT componentsChanged();
+        }
+      });
+    }
+    m_componentGrid->addWidget(m_components, row, 0, 1, 3);
+  }
+  m_componentBox->setVisible(!m_roles.empty());
 }
 
 void ModelPanel::setModelInfo(const ModelInfo& info) {
-  m_fluxBox->setVisible(info.flux);
-  if (!info.flux) return;
+  setRoles(info.traits.components);
+  m_components->setVisible(!info.components.empty());
+  if (info.components.empty()) return;
   QString html = tr("<table cellspacing=0 cellpadding=1><tr><td>component&nbsp;</td><td>storage&nbsp;</td>"
                     "<td align=right>bytes&nbsp;</td><td>file</td></tr>");
   for (const auto& c : info.components) {
@@ -187,19 +214,23 @@ void ModelPanel::inspectCurrent() {
   struct Result {
     std::shared_ptr<InspectReport> report;
     QString error;
+    FamilyTraits traits;
   };
   runInBackground(
       this,
       [path]() -> Result {
         try {
           SafetensorsFile file(path.toStdString());
-          return {std::make_shared<InspectReport>(inspect_checkpoint(file)), QString()};
+          return {std::make_shared<InspectReport>(inspect_checkpoint(file)), QString(), family_traits_of(path.toStdString())};
         } catch (const std::exception& e) {
-          return {nullptr, QString::fromStdString(e.what())};
+          return {nullptr, QString::fromStdString(e.what()), FamilyTraits{}};
         }
       },
       [this, path, serial](Result r) {
-        if (serial == m_inspectSerial) showReport(path, std::move(r.report), r.error);
+        if (serial != m_inspectSerial) return;
+        // a model's other files can be picked before it loads
+        if (r.report && !r.traits.components.empty()) setRoles(r.traits.components);
+        showReport(path, std::move(r.report), r.error);
       });
 }
 
@@ -237,29 +268,23 @@ void ModelPanel::showReport(const QString& path, std::shared_ptr<InspectReport> 
     }
     m_info->setText(html);
   }
-  // a Flux transformer's other files can be picked before it loads
-  if (m_report && (m_report->detection.arch == Arch::FLUX_DEV || m_report->detection.arch == Arch::FLUX_SCHNELL)) {
-    m_fluxBox->show();
-  }
   Q_EMIT reportChanged();
 }
 
 void ModelPanel::saveSettings(QSettings& s) const {
   s.setValue(QStringLiteral("model/recent"), m_recent);
-  const auto p = fluxPaths();
-  s.setValue(QStringLiteral("model/flux_t5"), QString::fromStdString(p.t5));
-  s.setValue(QStringLiteral("model/flux_clip_l"), QString::fromStdString(p.clip_l));
-  s.setValue(QStringLiteral("model/flux_vae"), QString::fromStdString(p.vae));
+  QVariantMap components;
+  for (const auto& [role, path] : m_paths) components.insert(QString::fromStdString(role), QString::fromStdString(path));
+  s.setValue(QStringLiteral("model/components"), components);
   s.setValue(QStringLiteral("model/current"), checkpoint());
 }
 
 void ModelPanel::restoreSettings(const QSettings& s) {
   m_recent = s.value(QStringLiteral("model/recent")).toStringList();
-  FluxPaths p;
-  p.t5 = s.value(QStringLiteral("model/flux_t5")).toString().toStdString();
-  p.clip_l = s.value(QStringLiteral("model/flux_clip_l")).toString().toStdString();
-  p.vae = s.value(QStringLiteral("model/flux_vae")).toString().toStdString();
-  setFluxPaths(p);
+  std::map<std::string, std::string> paths;
+  const QVariantMap components = s.value(QStringLiteral("model/components")).toMap();
+  for (auto it = components.begin(); it != components.end(); ++it) paths[it.key().toStdString()] = it.value().toString().toStdString();
+  setComponents(paths);
   const QString current = s.value(QStringLiteral("model/current")).toString();
   rescan();
   if (!current.isEmpty() && QFileInfo::exists(current)) setCheckpoint(current);

@@ -5,11 +5,15 @@
 #include <QStringList>
 #include <QWidget>
 
+#include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
-#include "models/flux/flux_files.h"
+#include "families/family_traits.h"
 
 class QComboBox;
+class QGridLayout;
 class QGroupBox;
 class QLabel;
 class QLineEdit;
@@ -35,13 +39,13 @@ class ModelPanel : public QWidget {
   void setCheckpoint(const QString& path);
   // The engine's view once loaded (architecture, storage); "" clears it.
   void setStatus(const QString& text);
-  // The loaded model's components as the engine reports them (Flux: transformer, T5-XXL, CLIP-L,
-  // autoencoder, each with its file, storage and bytes).
+  // The loaded model's components as the engine reports them (each with its file, storage and
+  // bytes), and the family's component roles the box offers.
   void setModelInfo(const ModelInfo& info);
-  // A Flux checkpoint's other components as the user picked them (empty: the engine finds them
-  // in the file, beside it or in a ComfyUI models folder).
-  FluxPaths fluxPaths() const;
-  void setFluxPaths(const FluxPaths& paths);
+  // A model's other files by role as the user picked them (empty: the engine finds them in the
+  // file, beside it or in a ComfyUI models folder). Kept for every role ever shown.
+  std::map<std::string, std::string> components() const;
+  void setComponents(const std::map<std::string, std::string>& paths);
   // The inspect report of the current checkpoint (nullptr when it could not be read).
   const InspectReport* report() const { return m_report.get(); }
 
@@ -50,7 +54,7 @@ class ModelPanel : public QWidget {
 
  Q_SIGNALS:
   void modelChosen(const QString& path);
-  // The user picked or cleared a Flux component's file: the model loads again with it.
+  // The user picked or cleared a component's file: the model loads again with it.
   void componentsChanged();
   void reportChanged();
 
@@ -62,12 +66,18 @@ class ModelPanel : public QWidget {
   // Inspects the current checkpoint on the thread pool (reading a file), then shows the report.
   void inspectCurrent();
   void showReport(const QString& path, std::shared_ptr<InspectReport> report, const QString& error);
+  // One row (label, file, picker) per role of the family; none: the box hides.
+  void setRoles(const std::vector<ComponentRole>& roles);
 
   QComboBox* m_combo;
   QLabel* m_info;
   QLabel* m_status;
-  QGroupBox* m_fluxBox;
-  QLineEdit* m_fluxEdits[3];  // T5-XXL, CLIP-L, autoencoder
+  QGroupBox* m_componentBox;
+  QGridLayout* m_componentGrid;
+  std::vector<ComponentRole> m_roles;
+  std::vector<QWidget*> m_roleWidgets;                 // the rows of m_roles
+  std::map<std::string, QLineEdit*> m_componentEdits;  // by role
+  std::map<std::string, std::string> m_paths;          // by role, also of roles not shown now
   QLabel* m_components;
   QString m_folder;
   QStringList m_recent;

@@ -209,45 +209,32 @@ PromptPanel::PromptPanel(QWidget* parent) : QWidget(parent) {
 
 PromptPanel::~PromptPanel() = default;
 
-void PromptPanel::setFamily(bool flux, bool dev, int native_size) {
+void PromptPanel::setTraits(const FamilyTraits& t) {
   const bool switching = m_familyKnown;  // the first model keeps the size the settings restored
   m_familyKnown = true;
-  if (flux == m_flux && dev == m_dev) return;
-  m_flux = flux;
-  m_dev = dev;
+  if (t.id == m_family) return;
+  m_family = t.id;
   const QSignalBlocker b1(m_sampler), b2(m_schedule), b3(m_sizePreset);
-  // Flux samples with BFL's Euler on the flow over its own (simple, shifted) schedule
   m_sampler->clear();
-  if (flux) {
-    m_sampler->addItem(QString::fromLatin1(sampler_display_name(Sampler::Euler)), int(Sampler::Euler));
-  } else {
-    for (auto s : kSamplers) m_sampler->addItem(QString::fromLatin1(sampler_display_name(s)), int(s));
-  }
+  for (auto s : t.samplers) m_sampler->addItem(QString::fromLatin1(sampler_display_name(s)), int(s));
   m_schedule->clear();
-  if (flux) {
-    m_schedule->addItem(tr("Simple"), int(Schedule::Normal));
-  } else {
-    m_schedule->addItem(tr("Karras"), int(Schedule::Karras));
-    m_schedule->addItem(tr("Normal"), int(Schedule::Normal));
-  }
-  // Flux sizes are multiples of 16 (2x2 patches of the 8x latent)
-  const int step = flux ? 16 : 64;
+  for (const auto& s : t.schedules) m_schedule->addItem(tr(s.label.c_str()), int(s.schedule));
+  const int step = t.size_step;
   for (auto* sp : {m_width, m_height}) {
-    sp->setRange(flux ? 16 : 64, 2048);
+    sp->setRange(t.min_size, 2048);
     sp->setSingleStep(step);
-    if (switching || sp->value() % (flux ? 16 : 8) != 0) sp->setValue(std::max(sp->minimum(), native_size / step * step));
+    if (switching || sp->value() % t.size_multiple != 0) sp->setValue(std::max(sp->minimum(), t.native_size / step * step));
   }
   m_sizePreset->clear();
   m_sizePreset->addItem(tr("Presets"), QSize());
-  const std::vector<std::pair<int, int>> sd{{512, 512}, {768, 512}, {512, 768}, {768, 768}, {1024, 1024}, {1152, 896}, {896, 1152}, {256, 256}};
-  const std::vector<std::pair<int, int>> fx{{1024, 1024}, {1216, 832}, {832, 1216}, {1152, 896}, {896, 1152}, {768, 768}, {512, 512}};
-  for (const auto& [w, h] : flux ? fx : sd) m_sizePreset->addItem(QStringLiteral("%1×%2").arg(w).arg(h), QSize(w, h));
-  // dev: the distilled guidance replaces CFG (CFG stays 1: no negative pass); schnell: neither
-  m_guidance->setVisible(flux && dev);
-  m_guidanceLabel->setVisible(flux && dev);
-  m_cfg->setVisible(!(flux && dev));
-  m_cfgLabel->setVisible(!(flux && dev));
-  m_cfg->setValue(flux ? 1.0 : 7.0);
+  for (const auto& [w, h] : t.size_presets) m_sizePreset->addItem(QStringLiteral("%1×%2").arg(w).arg(h), QSize(w, h));
+  // distilled guidance replaces CFG (CFG stays at the family's 1: no negative pass)
+  m_guidance->setVisible(t.distilled_guidance);
+  m_guidanceLabel->setVisible(t.distilled_guidance);
+  m_guidance->setValue(t.default_guidance);
+  m_cfg->setVisible(!t.distilled_guidance);
+  m_cfgLabel->setVisible(!t.distilled_guidance);
+  m_cfg->setValue(t.default_cfg);
   emitChanged();
 }
 

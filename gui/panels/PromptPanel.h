@@ -40,10 +40,10 @@ class PromptPanel : public QWidget {
   // The tokenizer for the counters (nullptr: counters show "?" with `why` as tooltip).
   void setTokenizer(std::shared_ptr<const ClipTokenizer> tokenizer, const QString& why = {});
   void setNativeSize(int size);  // the model's size; "native" preset and default
-  // The model family's controls: for Flux only Euler and the simple schedule, sizes in steps of 16,
-  // and for dev the distilled guidance in CFG's place (CFG set to 1); SD's otherwise. A change of
+  // The model family's controls from its traits: its samplers and schedules, sizes in its multiple
+  // with its presets, the distilled guidance in CFG's place where it has one, its CFG. A change of
   // family sets the size to the model's native size (the first model keeps a restored size that fits).
-  void setFamily(bool flux, bool dev, int native_size);
+  void setTraits(const FamilyTraits& traits);
   QString tokenCounterText(bool negative) const;
 
   QPlainTextEdit* promptEdit() const { return m_prompt; }
@@ -70,7 +70,7 @@ class PromptPanel : public QWidget {
   QLabel* m_cfgLabel;
   QDoubleSpinBox* m_guidance;
   QLabel* m_guidanceLabel;
-  bool m_flux = false, m_dev = false;
+  std::string m_family;  // the traits' id
   bool m_familyKnown = false;  // a model's family has been set once
   QComboBox* m_sampler;
   QComboBox* m_schedule;

@@ -1,19 +1,15 @@
-// Flux generation for the engine: the prompt encoded by T5-XXL and CLIP-L (emphasis markup
-// removed: Flux was trained on plain captions), the text encoders dropped when the transformer's
-// phase would not fit beside them, BFL's sampler with distilled guidance (and CFG when cfg != 1),
-// the autoencoder, Forge's infotext.
+// The Flux.1 family: its registration and the memory figures of its components (the estimate
+// that refuses what cannot fit, and T5's placement on a GPU).
 #pragma once
 
-#include <atomic>
+#include <functional>
 #include <string>
 
 #include "pipeline/flux_model.h"
+#include "families/family.h"
 #include "pipeline/request.h"
 
 namespace fp8s {
-
-class ClipTokenizer;
-class T5Tokenizer;
 
 // Bytes a component set takes in a storage (FP8: one byte per transformer/T5/CLIP Linear weight,
 // 16 bits for the rest), from the file headers alone.
@@ -31,24 +27,15 @@ uint64_t flux_peak_bytes(const FluxComponentBytes& b, int width, int height, int
 void check_flux_fits(const FluxFiles& files, const StorageSpec& storage, int width, int height, int batch,
                      uint64_t available);
 
-struct FluxRunContext {
-  FluxModel* model = nullptr;
-  const ClipTokenizer* clip = nullptr;
-  const T5Tokenizer* t5 = nullptr;
-  std::string model_name, model_hash;
-  double load_ms = 0;
-  int native_size = 1024;
-  std::string lora_dir;  // where <lora:NAME:...> tags are looked up
-  bool t5_on_cpu = false;  // FluxPaths::t5_on_cpu
-};
-
-void validate_flux_request(const GenerationRequest& r, const FluxRunContext& ctx);
-GenerationResult generate_flux(const FluxRunContext& ctx, const GenerationRequest& request, Observer* observer,
-                               const std::atomic<bool>& cancel);
+// The same over any byte estimate (the family's, read from the headers once per storage).
+void check_flux_fits(const std::function<FluxComponentBytes(const StorageSpec&)>& bytes_of, int hidden_size,
+                     const StorageSpec& storage, int width, int height, int batch, uint64_t available);
 // The T5 length a request uses (t5_max_length, else 512 dev / 256 schnell).
 int flux_t5_length(const GenerationRequest& r, bool dev);
 // Forge's infotext for a Flux image.
 std::string format_flux_infotext(const GenerationRequest& r, uint64_t seed, const std::string& model_name,
                                  const std::string& model_hash, bool dev);
+// The Flux family's registration (families/registry.cpp).
+FamilyEntry flux_family_entry();
 
 }  // namespace fp8s

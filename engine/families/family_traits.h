@@ -1,0 +1,72 @@
+// What a model family is to the front ends: its sizes, samplers, guidance, components and latent
+// format (docs/architecture.md, "Families"). LibTorch-free: it rides in ModelInfo to the GUI, which
+// builds its controls from it and never asks which family is loaded.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/types.h"
+
+namespace fp8s {
+
+// The latent space a family samples in: its channels, the autoencoder's downsampling factor, the
+// scale and shift that map the autoencoder's latent into it, and the latent -> RGB preview
+// (ComfyUI's latent_rgb_factors: rgb = latent · factors + bias, then (rgb + 1) / 2).
+struct LatentFormat {
+  int channels = 4;
+  int factor = 8;
+  float scale = 1.0f, shift = 0.0f;
+  std::vector<float> rgb_factors;  // channels × 3, row-major; empty: no preview
+  std::vector<float> rgb_bias;     // 3 values, or empty
+};
+
+// One part of a model besides its main file: the role it is named by (`--component ROLE=FILE`),
+// what the GUI calls it, and the file names a models folder is searched for.
+struct ComponentRole {
+  std::string role;   // "t5xxl", "clip_l", "vae"
+  std::string label;  // "T5-XXL"
+  std::vector<std::string> file_hints;  // e.g. "t5xxl", "clip_l" (file names starting with them)
+};
+
+// A schedule the family offers, with the name its UI shows ("Karras", "Simple").
+struct ScheduleChoice {
+  Schedule schedule = Schedule::Normal;
+  std::string label;
+};
+
+struct FamilyTraits {
+  std::string id;    // "sd1", "sdxl", "flux-dev", "flux-schnell"
+  std::string name;  // "Stable Diffusion 1.x", "Flux.1 dev"
+  int native_size = 512;
+  int size_multiple = 8;  // width and height are multiples of it
+  int min_size = 64;
+  int size_step = 64;     // the size controls' step
+  std::vector<std::pair<int, int>> size_presets;
+  std::vector<Sampler> samplers;  // the first is the default
+  std::vector<ScheduleChoice> schedules;  // the first is the default
+  int default_steps = 20;
+  float default_cfg = 7.0f;  // 1: no CFG pass (the negative prompt is unused)
+  bool distilled_guidance = false;  // the model takes a guidance value (Flux dev) instead of CFG
+  float default_guidance = 3.5f;
+  bool clip_skip = true;   // CLIP skip applies to its text encoders
+  std::vector<ComponentRole> components;  // beyond the model file
+  LatentFormat latent;
+  // What its networks are called where the UI names them: the denoiser ("UNet", "Transformer"),
+  // and the encode / sample / decode phases ("text encode", "T5 + CLIP-L encode", ...).
+  std::string compare_modes = "fp16,fp8-e4m3";  // what compare runs when no --modes is given
+  bool fp32_probe = true;  // compare measures the denoiser's output error against FP32 storage (it fits)
+  std::string denoiser_label = "UNet";
+  std::string encode_label = "text encode", sample_label = "UNet steps", decode_label = "VAE decode";
+
+  bool offers(Sampler s) const;
+  bool offers(Schedule s) const;
+};
+
+// The traits of a model file's family from its header, by the family registry
+// (families/family.h); FamilyTraits' defaults when the file cannot be read (the load that follows
+// names the problem).
+FamilyTraits family_traits_of(const std::string& checkpoint);
+
+}  // namespace fp8s

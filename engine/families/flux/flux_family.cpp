@@ -1,0 +1,494 @@
+// The Flux.1 family (dev and schnell): traits, the components and their memory, the prompt encoded
+// by T5-XXL and CLIP-L (emphasis markup removed: Flux was trained on plain captions), the text
+// encoders dropped when the transformer's phase would not fit beside them, the transformer as a
+// denoiser over the flow (pipeline/flux_model), the 16-channel autoencoder, Forge's infotext.
+#include "families/flux/flux_family.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <map>
+#include <cstdio>
+#include <optional>
+#include <tuple>
+#include <sstream>
+
+#include "backend/backend.h"
+#include "backend/kernel_options.h"
+#include "core/error.h"
+#include "core/logging.h"
+#include "core/strings.h"
+#include "io/image_ops.h"
+#include "lora/lora_library.h"
+#include "memory/process_memory.h"
+#include "memory/tracking_allocator.h"
+#include "pipeline/img2img.h"
+#include "pipeline/infotext.h"
+#include "pipeline/engine.h"
+#include "pipeline/model.h"
+#include "pipeline/run_support.h"
+#include "text/clip_tokenizer.h"
+#include "text/prompt_parser.h"
+#include "text/t5_tokenizer.h"
+
+namespace fp8s {
+namespace {
+
+constexpr uint64_t kProcessBytes = 600ull << 20;  // LibTorch, Qt and the rest of the process
+
+// Bytes of one component's tensors under `prefix` in `storage`.
+uint64_t component_bytes(const ComponentSource& c, const StorageSpec& storage_in, bool quantised, bool keep_file_type) {
+  if (!c.found()) return 0;
+  const SafetensorsFile f(c.path);
+  const StorageSpec storage = keep_file_type ? flux_component_storage(f, c.prefix, storage_in) : storage_in;
+  const uint64_t float_bytes = storage.weights == WeightType::FP32 ? 4 : 2;
+  uint64_t total = 0;
+  for (const auto& t : f.tensors()) {
+    if (!starts_with(t.name, c.prefix)) continue;
+    const std::string name = t.name.substr(c.prefix.size());
+    const bool weight = ends_with(name, ".weight") && (t.shape.size() == 2 || t.shape.size() == 4);
+    const bool embedding = name.find("embed") != std::string::npos || starts_with(name, "shared.") ||
+                           name.find("relative_attention_bias") != std::string::npos;
+    if (name.find("scale_weight") != std::string::npos || name.find("weight_scale") != std::string::npos ||
+        name.find("input_scale") != std::string::npos || name.find("scale_input") != std::string::npos) {
+      continue;  // FP8 files' scales: a few bytes, read with their weights
+    }
+    const bool fp8 = quantised && is_fp8(storage.weights) && weight && !embedding;
+    total += t.numel() * (fp8 ? 1 : float_bytes);
+  }
+  return total;
+}
+
+std::string gb(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GB", static_cast<double>(bytes) / 1e9);
+  return buf;
+}
+
+std::string storage_label(const StorageSpec& s) {
+  switch (s.weights) {
+    case WeightType::FP32: return "FP32";
+    case WeightType::FP16: return "FP16";
+    case WeightType::BF16: return "BF16";
+    default: return "FP8";
+  }
+}
+
+// The prompt as Flux reads it: A1111 emphasis markup removed (weights have no meaning to T5's
+// or CLIP-L's plain captions here), BREAK a space.
+std::string plain_prompt(const std::string& prompt) {
+  std::string out;
+  for (const auto& part : parse_prompt_attention(prompt)) {
+    if (part.weight == -1 && part.text == "BREAK") {
+      out += ' ';
+    } else {
+      out += part.text;
+    }
+  }
+  return out;
+}
+
+// CLIP-L's 77 ids as BFL's HFEmbedder gets them: BOS, the prompt (truncated), EOS, EOS padding.
+std::vector<int64_t> clip_ids(const ClipTokenizer& tok, const std::string& text) {
+  std::vector<int64_t> ids{tok.bos()};
+  for (int32_t id : tok.encode(text)) {
+    if (ids.size() == 76) break;
+    ids.push_back(id);
+  }
+  ids.resize(77, tok.eos());
+  return ids;
+}
+
+struct Encoded {
+  at::Tensor txt, y;
+};
+
+Encoded encode(FluxModel& model, const ClipTokenizer& clip, const T5Tokenizer& t5, const std::string& prompt,
+               int t5_length, int batch, at::ScalarType compute) {
+  const std::string text = plain_prompt(prompt);
+  const auto t5_ids = t5.encode_padded(text, t5_length);
+  const auto tokens = at::tensor(std::vector<int64_t>(t5_ids.begin(), t5_ids.end()), at::kLong).unsqueeze(0);
+  const auto cl = clip_ids(clip, text);
+  const auto ctokens = at::tensor(cl, at::kLong).unsqueeze(0);
+  Encoded e;
+  e.txt = model.encode_t5(tokens, compute).expand({batch, -1, -1}).contiguous();
+  e.y = model.encode_clip(ctokens, compute).first.expand({batch, -1}).contiguous();
+  return e;
+}
+
+}  // namespace
+
+FluxComponentBytes flux_storage_bytes(const FluxFiles& files, const StorageSpec& storage) {
+  FluxComponentBytes b;
+  b.transformer = component_bytes(files.transformer, storage, true, false);
+  b.t5 = component_bytes(files.t5, storage, true, true);
+  b.clip_l = component_bytes(files.clip_l, storage, true, true);
+  b.vae = component_bytes(files.vae, storage, storage.fp8_vae, true);
+  return b;
+}
+
+uint64_t flux_working_bytes(int width, int height, int batch, int hidden_size) {
+  const uint64_t tokens = static_cast<uint64_t>(width / 16) * static_cast<uint64_t>(height / 16) + 512;
+  // FP32 image/text streams, the modulated and MLP intermediates (about 20 hidden-wide rows a token)
+  const uint64_t activations = static_cast<uint64_t>(batch) * tokens * static_cast<uint64_t>(hidden_size) * 20 * 4 + (256ull << 20);
+  // the autoencoder's full-resolution levels: ~6 live 128-channel maps in 16 bits
+  const uint64_t decode = static_cast<uint64_t>(batch) * static_cast<uint64_t>(width) * static_cast<uint64_t>(height) * 128 * 6 * 2;
+  return std::max(activations, decode);
+}
+
+int flux_hidden_size(const FluxFiles& files) {
+  return static_cast<int>(SafetensorsFile(files.transformer.path).at(files.transformer.prefix + "img_in.weight").shape[0]);
+}
+
+uint64_t flux_peak_bytes(const FluxComponentBytes& b, int width, int height, int batch, int hidden_size) {
+  const uint64_t text_phase = b.t5 + b.clip_l;
+  const uint64_t sample_phase = b.transformer + b.vae + flux_working_bytes(width, height, batch, hidden_size);
+  return std::max(text_phase, sample_phase) + kProcessBytes;
+}
+
+void check_flux_fits(const std::function<FluxComponentBytes(const StorageSpec&)>& bytes_of, int hidden_size,
+                     const StorageSpec& storage, int width, int height, int batch, uint64_t available) {
+  if (available == 0) return;  // unknown
+  const uint64_t need = flux_peak_bytes(bytes_of(storage), width, height, batch, hidden_size);
+  if (need <= available) return;
+  std::string msg = storage_label(storage) + " Flux at " + std::to_string(width) + "x" + std::to_string(height) +
+                    " needs " + gb(need) + ", this machine has " + gb(available);
+  if (!is_fp8(storage.weights)) {
+    StorageSpec fp8 = storage;
+    fp8.weights = WeightType::FP8_E4M3;
+    const uint64_t need8 = flux_peak_bytes(bytes_of(fp8), width, height, batch, hidden_size);
+    msg += "; FP8 needs " + gb(need8) + (need8 <= available ? " (use --weights fp8-e4m3)" : "");
+  } else {
+    msg += "; use a smaller size or batch";
+  }
+  throw DoesNotFit(msg);
+}
+
+void check_flux_fits(const FluxFiles& files, const StorageSpec& storage, int width, int height, int batch,
+                     uint64_t available) {
+  check_flux_fits([&](const StorageSpec& s) { return flux_storage_bytes(files, s); }, flux_hidden_size(files), storage,
+                  width, height, batch, available);
+}
+
+int flux_t5_length(const GenerationRequest& r, bool dev) { return r.t5_max_length > 0 ? r.t5_max_length : dev ? 512 : 256; }
+
+std::string format_flux_infotext(const GenerationRequest& r, uint64_t seed, const std::string& model_name,
+                                 const std::string& model_hash, bool dev) {
+  std::ostringstream o;
+  o << r.prompt << "\n";
+  if (!r.negative.empty() && r.cfg != 1.0f) o << "Negative prompt: " << r.negative << "\n";
+  o << "Steps: " << r.steps << ", Sampler: " << sampler_display_name(r.sampler) << ", Schedule type: Simple, CFG scale: " << r.cfg;
+  if (dev) o << ", Distilled CFG Scale: " << r.guidance;
+  o << ", Seed: " << seed << ", Size: " << r.width << "x" << r.height;
+  if (!model_hash.empty()) o << ", Model hash: " << model_hash;
+  o << ", Model: " << model_name;
+  o << ", FP8 weight: " << (is_fp8(r.storage.weights) ? std::string(weight_type_name(r.storage.weights)) : "Disable");
+  if (r.t5_max_length > 0) o << ", T5 length: " << r.t5_max_length;
+  o << image_infotext_fields(r, r.width, r.height);
+  if (dev && r.no_shift) o << ", Shift: off";
+  o << lora_infotext_fields(r);
+  o << ", Weights: " << weight_type_name(r.storage.weights) << ", Compute: " << compute_type_name(r.compute);
+  return o.str();
+}
+
+namespace {
+
+// ComfyUI's latent_formats.Flux preview factors (16 channels x RGB) and bias.
+const std::vector<float> kFluxRgb = {
+    -0.0346f, 0.0244f,  0.0681f,  0.0034f,  0.0210f,  0.0687f,  0.0275f,  -0.0668f, -0.0433f, -0.0174f, 0.0160f,  0.0617f,
+    0.0859f,  0.0721f,  0.0329f,  0.0004f,  0.0383f,  0.0115f,  0.0405f,  0.0861f,  0.0915f,  -0.0236f, -0.0185f, -0.0259f,
+    -0.0245f, 0.0250f,  0.1180f,  0.1008f,  0.0755f,  -0.0421f, -0.0515f, 0.0201f,  0.0011f,  0.0428f,  -0.0012f, -0.0036f,
+    0.0817f,  0.0765f,  0.0749f,  -0.1264f, -0.0522f, -0.1103f, -0.0280f, -0.0881f, -0.0499f, -0.1262f, -0.0982f, -0.0778f};
+const std::vector<float> kFluxRgbBias = {-0.0329f, -0.0718f, -0.0851f};
+
+// What the headers say, read once at load.
+struct FluxShapes {
+  int hidden = 3072, context = 4096, vec = 768, vae_factor = 8;
+};
+
+FluxShapes read_shapes(const FluxFiles& files) {
+  FluxShapes s;
+  const SafetensorsFile t(files.transformer.path);
+  const auto& p = files.transformer.prefix;
+  s.hidden = static_cast<int>(t.at(p + "img_in.weight").shape.at(0));
+  s.context = static_cast<int>(t.at(p + "txt_in.weight").shape.at(1));
+  s.vec = static_cast<int>(t.at(p + "vector_in.in_layer.weight").shape.at(1));
+  if (files.vae.found()) {
+    const SafetensorsFile v(files.vae.path);
+    int levels = 0;
+    while (v.find(files.vae.prefix + "encoder.down." + std::to_string(levels) + ".block.0.conv1.weight")) ++levels;
+    if (levels > 0) s.vae_factor = 1 << (levels - 1);
+  }
+  return s;
+}
+
+FamilyTraits flux_traits(bool dev, const FluxShapes& shapes) {
+  FamilyTraits t;
+  t.id = dev ? "flux-dev" : "flux-schnell";
+  t.name = dev ? "Flux.1 dev" : "Flux.1 schnell";
+  t.native_size = shapes.hidden < 3072 ? 64 : 1024;  // the tiny reference transformers are narrow and small
+  t.size_multiple = 16;  // 2x2 patches of the 8x latent
+  t.min_size = 16;
+  t.size_step = 16;
+  t.size_presets = {{1024, 1024}, {1216, 832}, {832, 1216}, {1152, 896}, {896, 1152}, {768, 768}, {512, 512}};
+  t.samplers = {Sampler::Euler, Sampler::Heun, Sampler::DpmPP2M};
+  t.schedules = {{Schedule::Normal, "Simple"}};
+  t.default_steps = dev ? 20 : 4;
+  t.default_cfg = 1.0f;
+  t.distilled_guidance = dev;
+  t.default_guidance = 3.5f;
+  t.clip_skip = false;
+  t.components = {{"t5xxl", "T5-XXL", {"t5xxl"}}, {"clip_l", "CLIP-L", {"clip_l"}}, {"vae", "autoencoder", {"ae", "flux_vae", "flux-vae"}}};
+  t.latent.channels = 16;
+  t.latent.factor = shapes.vae_factor;
+  t.latent.scale = 0.3611f;
+  t.latent.shift = 0.1159f;
+  t.latent.rgb_factors = kFluxRgb;
+  t.latent.rgb_bias = kFluxRgbBias;
+  t.compare_modes = "fp16,fp8-e4m3,fp8-e5m2";  // E4M3 against E5M2, and FP16 where it fits
+  t.fp32_probe = false;  // FP32 storage of a 12 B transformer does not fit beside the run
+  t.denoiser_label = "Transformer";
+  t.encode_label = "T5 + CLIP-L encode";
+  t.sample_label = "transformer steps";
+  t.decode_label = "autoencoder decode";
+  return t;
+}
+
+struct FluxConditioning : FamilyConditioning {
+  Encoded cond, uncond;
+  bool cfg = false;
+};
+
+std::string component_path(const LoadOptions& o, const char* role) {
+  const auto it = o.components.find(role);
+  return it == o.components.end() ? std::string() : it->second;
+}
+
+class FluxFamily final : public FamilyModel {
+ public:
+  FluxFamily(const LoadOptions& o, const at::Device& device)
+      : lora_dir_(o.lora_dir), t5_on_cpu_(o.t5_on_cpu) {
+    // the components found and the memory checked before any weight is read
+    auto files = resolve_flux_files(o.checkpoint, component_path(o, "t5xxl"), component_path(o, "clip_l"), component_path(o, "vae"));
+    clip_ = std::make_shared<const ClipTokenizer>(ClipTokenizer::find(o.vocab, o.checkpoint));
+    t5_ = std::make_shared<const T5Tokenizer>(T5Tokenizer::find(component_path(o, "t5_tokenizer"), o.checkpoint));
+    shapes_ = read_shapes(files);
+    traits_ = flux_traits(files.dev, shapes_);
+    estimate_bytes(files, o.storage);
+    if (device.is_cpu()) check_fits(files, o.storage, 512, 512, 1, available_memory_bytes());
+    model_ = std::make_unique<FluxModel>(std::move(files), o.storage, device);
+    // each component's own 16-bit type (what a 16-bit storage keeps it in), read once
+    for (const auto* c : {&model_->files().t5, &model_->files().clip_l, &model_->files().vae}) {
+      if (c->found()) file_type_[c] = flux_component_storage(SafetensorsFile(c->path), c->prefix, StorageSpec{WeightType::BF16}).weights;
+    }
+  }
+
+  const FamilyTraits& traits() const override { return traits_; }
+  Prediction prediction() const override { return Prediction::Flow; }
+  const at::Device& device() const override { return model_->device(); }
+  const StorageSpec& storage() const override { return model_->storage(); }
+  std::shared_ptr<const ClipTokenizer> clip_tokenizer() const override { return clip_; }
+  double load_ms() const override { return model_->load_ms(); }
+
+  void describe(ModelInfo& i) const override {
+    const auto& f = *model_;
+    i.architecture = traits_.name;
+    i.storage = weight_type_name(f.storage().weights);
+    const auto b = estimate_bytes(f.files(), f.storage());
+    const auto& files = f.files();
+    const std::pair<const char*, std::pair<const ComponentSource*, uint64_t>> parts[] = {
+        {"transformer", {&files.transformer, b.transformer}}, {"T5-XXL", {&files.t5, b.t5}},
+        {"CLIP-L", {&files.clip_l, b.clip_l}}, {"autoencoder", {&files.vae, b.vae}}};
+    for (const auto& [name, part] : parts) {
+      const auto& [source, bytes] = part;
+      ComponentInfo c{name, source->path, "not found", bytes};
+      if (source->found()) c.storage = weight_type_name(component_storage(source, f.storage()).weights);
+      i.components.push_back(std::move(c));
+    }
+  }
+
+  WeightBytes weight_bytes(const StorageSpec& storage) const override {
+    const auto b = estimate_bytes(model_->files(), storage);
+    WeightBytes w{b.transformer, b.t5 + b.clip_l, b.vae};
+    if (storage == model_->storage()) {  // what is loaded, as measured
+      const auto& held = model_->bytes();
+      if (held.transformer) w.denoiser = held.transformer;
+      if (held.t5 + held.clip_l) w.text = held.t5 + held.clip_l;
+      if (held.vae) w.vae = held.vae;
+    }
+    return w;
+  }
+
+  void check(const GenerationRequest& r, int w, int h) const override {
+    if (!std::isfinite(r.guidance) || r.guidance < 0 || r.guidance > 100) {
+      throw InputError("distilled guidance must be between 0 and 100 (Flux dev's default is 3.5)");
+    }
+    if (r.t5_max_length < 0 || r.t5_max_length > 4096) throw InputError("--t5-max-length must be between 1 and 4096 (0: the model's)");
+    if (model_->device().is_cpu()) {
+      // another storage first releases what the model holds now (compare's next mode)
+      const auto& held = model_->bytes();
+      const uint64_t freed = r.storage != model_->storage() ? held.transformer + held.t5 + held.clip_l + held.vae : 0;
+      if (r.enable_hr) w = r.hr_target_width(w), h = r.hr_target_height(h);  // the larger pass
+      check_fits(model_->files(), r.storage, w, h, r.batch_size, available_memory_bytes() + freed);
+    }
+  }
+
+  void prepare(const GenerationRequest& r) override {
+    cached_job_ = nullptr;
+    if (r.storage != model_->storage()) model_->set_storage(r.storage);
+    model_->set_fp8_compute(r.fp8_compute);
+    const at::Device device = model_->device();
+    // Phases in sequence where they do not fit together: the transformer leaves before the text
+    // encoders load, and they leave before it loads again.
+    const uint64_t available = device.is_cpu() ? available_memory_bytes() : backend::device_total_bytes(device);
+    const auto bytes = estimate_bytes(model_->files(), r.storage);
+    if (device.is_cuda()) {
+      const int big_w = r.enable_hr ? r.hr_target_width(r.width) : r.width;
+      const int big_h = r.enable_hr ? r.hr_target_height(r.height) : r.height;
+      const uint64_t working = flux_working_bytes(big_w, big_h, r.batch_size, shapes_.hidden);
+      const bool t5_cpu = t5_on_cpu_ || flux_t5_on_cpu(device, bytes, available, working);
+      if (t5_cpu && !t5_on_cpu_ && model_->t5_device() != at::Device(at::kCPU)) {
+        log().info("T5-XXL ({:.1f} GB) stays on the CPU: the Flux components and {:.1f} GB of working memory do not fit in {:.1f} GB of VRAM together",
+                   bytes.t5 / 1e9, working / 1e9, available / 1e9);
+      }
+      model_->set_t5_device(t5_cpu ? at::Device(at::kCPU) : device);
+    }
+    const uint64_t on_device_t5 = model_->t5_device() == device ? bytes.t5 : 0;
+    together_ = available == 0 || bytes.transformer + on_device_t5 + bytes.clip_l + bytes.vae + kProcessBytes < available;
+    if (!together_) model_->release_transformer();
+    model_->set_loras(r.loras, r.lora_mode);
+    model_->load_text_encoders();
+  }
+
+  std::shared_ptr<FamilyConditioning> encode(const GenerationRequest& r, const std::string& prompt,
+                                             const std::string& negative) override {
+    const at::ScalarType compute = compute_dtype(r.compute, model_->device());
+    const int t5_length = flux_t5_length(r, model_->dev());
+    auto c = std::make_shared<FluxConditioning>();
+    c->cond = ::fp8s::encode(*model_, *clip_, *t5_, prompt, t5_length, r.batch_size, compute);
+    c->cfg = r.cfg != 1.0f;
+    if (c->cfg) c->uncond = ::fp8s::encode(*model_, *clip_, *t5_, negative, t5_length, r.batch_size, compute);
+    if (!together_) model_->release_text_encoders();
+    return c;
+  }
+
+  bool sampling_needs_load() const override { return true; }
+  void begin_sampling() override { model_->load_sampling(); }
+
+  void prepare_pass(SamplingInit& init, const ImageJob* job, const GenerationRequest& r, int, int,
+                    at::Generator& gen) override {
+    if (!job) return;
+    // the image encoded once for the request (the posterior mean, as ComfyUI's VAEEncode gives it
+    // to Flux: the latent is the same for every seed)
+    if (cached_job_ != job) {
+      cached_latent_ = model_->vae_encode(image_tensor(job->source), compute_dtype(r.compute, model_->device())).to(at::kCPU, at::kFloat);
+      cached_job_ = job;
+    }
+    PreparedInit prep;
+    prep.latent = cached_latent_.expand({r.batch_size, -1, -1, -1}).contiguous();
+    apply_latent_mask(prep, *job, r, r.batch_size, gen);  // latent noise drawn after the noise
+    init.latent = prep.latent;
+    init.keep = prep.keep;
+  }
+
+  at::Tensor sigmas(const GenerationRequest& r, int steps, int64_t latent_h, int64_t latent_w) const override {
+    return flux_sigmas(steps, (latent_h / 2) * (latent_w / 2), model_->dev() && !r.no_shift);
+  }
+
+  PassDenoiser denoiser(const FamilyConditioning& cond, const GenerationRequest& r, const SamplingInit&,
+                        const std::function<void(double)>& on_model_ms, const std::atomic<bool>*) override {
+    const auto& c = static_cast<const FluxConditioning&>(cond);
+    const FluxGuidance g{r.guidance, c.cfg ? r.cfg : 1.0f, c.cfg ? c.uncond.txt : at::Tensor(), c.cfg ? c.uncond.y : at::Tensor()};
+    return model_->denoiser(c.cond.txt, c.cond.y, g, compute_dtype(r.compute, model_->device()), on_model_ms);
+  }
+
+  at::Tensor encode_images(const at::Tensor& images, ComputeType compute, at::Generator&) override {
+    return model_->vae_encode(images, compute_dtype(compute, model_->device())).to(at::kCPU, at::kFloat);
+  }
+
+  at::Tensor decode(const at::Tensor& latent, ComputeType compute) override {
+    return model_->vae_decode(latent, compute_dtype(compute, model_->device()));
+  }
+
+  std::string infotext(const GenerationRequest& r, uint64_t seed, const std::string& model_name,
+                       const std::string& model_hash) const override {
+    return format_flux_infotext(r, seed, model_name, model_hash, model_->dev());
+  }
+
+  // One transformer call at t = 0.5 on random image tokens of a latent_size² latent and 32 random
+  // text tokens (dev: guidance 3.5).
+  std::vector<float> probe(const StorageSpec& storage, ComputeType compute, uint64_t seed, int latent_size,
+                           const std::vector<LoraRequest>& loras, LoraMode mode) override {
+    auto& f = *model_;
+    f.set_storage(storage);
+    f.set_loras(loras, mode);
+    const int64_t side = std::max<int64_t>(2, latent_size / 2 * 2);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    const auto img = flux_pack(at::randn({1, 16, side, side}, gen, at::kFloat));
+    const auto txt = at::randn({1, 32, shapes_.context}, gen, at::kFloat);
+    const auto y = at::randn({1, shapes_.vec}, gen, at::kFloat);
+    const auto guidance = f.dev() ? at::full({1}, 3.5f) : at::Tensor();
+    auto out = f.transformer(img, flux_image_ids(1, side, side), txt, at::zeros({1, 32, 3}), at::full({1}, 0.5f), y, guidance,
+                             compute_dtype(compute, f.device()))
+                   .to(at::kCPU, at::kFloat)
+                   .contiguous();
+    return std::vector<float>(out.data_ptr<float>(), out.data_ptr<float>() + out.numel());
+  }
+
+ private:
+  // The bytes of every component in a storage, from the headers once per storage.
+  const FluxComponentBytes& estimate_bytes(const FluxFiles& files, const StorageSpec& storage) const {
+    for (const auto& [s, b] : byte_estimates_) {
+      if (s == storage) return b;
+    }
+    byte_estimates_.emplace_back(storage, flux_storage_bytes(files, storage));
+    return byte_estimates_.back().second;
+  }
+  void check_fits(const FluxFiles& files, const StorageSpec& storage, int width, int height, int batch,
+                  uint64_t available) const {
+    check_flux_fits([&](const StorageSpec& st) { return estimate_bytes(files, st); }, shapes_.hidden, storage, width,
+                    height, batch, available);
+  }
+  // The storage a component is kept in (flux_component_storage, from the types read at load).
+  StorageSpec component_storage(const ComponentSource* source, StorageSpec s) const {
+    if (source == &model_->files().transformer) return s;
+    // the autoencoder keeps its file's float type unless --fp8-vae
+    if (source == &model_->files().vae && is_fp8(s.weights) && !s.fp8_vae) s.weights = WeightType::BF16;
+    const auto it = file_type_.find(source);
+    if ((s.weights == WeightType::FP16 || s.weights == WeightType::BF16) && it != file_type_.end()) s.weights = it->second;
+    return s;
+  }
+
+  std::string lora_dir_;
+  bool t5_on_cpu_ = false;
+  std::shared_ptr<const ClipTokenizer> clip_;
+  std::shared_ptr<const T5Tokenizer> t5_;
+  FluxShapes shapes_;
+  FamilyTraits traits_;
+  std::unique_ptr<FluxModel> model_;
+  std::map<const ComponentSource*, WeightType> file_type_;
+  mutable std::vector<std::pair<StorageSpec, FluxComponentBytes>> byte_estimates_;
+  bool together_ = true;
+  const ImageJob* cached_job_ = nullptr;
+  at::Tensor cached_latent_;
+};
+
+}  // namespace
+
+FamilyEntry flux_family_entry() {
+  FamilyEntry e;
+  e.id = "flux";
+  e.detect = [](const SafetensorsFile& file) { return is_flux_file(file); };
+  e.traits = [](const SafetensorsFile& file) {
+    const auto contents = flux_contents(file);
+    FluxShapes shapes;
+    if (contents.transformer) shapes.hidden = static_cast<int>(file.at(*contents.transformer + "img_in.weight").shape.at(0));
+    return flux_traits(contents.dev, shapes);
+  };
+  e.open = [](const LoadOptions& o, const at::Device& device) -> std::unique_ptr<FamilyModel> {
+    return std::make_unique<FluxFamily>(o, device);
+  };
+  return e;
+}
+
+}  // namespace fp8s

@@ -1,0 +1,89 @@
+// The registry of model families, the one detector the engine, inspect, the CLI, the GUI and LoRA
+// ask; and the latent preview every family's live steps use.
+#include <ATen/ATen.h>
+
+#include <mutex>
+
+#include "families/family.h"
+#include "families/flux/flux_family.h"
+#include "families/sd/sd_family.h"
+
+namespace fp8s {
+namespace {
+
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+// Asked newest first: the built-in checkpoint family (SD), which names what it cannot run, is
+// registered first and so asked last.
+std::vector<FamilyEntry>& registry() {
+  static std::vector<FamilyEntry> entries{sd_family_entry(), flux_family_entry()};
+  return entries;
+}
+
+}  // namespace
+
+void register_family(FamilyEntry entry) {
+  const std::lock_guard<std::mutex> lock(registry_mutex());
+  auto& r = registry();
+  for (auto& e : r) {
+    if (e.id == entry.id) {
+      e = std::move(entry);
+      return;
+    }
+  }
+  r.push_back(std::move(entry));
+}
+
+const FamilyEntry* find_family(const SafetensorsFile& file) {
+  const std::lock_guard<std::mutex> lock(registry_mutex());
+  const auto& r = registry();
+  for (auto it = r.rbegin(); it != r.rend(); ++it) {
+    if (it->detect(file)) return &*it;
+  }
+  return nullptr;
+}
+
+const std::vector<FamilyEntry>& registered_families() { return registry(); }
+
+FamilyTraits family_traits_of(const std::string& checkpoint) {
+  try {
+    const SafetensorsFile file(checkpoint);
+    if (const auto* family = find_family(file)) return family->traits(file);
+  } catch (const std::exception&) {
+    // unreadable or not a model: the engine's load says why
+  }
+  return FamilyTraits{};
+}
+
+bool FamilyTraits::offers(Sampler s) const {
+  for (auto x : samplers) {
+    if (x == s) return true;
+  }
+  return false;
+}
+
+bool FamilyTraits::offers(Schedule s) const {
+  for (const auto& x : schedules) {
+    if (x.schedule == s) return true;
+  }
+  return false;
+}
+
+RgbImage latent_preview(const at::Tensor& latent, const LatentFormat& format) {
+  const int64_t channels = latent.size(1);
+  if (format.rgb_factors.size() != static_cast<std::size_t>(channels) * 3) return {};
+  auto coef = at::tensor(format.rgb_factors, at::kFloat).reshape({channels, 3});
+  auto rgb = at::einsum("lxy,lr->xyr", {latent[0].to(at::kCPU, at::kFloat), coef});
+  if (format.rgb_bias.size() == 3) rgb = rgb + at::tensor(format.rgb_bias, at::kFloat);
+  rgb = ((rgb + 1) * 127.5).clamp(0, 255).round().to(at::kByte).contiguous();
+  RgbImage img;
+  img.height = static_cast<int>(rgb.size(0));
+  img.width = static_cast<int>(rgb.size(1));
+  img.pixels.assign(rgb.data_ptr<uint8_t>(), rgb.data_ptr<uint8_t>() + rgb.numel());
+  return img;
+}
+
+}  // namespace fp8s
