@@ -16,6 +16,7 @@
 #include "pipeline/infotext.h"
 #include "families/flux/flux_family.h"
 #include "pipeline/flux_model.h"
+#include "pipeline/sample_pass.h"
 #include "support.h"
 
 using namespace fp8s;
@@ -130,6 +131,63 @@ class TestFluxStudio : public QObject {
   }
 
  private Q_SLOTS:
+  // Heun and DPM++ 2M on Flux's own sigmas through sampling/, against both samplers written out
+  // here over the transformer's velocity: Heun as the flow's trapezoid (the last step to t = 0
+  // plain Euler), DPM++ 2M over D = x − t·v in k-diffusion's exponential form, in FP64
+  void fluxSamplesWithHeunAndDpmpp2m() {
+    FP8S_REQUIRE_REFERENCE();
+    FluxModel model(tiny_files(), StorageSpec{WeightType::FP32}, at::Device(at::kCPU));
+    const auto [noise, txt, y] = sample_inputs();
+    const int64_t H = noise.size(2), W = noise.size(3);
+    const auto ts = flux_schedule(5, (H / 2) * (W / 2), true);
+    const auto ids = flux_image_ids(1, H, W);
+    const auto txt_ids = at::zeros({1, txt.size(1), 3});
+    // v at the same F32 t the samplers hand the denoiser
+    auto v = [&](const at::Tensor& x, double t) {
+      const auto tf = at::full({1}, static_cast<double>(static_cast<float>(t)), at::kFloat);
+      return flux_unpack(model.transformer(flux_pack(x.to(at::kFloat)), ids, txt, txt_ids, tf, y, at::full({1}, 3.5f), at::kFloat), H, W)
+          .to(at::kDouble);
+    };
+    auto sig = [&](std::size_t i) { return static_cast<double>(static_cast<float>(ts[i])); };
+    at::Tensor heun = noise.to(at::kDouble);
+    for (std::size_t i = 0; i + 1 < ts.size(); ++i) {
+      const double dt = sig(i + 1) - sig(i);
+      const auto d = v(heun, sig(i));
+      heun = sig(i + 1) == 0 ? heun + d * dt : heun + (d + v(heun + d * dt, sig(i + 1))) / 2 * dt;
+    }
+    at::Tensor dpm = noise.to(at::kDouble), old;
+    for (std::size_t i = 0; i + 1 < ts.size(); ++i) {
+      const double s = sig(i), s_next = sig(i + 1);
+      const auto denoised = dpm - s * v(dpm, s);
+      if (s_next == 0) {
+        dpm = denoised;
+      } else {
+        const double h = std::log(s) - std::log(s_next);
+        auto dd = denoised;
+        if (old.defined()) {
+          const double r = (std::log(sig(i - 1)) - std::log(s)) / h;
+          dd = (1 + 1 / (2 * r)) * denoised - (1 / (2 * r)) * old;
+        }
+        dpm = (s_next / s) * dpm - std::expm1(-h) * dd;
+      }
+      old = denoised;
+    }
+    const auto sigmas = flux_sigmas(5, (H / 2) * (W / 2), true);
+    const PassDenoiser d = model.denoiser(txt, y, dev_guidance(), at::kFloat);
+    for (const auto& [sampler, want] : {std::pair{Sampler::Heun, heun}, std::pair{Sampler::DpmPP2M, dpm}}) {
+      int calls = 0;
+      PassDenoiser counted = d;
+      counted.denoise = [&](const at::Tensor& x, const at::Tensor& s) { ++calls; return d.denoise(x, s); };
+      const auto got = sample_pass(counted, Prediction::Flow, sampler, noise, sigmas, {}, 0).to(at::kDouble);
+      const double err = (got - want).abs().max().item<double>() / want.abs().max().item<double>();
+      QVERIFY2(err < 1e-4, qPrintable(QString("%1: relative error %2").arg(sampler_name(sampler)).arg(err)));
+      QCOMPARE(calls, model_calls(sampler, 5));
+      // and neither is Euler's image
+      const auto euler = sample_pass(d, Prediction::Flow, Sampler::Euler, noise, sigmas, {}, 0).to(at::kDouble);
+      QVERIFY((euler - want).abs().max().item<double>() > 1e-3 * want.abs().max().item<double>());
+    }
+  }
+
   // strength 0.5 of 6 steps: A1111's t_enc = ⌊0.5·6⌋ = 3, so the last 4 steps run, from ts[2]
   void img2imgStartsOnTheTruncatedFlow() {
     FP8S_REQUIRE_REFERENCE();
