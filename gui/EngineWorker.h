@@ -23,7 +23,7 @@ namespace fp8s::gui {
 
 struct ModelRequest {
   QString checkpoint;  // empty: the shipped demo model (found and verified on the engine thread)
-  QString vocab;    // empty: the engine's search (DESIGN.md section 4)
+  QString vocab;    // empty: the engine's search (docs/architecture.md, "Text, noise and files")
   QString loraDir;
   QString embeddingsDir;  // textual inversions
   StorageSpec storage;  // load straight into the chosen storage (no second conversion)

@@ -31,7 +31,7 @@ else
 fi
 
 # The CLIP BPE vocabulary is third-party data, never committed: place it in the user data folder
-# (DESIGN.md section 4), from ../shared/reference when present, else from the openai/CLIP
+# (docs/architecture.md, "Text, noise and files"), from ../shared/reference when present, else from the openai/CLIP
 # repository (checked against its sha256; a note, not a failure, when offline).
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 vocab_name=bpe_simple_vocab_16e6.txt.gz

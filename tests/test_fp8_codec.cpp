@@ -37,7 +37,7 @@ double ocp_value(uint8_t code, const FormatSpec& f) {
   return sign * std::pow(2.0, e - f.bias) * (1.0 + m / std::pow(2.0, f.mant_bits));
 }
 
-// Reference encoder: nearest finite value, ties to the even code; saturation as DESIGN.md says.
+// Reference encoder: nearest finite value, ties to the even code; saturation as docs/architecture.md says.
 class ReferenceEncoder {
  public:
   explicit ReferenceEncoder(const FormatSpec& f) : f_(f) {

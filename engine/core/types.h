@@ -7,14 +7,14 @@
 
 namespace fp8s {
 
-// The two OCP FP8 formats (the codec: fp8/codec.h) and how FP8 weights are scaled (DESIGN.md
-// section 2; the quantiser: fp8/quantize.h).
+// The two OCP FP8 formats (the codec: fp8/codec.h) and how FP8 weights are scaled (docs/architecture.md,
+// "Number formats"; the quantiser: fp8/quantize.h).
 enum class Fp8Format { E4M3FN, E5M2 };
 enum class Fp8Scale { None, Tensor, Channel };
 const char* fp8_scale_name(Fp8Scale scale);  // "none" / "tensor" / "channel"
 std::optional<Fp8Scale> parse_fp8_scale(const std::string& name);
 
-// How weights are kept in memory (DESIGN.md section 2).
+// How weights are kept in memory (docs/architecture.md, "Number formats").
 enum class WeightType { FP32, FP16, BF16, FP8_E4M3, FP8_E5M2 };
 const char* weight_type_name(WeightType type);  // the --weights spelling
 std::optional<WeightType> parse_weight_type(const std::string& name);

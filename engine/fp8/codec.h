@@ -2,7 +2,7 @@
 //
 // Encoding rounds to nearest, ties to even, keeps subnormals and signed zero, saturates finite
 // overflow to +-max (weights must never become NaN), keeps E5M2 infinities (E4M3FN has none: +-inf
-// saturates to +-448) and maps NaN to a NaN code. DESIGN.md section 2 is the contract.
+// saturates to +-448) and maps NaN to a NaN code. docs/architecture.md, "Number formats" is the contract.
 #pragma once
 
 #include <cstddef>

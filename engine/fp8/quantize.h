@@ -1,4 +1,4 @@
-// Quantising a weight matrix to FP8 with the scaling modes of DESIGN.md section 2.
+// Quantising a weight matrix to FP8 with the scaling modes of docs/architecture.md, "Number formats".
 #pragma once
 
 #include <cstdint>

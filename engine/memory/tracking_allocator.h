@@ -1,5 +1,5 @@
 // A CPU allocator that counts live and peak tensor bytes, installed over LibTorch's default with
-// c10::SetCPUAllocator (DESIGN.md section 3). The only global besides the logger.
+// c10::SetCPUAllocator (docs/architecture.md, "Memory"). The only global besides the logger.
 #pragma once
 
 #include <cstdint>

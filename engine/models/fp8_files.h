@@ -1,7 +1,7 @@
 // FP8 checkpoints written by other tools: how a file says which layers are FP8 and where their
 // scales lie, read from the header (and the few-byte `.comfy_quant` tensors) before any weight is,
-// and what cannot run here, refused by name. The rules, from each reader's code (DESIGN.md section
-// 2, "FP8 files written by other tools"):
+// and what cannot run here, refused by name. The rules, from each reader's code (listed here;
+// docs/architecture.md, "Number formats", says what FP8 storage is):
 //  - plain FP8 (A1111/Forge `backend/operations.py`, stable-diffusion.cpp): an F8_E4M3/F8_E5M2
 //    tensor is cast to the compute type as it is; a checkpoint saved from an FP8-typed model has
 //    F8 biases, norms and embeddings too.

@@ -228,7 +228,7 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
                        " but the model expects " + shape_str(layer->store.weight.sizes()) +
                        "; the checkpoint is not the architecture it claims to be");
     }
-    // Embedding MLPs (time_embed, label_emb) stay 16-bit like every embedding (DESIGN.md section 2).
+    // Embedding MLPs (time_embed, label_emb) stay 16-bit like every embedding (docs/architecture.md, "Number formats").
     load_layer_weight(*layer, file, key, storage,
                       quantise_component && (every_layer || is_quantisable(key, rec->shape, /*fp8_vae=*/true)), device);
     handled.insert(name);

@@ -21,7 +21,7 @@ class ClipTokenizer;
 struct LoadOptions {
   std::string checkpoint;  // required (front ends resolve the default, the demo model)
   StorageSpec storage;
-  std::string vocab;  // explicit CLIP vocabulary (empty: search as DESIGN.md section 4 says)
+  std::string vocab;  // explicit CLIP vocabulary (empty: search as docs/architecture.md, "Text, noise and files" says)
   std::string lora_dir;  // where <lora:NAME:W> tags are looked up (NAME.safetensors)
   std::string embeddings_dir;  // textual inversions: NAME.safetensors, used by writing NAME in a prompt
   // A model's other files by component role (FamilyTraits::components: "t5xxl", "clip_l", "vae",

@@ -57,7 +57,7 @@ class Model {
   const Detection& detection() const { return detection_; }
   const StorageSpec& storage() const { return storage_; }
   // Where the weights live and the forwards run. The stages below take and return CPU tensors
-  // (noise and sampling stay on the CPU, DESIGN.md section 4); only the networks run on the device.
+  // (noise and sampling stay on the CPU, docs/architecture.md, "Text, noise and files"); only the networks run on the device.
   const at::Device& device() const { return device_; }
   // The storage type of the checkpoint's own quantisable weights (unset when mixed).
   const std::optional<StorageSpec>& source_storage() const { return source_; }

@@ -1,5 +1,5 @@
 // OpenAI CLIP's byte-level BPE tokenizer (SimpleTokenizer), loading the vocabulary from
-// `bpe_simple_vocab_16e6.txt.gz` or `vocab.json` + `merges.txt`, found as DESIGN.md section 4 says.
+// `bpe_simple_vocab_16e6.txt.gz` or `vocab.json` + `merges.txt`, found as docs/architecture.md, "Text, noise and files" says.
 #pragma once
 
 #include <cstdint>
