@@ -1,4 +1,5 @@
 #include "MainWindow.h"
+#include "ScrollFit.h"
 
 #include <QDir>
 #include <QDragEnterEvent>
@@ -129,9 +130,7 @@ void MainWindow::buildUi() {
   leftScroll->setWidget(left);
   leftScroll->setWidgetResizable(true);
   leftScroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-  // as wide as the panels need beside the vertical scroll bar: narrower, their right edge is cut
-  leftScroll->setMinimumWidth(left->minimumSizeHint().width() + leftScroll->verticalScrollBar()->sizeHint().width() +
-                              2 * leftScroll->frameWidth());
+  new ScrollFit(leftScroll);  // as wide as the panels need, also when they grow
 
   // centre: prompt, error banner, image, progress and buttons
   auto* centre = new QWidget;
