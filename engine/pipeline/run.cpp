@@ -41,7 +41,7 @@ struct Run {
   void phase(Phase p) const {
     if (observer) observer->onPhase({p, ms_since(start)});
   }
-  at::Tensor noise(uint64_t seed, at::Generator& gen, int width, int height) const {
+  at::Tensor noise(at::Generator& gen, int width, int height) const {
     const auto& latent = family.traits().latent;
     return at::randn({r.batch_size, latent.channels, height / latent.factor, width / latent.factor}, gen, at::kFloat);
   }
@@ -88,7 +88,7 @@ void Run::image(int n) {
   const uint64_t seed = static_cast<uint64_t>(r.seed) + static_cast<uint64_t>(n);
   const at::Device device = family.device();
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  const auto first_noise = noise(seed, gen, r.width, r.height);
+  const auto first_noise = noise(gen, r.width, r.height);
   SamplingInit init;
   if (job) {
     phase(Phase::Encode);  // the init image, this seed's posterior
@@ -134,7 +134,7 @@ void Run::image(int n) {
     // hires fix: upscale, then img2img at the hires size from noise of the same seed (A1111)
     const int hw = r.hr_target_width(r.width), hh = r.hr_target_height(r.height);
     auto gen2 = at::make_generator<at::CPUGeneratorImpl>(seed);
-    const auto noise2 = noise(seed, gen2, hw, hh);
+    const auto noise2 = noise(gen2, hw, hh);
     const SamplingInit init2 = hires_start(latent, hw, hh, gen2);
     step_offset = first_pass_steps;
     steps_after = 0;
