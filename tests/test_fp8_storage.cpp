@@ -275,7 +275,7 @@ class TestFp8Storage : public QObject {
              qPrintable(own));
     Model own_storage(fp8.toStdString(), StorageSpec{WeightType::FP8_E4M3, Fp8Scale::Channel, false});
     QCOMPARE(own_bytes, double(own_storage.weight_bytes().total()));
-    QVERIFY(own_storage.weight_bytes().unet < 0.55 * sixteen.weight_bytes().unet);
+    QVERIFY(own_storage.weight_bytes().denoiser < 0.55 * sixteen.weight_bytes().denoiser);
   }
 
   // The bytes a load reports are the bytes its tensors hold: a packed convolution counts its

@@ -60,13 +60,13 @@ void Model::load_all() {
     text_.push_back(te);
   }
   unet_ = std::make_shared<UNetImpl>(config_.unet);
-  bytes_.unet = load_module_weights(*unet_, *file_, kUNetPrefix, storage_, fp8_text_unet, {}, {}, device_).bytes;
+  bytes_.denoiser = load_module_weights(*unet_, *file_, kUNetPrefix, storage_, fp8_text_unet, {}, {}, device_).bytes;
   vae_ = std::make_shared<VaeImpl>(config_.vae);
   bytes_.vae = load_module_weights(*vae_, *file_, kVaePrefix, storage_, storage_.fp8_vae, {}, {}, device_).bytes;
   index_layers();
   log().info("{}: {} loaded, weights {} ({:.1f} MB: UNet {:.1f}, text {:.1f}, VAE {:.1f})",
              file_->path(), detection_.description(), weight_type_name(storage_.weights),
-             bytes_.total() / 1e6, bytes_.unet / 1e6, bytes_.text / 1e6, bytes_.vae / 1e6);
+             bytes_.total() / 1e6, bytes_.denoiser / 1e6, bytes_.text / 1e6, bytes_.vae / 1e6);
   const bool own_fp8 = source_ && is_fp8(storage_.weights) && fp8_format(storage_.weights) == fp8_format(source_->weights);
   if (!source_warned_ && !own_fp8 && !source_note().empty()) {
     log().warn("{}", source_note());  // once per model: compare switches storage for every mode

@@ -30,11 +30,6 @@ class TextEncoderImpl;
 class UNetImpl;
 class VaeImpl;
 
-struct ComponentBytes {
-  uint64_t unet = 0, text = 0, vae = 0;
-  uint64_t total() const { return unet + text + vae; }
-};
-
 struct SamplingParams {
   Sampler sampler = Sampler::Euler;
   Schedule schedule = Schedule::Normal;
@@ -65,7 +60,7 @@ class Model {
   // its FP8 values (what the log, the Model panel and compare show). Logged once per model.
   std::string source_note() const;
   const SafetensorsFile& file() const { return *file_; }
-  ComponentBytes weight_bytes() const { return bytes_; }
+  WeightBytes weight_bytes() const { return bytes_; }  // measured at load
   // Re-materialises every weight from the file in another storage type (no-op if unchanged).
   void set_storage(const StorageSpec& storage);
   // Non-empty after a reload from the file failed (the file was truncated or became unreadable):
@@ -145,7 +140,7 @@ class Model {
   std::shared_ptr<UNetImpl> unet_;
   std::shared_ptr<VaeImpl> vae_;
   std::string reload_error_;
-  ComponentBytes bytes_;
+  WeightBytes bytes_;
   std::map<std::string, QuantisedLayer*> layers_;   // checkpoint weight key -> layer
   std::map<std::string, bool> layer_quantisable_;   // key -> whether its component is FP8-able
   std::vector<LoraRequest> active_loras_;

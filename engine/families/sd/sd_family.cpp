@@ -101,8 +101,7 @@ class SdFamily final : public FamilyModel {
   }
 
   WeightBytes weight_bytes(const StorageSpec&) const override {
-    const auto b = model_->weight_bytes();
-    return {b.unet, b.text, b.vae};
+    return model_->weight_bytes();
   }
 
   void check(const GenerationRequest& r, int width, int height) const override {
