@@ -20,6 +20,7 @@ set(FP8S_CORE_SOURCES
   models/presets.cpp
   models/tensor_roles.cpp
   models/fp8_files.cpp
+  models/streaming.cpp
   models/flux/flux_files.cpp
   lora/lora_keys.cpp
   lora/flux_lora_keys.cpp

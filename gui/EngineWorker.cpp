@@ -52,11 +52,7 @@ void EngineWorker::loadModel(const ModelRequest& request) {
     if (checkpoint == request.randomDemo && !QFileInfo::exists(checkpoint)) {
       Q_EMIT busyChanged(true, BusyKind::Loading, tr("Making the demo model (random weights)"));
       QDir().mkpath(QFileInfo(checkpoint).absolutePath());
-      SyntheticOptions demo;
-      demo.config = preset_tiny_sd1();
-      demo.seed = 1;
-      demo.out = checkpoint.toStdString();
-      make_synthetic(demo);
+      demo::make_random_demo_model(checkpoint.toStdString(), 1);
     }
     LoadOptions options;
     options.checkpoint = checkpoint.toStdString();

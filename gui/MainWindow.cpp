@@ -105,7 +105,7 @@ MainWindow::~MainWindow() {
 }
 
 QString MainWindow::demoModelPath() const {
-  return m_folders.models + QStringLiteral("/demo-tiny-sd1-random-weights.safetensors");
+  return m_folders.models + QLatin1Char('/') + QString::fromLatin1(demo::kRandomDemoFile);
 }
 
 void MainWindow::buildUi() {
@@ -215,7 +215,11 @@ void MainWindow::buildUi() {
   connect(esc, &QShortcut::activated, this, &MainWindow::interrupt);
   connect(m_model, &ModelPanel::modelChosen, this, &MainWindow::loadModel);
   connect(m_model, &ModelPanel::componentsChanged, this, [this] { loadModel(m_model->checkpoint()); });
-  connect(m_model, &ModelPanel::reportChanged, this, [this] { m_precision->setReport(m_model->report()); });
+  connect(m_model, &ModelPanel::reportChanged, this, [this] {
+    m_precision->setReport(m_model->report());
+    m_precision->setEstimate(m_model->report() ? engineWeightEstimate(m_model->checkpoint().toStdString(), m_model->components())
+                                               : WeightEstimate());
+  });
   connect(m_precision, &PrecisionPanel::compareRequested, this, &MainWindow::compare);
   // the request is what the panels say, as they say it
   connect(m_prompt, &PromptPanel::changed, this, [this](const GenerationRequest& r) { m_promptState = r; });

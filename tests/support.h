@@ -12,6 +12,7 @@
 
 #include "models/convert.h"
 #include "io/safetensors.h"
+#include "pipeline/request.h"
 #include <string>
 #include <vector>
 
@@ -86,5 +87,11 @@ inline void expect_one_line_error(const CliResult& r, int code, const QString& n
   QVERIFY2(lines.last().startsWith("error: "), qPrintable(r.err));
   QVERIFY2(lines.last().contains(needle), qPrintable(r.err));
 }
+
+// An observer that keeps every step event of a generation.
+struct Steps : Observer {
+  std::vector<StepEvent> events;
+  void onStep(const StepEvent& e) override { events.push_back(e); }
+};
 
 }  // namespace fp8s::test

@@ -17,6 +17,7 @@
 #include "panels/ChartsPanel.h"
 #include "panels/ModelPanel.h"
 #include "panels/PromptPanel.h"
+#include "support.h"
 #include "pipeline/engine.h"
 #include "pipeline/img2img.h"
 #include "pipeline/infotext.h"
@@ -165,10 +166,7 @@ class ToyFamily final : public FamilyModel {
   at::Tensor mixer_, decoder_;
 };
 
-struct Steps : Observer {
-  std::vector<StepEvent> events;
-  void onStep(const StepEvent& e) override { events.push_back(e); }
-};
+using fp8s::test::Steps;
 
 }  // namespace
 

@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "families/flux/flux_family.h"
-#include "pipeline/flux_model.h"
+#include "families/flux/flux_model.h"
 #include "support.h"
 
 using namespace fp8s;
@@ -121,12 +121,13 @@ class TestFlux : public QObject {
     }
   }
 
-  // The bytes each storage takes, from the keys by hand, and the refusal of FP16 Flux on a machine
-  // with 23.4 GB available, naming both estimates; FP8 E4M3 fits.
-  void fp16IsRefusedWithItsEstimate() {
+  // The bytes each storage takes, from the keys by hand. On a machine with 23.4 GB available FP16
+  // Flux no longer fits resident: auto streams it under a budget below its size; a budget too large
+  // and a machine too small even fully streamed are refused with the numbers; FP8 E4M3 fits resident.
+  void fp16StreamsWhereItDoesNotFit() {
     FP8S_REQUIRE_REFERENCE();
     const auto files = full_size();
-    uint64_t params = 0, linear = 0;
+    uint64_t params = 0, linear = 0, block0 = 0;
     const auto keys = load_keys("flux1-dev.json");
     for (auto it = keys.begin(); it != keys.end(); ++it) {
       const auto v = it.value().toObject();
@@ -134,20 +135,43 @@ class TestFlux : public QObject {
       for (const auto& d : v["shape"].toArray()) n *= static_cast<uint64_t>(d.toInteger());
       params += n;
       if (it.key().endsWith(".weight") && v["shape"].toArray().size() == 2) linear += n;
+      if (it.key().startsWith("double_blocks.0.") && it.key().endsWith(".weight") && v["shape"].toArray().size() == 2) block0 += n;
     }
+    // a staging slot: the double block's Linear weights
+    QCOMPARE(flux_largest_block_bytes(3072, {WeightType::FP16, Fp8Scale::None, false}), 2 * block0);
+    QCOMPARE(flux_largest_block_bytes(3072, {WeightType::FP8_E4M3, Fp8Scale::None, false}), block0);
     const auto b16 = flux_storage_bytes(files, {WeightType::FP16, Fp8Scale::None, false});
     const auto b8 = flux_storage_bytes(files, {WeightType::FP8_E4M3, Fp8Scale::None, false});
     QCOMPARE(b16.transformer, 2 * params);
     QCOMPARE(b8.transformer, linear + 2 * (params - linear));
     const uint64_t available = 23'400'000'000ull;
+    const StorageSpec fp16{WeightType::FP16, Fp8Scale::None, false}, fp8{WeightType::FP8_E4M3, Fp8Scale::None, false};
+    auto bytes_of = [&](const StorageSpec& s) { return flux_storage_bytes(files, s); };
+    QVERIFY(flux_peak_bytes(b16, 512, 512, 1, 3072) > available);
+    const auto budget = flux_weight_budget(bytes_of, 3072, fp16, 512, 512, 1, available, std::nullopt);
+    QVERIFY(budget && *budget > 0 && *budget < b16.transformer);
+    // the budget, two staged blocks, the autoencoder and the working memory fit; a byte more would not
+    FluxComponentBytes capped = b16;
+    capped.transformer = *budget + 4 * block0;
+    QVERIFY(flux_peak_bytes(capped, 512, 512, 1, 3072) <= available);
+    capped.transformer += 1;
+    QVERIFY(flux_peak_bytes(capped, 512, 512, 1, 3072) > available);
+    check_flux_fits(files, fp16, 512, 512, 1, available);  // auto streams: no refusal
     try {
-      check_flux_fits(files, {WeightType::FP16, Fp8Scale::None, false}, 512, 512, 1, available);
-      QFAIL("FP16 Flux fitted in 23.4 GB");
-    } catch (const InputError& e) {
+      flux_weight_budget(bytes_of, 3072, fp16, 512, 512, 1, available, b16.transformer);
+      QFAIL("a budget of the whole transformer fitted in 23.4 GB");
+    } catch (const DoesNotFit& e) {
       const QString m = e.what();
-      QVERIFY2(m.startsWith("FP16 Flux at 512x512 needs ") && m.contains("this machine has 23.4 GB; FP8 needs "), e.what());
+      QVERIFY2(m.startsWith("FP16 Flux at 512x512 with a ") && m.contains("weight budget needs") &&
+                   m.contains("this machine has 23.4 GB"), e.what());
     }
-    check_flux_fits(files, {WeightType::FP8_E4M3, Fp8Scale::None, false}, 512, 512, 1, available);
+    try {
+      check_flux_fits(files, fp16, 512, 512, 1, 4'000'000'000ull);
+      QFAIL("FP16 Flux fitted in 4 GB");
+    } catch (const DoesNotFit& e) {
+      QVERIFY2(QString(e.what()).contains("even with every block streamed") && QString(e.what()).contains("this machine has 4.0 GB"), e.what());
+    }
+    QVERIFY(!flux_weight_budget(bytes_of, 3072, fp8, 512, 512, 1, available, std::nullopt));
   }
 
   // A ComfyUI models folder: the components beside the transformer are found by their folders

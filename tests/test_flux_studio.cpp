@@ -10,12 +10,14 @@
 #include <cmath>
 #include <tuple>
 
+#include <unistd.h>
+
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "pipeline/engine.h"
 #include "pipeline/infotext.h"
 #include "families/flux/flux_family.h"
-#include "pipeline/flux_model.h"
+#include "families/flux/flux_model.h"
 #include "pipeline/sample_pass.h"
 #include "support.h"
 
@@ -32,6 +34,12 @@ at::Tensor case_tensor(const SafetensorsFile& f, const std::string& name) {
 }
 
 // The sample_dev case's noise, T5 states and CLIP-L pooled vector (BFL's sampler inputs).
+// A normal tensor of `like`'s shape from its own seed (an init latent).
+at::Tensor randn_like_seeded(const at::Tensor& like, uint64_t seed) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return at::randn(like.sizes(), gen, at::kFloat);
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> sample_inputs() {
   const SafetensorsFile cases(test::reference_path(kFlux + "cases.safetensors"));
   return {case_tensor(cases, "sample_dev.noise"), case_tensor(cases, "sample_dev.txt"), case_tensor(cases, "sample_dev.y")};
@@ -102,10 +110,7 @@ bool refused(Engine& engine, const GenerationRequest& r, const char* text) {
   return false;
 }
 
-struct Steps : Observer {
-  std::vector<StepEvent> events;
-  void onStep(const StepEvent& e) override { events.push_back(e); }
-};
+using fp8s::test::Steps;
 
 }  // namespace
 
@@ -193,8 +198,7 @@ class TestFluxStudio : public QObject {
     FP8S_REQUIRE_REFERENCE();
     FluxModel model(tiny_files(), StorageSpec{WeightType::FP32}, at::Device(at::kCPU));
     const auto [noise, txt, y] = sample_inputs();
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
-    const auto x0 = at::randn(noise.sizes(), gen, at::kFloat);
+    const auto x0 = randn_like_seeded(noise, 7);
     SamplingInit init;
     init.latent = x0;
     set_img2img_steps(init, 6, 0.5f, false);
@@ -217,8 +221,7 @@ class TestFluxStudio : public QObject {
     FP8S_REQUIRE_REFERENCE();
     FluxModel model(tiny_files(), StorageSpec{WeightType::FP32}, at::Device(at::kCPU));
     const auto [noise, txt, y] = sample_inputs();
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(8);
-    const auto x0 = at::randn(noise.sizes(), gen, at::kFloat);
+    const auto x0 = randn_like_seeded(noise, 8);
     const int64_t w = noise.size(3);
     auto keep = at::zeros({1, 1, noise.size(2), w});
     keep.narrow(3, 0, w / 2).fill_(1);
@@ -253,6 +256,31 @@ class TestFluxStudio : public QObject {
     r.denoising_strength = 0.4f;
     const auto partial = engine.generate(r, nullptr, cancel);
     QVERIFY(partial.images.at(0).image.pixels != txt2img.images.at(0).image.pixels);
+  }
+
+  // Headers are read once, at load (a Flux model's components load with its first request): the
+  // requests after it (txt2img, with hires, img2img; the model's report) open no file header again
+  void aFluxRequestAfterLoadReadsNoHeader() {
+    FP8S_REQUIRE_REFERENCE();
+    Engine engine(tiny_options());
+    std::atomic<bool> cancel{false};
+    auto r = tiny_request();
+    r.steps = 2;
+    engine.generate(r, nullptr, cancel);  // the components load when first used: that is the load
+    const uint64_t before = SafetensorsFile::headers_read();
+    engine.generate(r, nullptr, cancel);
+    r.enable_hr = true;
+    r.hr_scale = 2;
+    engine.generate(r, nullptr, cancel);
+    r.enable_hr = false;
+    r.init_image = pattern(16, 16);
+    r.denoising_strength = 0.5f;
+    engine.generate(r, nullptr, cancel);
+    (void)engine.info();
+    QCOMPARE(SafetensorsFile::headers_read() - before, uint64_t(0));
+    // the counter counts: opening one file reads one header
+    { const SafetensorsFile f(tiny_options().checkpoint); }
+    QCOMPARE(SafetensorsFile::headers_read() - before, uint64_t(1));
   }
 
   // a Flux image's infotext reads back into the request that made it (the gallery's and a dropped
@@ -343,6 +371,92 @@ class TestFluxStudio : public QObject {
     // a hires size that is no multiple of 16 is refused with one that is
     r.hr_scale = 1.5f;  // 24
     QVERIFY(refused(engine, r, "multiple of 16"));
+  }
+
+  // Streaming (the weight budget): with budgets that keep no block, one block, and all blocks but
+  // one resident, in FP32 and FP8 storage, and with an online LoRA, every image equals the
+  // resident model's bit for bit; a merge is refused while blocks stream
+  void streamedEqualsResidentBitForBit() {
+    FP8S_REQUIRE_REFERENCE();
+    const SafetensorsFile f(tiny_options().checkpoint);
+    // the blocks' Linear weights by hand, from the header (FP32 storage: 4 bytes a weight)
+    uint64_t outside = 0, block0 = 0, last = 0, total = 0;
+    int doubles = 0, singles = 0;
+    for (const auto& t : f.tensors()) {
+      if (t.shape.size() != 2 || t.name.size() < 7 || t.name.compare(t.name.size() - 7, 7, ".weight") != 0) continue;
+      const uint64_t bytes = t.numel() * 4;
+      total += bytes;
+      const bool dbl = t.name.rfind("double_blocks.", 0) == 0, sgl = t.name.rfind("single_blocks.", 0) == 0;
+      if (!dbl && !sgl) outside += bytes;
+      if (t.name.rfind("double_blocks.0.", 0) == 0) block0 += bytes;
+      if (t.name.find("blocks.") != std::string::npos) {
+        const int index = std::stoi(t.name.substr(t.name.find("blocks.") + 7));
+        (dbl ? doubles : singles) = std::max(dbl ? doubles : singles, index + 1);
+      }
+    }
+    const std::string last_name = "single_blocks." + std::to_string(singles - 1) + ".";
+    for (const auto& t : f.tensors()) {
+      if (t.shape.size() == 2 && t.name.rfind(last_name, 0) == 0) last += t.numel() * 4;
+    }
+    const int blocks = doubles + singles;
+    QVERIFY(blocks >= 3);
+    std::atomic<bool> cancel{false};
+    for (const WeightType storage : {WeightType::FP32, WeightType::FP8_E4M3}) {
+      Engine engine(tiny_options());
+      auto r = tiny_request();
+      r.storage.weights = storage;
+      r.storage.scale = Fp8Scale::Tensor;
+      r.steps = 3;
+      const auto resident = engine.generate(r, nullptr, cancel).images.at(0).image.pixels;
+      QCOMPARE(engine.info().streamed_blocks, 0);
+      // FP8 blocks stage in one byte a weight plus a 4-byte scale a layer: the budgets in FP32
+      // bytes, a quarter of them and 1 KiB for the scales keep as many
+      const uint64_t scale = storage == WeightType::FP32 ? 1 : 4;
+      const std::pair<uint64_t, int> cases[] = {{0, blocks}, {(outside + block0) / scale + 1024, blocks - 1},
+                                                {(total - last) / scale + 1024, 1}};
+      for (const auto& [budget, streamed] : cases) {
+        r.weight_budget = budget;
+        Steps steps;
+        const auto out = engine.generate(r, &steps, cancel);
+        const auto info = engine.info();
+        QCOMPARE(info.streamed_blocks, streamed);
+        QVERIFY2(out.images.at(0).image.pixels == resident,
+                 qPrintable(QString("%1, budget %2: the streamed image differs").arg(weight_type_name(storage)).arg(budget)));
+        QVERIFY(out.streamed_bytes > 0);
+      }
+      // an online LoRA: terms stay resident beside the streamed weights; merge is refused
+      r.weight_budget.reset();
+      r.prompt += " <lora:lora-kohya:0.8>";
+      r.lora_mode = LoraMode::Online;
+      const auto lora_resident = engine.generate(r, nullptr, cancel).images.at(0).image.pixels;
+      QVERIFY(lora_resident != resident);
+      r.weight_budget = 0;
+      QCOMPARE(engine.generate(r, nullptr, cancel).images.at(0).image.pixels, lora_resident);
+      r.lora_mode = LoraMode::Merge;
+      QVERIFY(refused(engine, r, "cannot apply while the transformer streams"));
+    }
+  }
+
+  // The file under a streamed model changes (rewritten shorter, as a half-finished download or
+  // copy would be): the next request fails cleanly naming the file, never wrong weights; the
+  // engine stays usable (the error comes before any pixel)
+  void aStreamedFileChangedAfterLoadFailsCleanly() {
+    FP8S_REQUIRE_REFERENCE();
+    QTemporaryDir dir;
+    const std::string copy = (dir.path() + "/flux.safetensors").toStdString();
+    QVERIFY(QFile::copy(QString::fromStdString(tiny_options().checkpoint), QString::fromStdString(copy)));
+    auto options = tiny_options();
+    options.checkpoint = copy;
+    Engine engine(options);
+    std::atomic<bool> cancel{false};
+    auto r = tiny_request();
+    r.steps = 2;
+    r.weight_budget = 0;
+    const auto first = engine.generate(r, nullptr, cancel);
+    QVERIFY(first.streamed_bytes > 0);
+    QVERIFY(::truncate(copy.c_str(), static_cast<off_t>(QFileInfo(QString::fromStdString(copy)).size() - 4096)) == 0);
+    QVERIFY(refused(engine, r, "changed on disk after the model was loaded"));
+    QVERIFY(refused(engine, r, "changed on disk after the model was loaded"));  // and again, no hang
   }
 
   // <lora:NAME:W> in the prompt finds NAME.safetensors in the LoRA folder; the infotext names it;

@@ -23,7 +23,7 @@
 #include "models/text_encoder.h"
 #include "models/unet.h"
 #include "models/vae.h"
-#include "pipeline/model.h"
+#include "families/sd/model.h"
 #include "support.h"
 
 using namespace fp8s;

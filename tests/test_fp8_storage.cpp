@@ -17,7 +17,7 @@
 #include "io/png.h"
 #include "memory/tracking_allocator.h"
 #include "models/architecture.h"
-#include "pipeline/model.h"
+#include "families/sd/model.h"
 #include "models/vae.h"
 #include "models/text_encoder.h"
 #include "models/unet.h"
@@ -312,7 +312,7 @@ class TestFp8Storage : public QObject {
   // stays 16-bit: biases, norms, the token/position/time embeddings, the whole VAE. Counted per
   // kind, so a renamed module cannot make the check vacuous.
   void nonQuantisedTensorsKeepSixteenBits() {
-    // the modules as the engine loads them (models/ + the loader, as pipeline/model.cpp does)
+    // the modules as the engine loads them (models/ + the loader, as families/sd/model.cpp does)
     SafetensorsFile file(m_model.toStdString());
     const auto config = config_for(file);
     const StorageSpec s{WeightType::FP8_E4M3, Fp8Scale::None, false};

@@ -11,7 +11,7 @@
 #include "io/safetensors.h"
 #include "lora/lora.h"
 #include "lora/lora_library.h"
-#include "pipeline/model.h"
+#include "families/sd/model.h"
 #include "support.h"
 
 using namespace fp8s;

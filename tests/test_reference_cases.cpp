@@ -10,7 +10,7 @@
 #include "io/png.h"
 #include "io/safetensors.h"
 #include "models/convert.h"
-#include "pipeline/flux_model.h"
+#include "families/flux/flux_model.h"
 #include "support.h"
 
 using namespace fp8s;

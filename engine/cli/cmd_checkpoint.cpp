@@ -8,19 +8,34 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "core/error.h"
-#include "models/flux/flux_files.h"
 #include "core/logging.h"
 #include "models/convert.h"
 #include "lora/lora.h"
 #include "models/inspect.h"
 #include "models/synthetic.h"
-#include "pipeline/flux_model.h"
+#include "families/family.h"
 
 namespace fp8s::cli {
 namespace {
 
 Fp8Format format_from_weights(const std::string& weights) {
   return weights == "fp8-e5m2" ? Fp8Format::E5M2 : Fp8Format::E4M3FN;
+}
+
+// The --arch names the families write (make-synthetic, or make-synthetic-lora's presets).
+std::vector<std::string> synthetic_archs(bool lora) {
+  std::vector<std::string> archs;
+  for (const auto& f : registered_families()) {
+    const auto& a = lora ? f.tools.synthetic.lora_archs : f.tools.synthetic.archs;
+    archs.insert(archs.end(), a.begin(), a.end());
+  }
+  return archs;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
 }
 
 }  // namespace
@@ -37,40 +52,28 @@ void register_make_synthetic(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "make-synthetic", "write a checkpoint with random weights in a real model's exact layout");
   add_common_options(*sub, o->common, false);
-  sub->add_option("--arch", o->arch,
-                  "sd15, sdxl, tiny-sd1, tiny-sdxl; Flux's components: flux-dev, flux-schnell, t5xxl, clip-l, flux-ae")
+  sub->add_option("--arch", o->arch, "a released layout: " + joined(synthetic_archs(false)))
       ->required()
-      ->check(CLI::IsMember({"sd15", "sdxl", "tiny-sd1", "tiny-sdxl", "flux-dev", "flux-schnell", "t5xxl", "clip-l", "flux-ae"}));
+      ->check(CLI::IsMember(synthetic_archs(false)));
   sub->add_option("--dtype", o->dtype,
-                  "float type of the weights (default: the released file's: fp16; Flux bf16, its autoencoder fp32); "
-                  "fp8-e4m3/fp8-e5m2 (Flux, T5, CLIP-L): every Linear weight FP8 as the plain FP8 files")
+                  "float type of the weights (default: the released file's); "
+                  "fp8-e4m3/fp8-e5m2 (transformers and text encoders): every Linear weight FP8 as the plain FP8 files")
       ->check(CLI::IsMember({"fp16", "bf16", "fp32", "fp8-e4m3", "fp8-e5m2"}));
   sub->add_option("--seed", o->seed, "random seed")->capture_default_str();
   sub->add_option("--out", o->out, "output .safetensors file (never overwritten)");
   sub->add_flag("--overwrite", o->overwrite, "replace --out if it exists");
   sub->add_flag("--list", o->list, "print the layout as JSON ({key: {dtype, shape}}) instead of writing it");
-  sub->add_option("--depth", o->depth, "benchmarks: Flux's double blocks or T5's layers (0: the released count)")
+  sub->add_option("--depth", o->depth, "benchmarks: a transformer's double blocks or a text encoder's layers (0: the released count)")
       ->check(CLI::Range(0, 64));
-  sub->add_option("--single-depth", o->single_depth, "benchmarks: Flux's single blocks (0: the released count)")
+  sub->add_option("--single-depth", o->single_depth, "benchmarks: a transformer's single blocks (0: the released count)")
       ->check(CLI::Range(0, 128));
   sub->callback([o] {
     if (o->out.empty() && !o->list) throw InputError("make-synthetic needs --out FILE (or --list)");
     const std::map<std::string, Dtype> dtypes{{"fp16", Dtype::F16}, {"bf16", Dtype::BF16}, {"fp32", Dtype::F32},
                                               {"fp8-e4m3", Dtype::F8_E4M3}, {"fp8-e5m2", Dtype::F8_E5M2}};
     const std::optional<Dtype> dtype = o->dtype.empty() ? std::nullopt : std::optional<Dtype>(dtypes.at(o->dtype));
-    const auto& flux = flux_family_archs();
-    const bool family = std::find(flux.begin(), flux.end(), o->arch) != flux.end();
-    if (!family && dtype && is_fp8_dtype(*dtype)) throw InputError("make-synthetic writes SD checkpoints in fp16, bf16 or fp32");
-    std::vector<LayoutEntry> layout;
     std::map<std::string, std::string> metadata{{"format", "pt"}};
-    if (family) {
-      layout = flux_family_layout(o->arch, dtype, o->depth, o->single_depth);
-    } else {
-      if (o->depth || o->single_depth) throw InputError("make-synthetic: --depth applies to flux-dev, flux-schnell and t5xxl");
-      const auto config = *preset_by_name(o->arch);
-      layout = checkpoint_layout(config, dtype.value_or(Dtype::F16));
-      if (!config.ldm_config_json.empty()) metadata["ldm.config"] = config.ldm_config_json;
-    }
+    const auto layout = find_synthetic_family(o->arch)->tools.synthetic.layout(o->arch, {dtype, o->depth, o->single_depth}, metadata);
     if (o->list) {
       nlohmann::json j = nlohmann::json::object();
       for (const auto& e : layout) j[e.name] = {{"dtype", dtype_name(e.dtype)}, {"shape", e.shape}};
@@ -88,34 +91,28 @@ void register_make_synthetic(CLI::App& app) {
 void register_make_synthetic_lora(CLI::App& app) {
   struct Opts {
     CommonOptions common;
-    std::string model, arch, out;
-    int rank = 8;
-    double alpha = 8, strength = 0.2;
-    uint64_t seed = 0;
-    bool overwrite = false;
+    std::string model, arch;
+    SyntheticLoraOptions lora;
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("make-synthetic-lora", "write a kohya LoRA with random factors for a model layout");
   add_common_options(*sub, o->common, false);
-  sub->add_option("--model", o->model, "the checkpoint the LoRA is for (its layout; a Flux transformer too)");
-  sub->add_option("--arch", o->arch, "or a preset layout: sd15, sdxl, tiny-sd1, tiny-sdxl")
-      ->check(CLI::IsMember({"sd15", "sdxl", "tiny-sd1", "tiny-sdxl"}));
-  sub->add_option("--rank", o->rank, "rank")->capture_default_str();
-  sub->add_option("--alpha", o->alpha, "alpha (the scale is alpha / rank)")->capture_default_str();
-  sub->add_option("--strength", o->strength, "rms(ΔW) / rms(W) at multiplier 1")->capture_default_str();
-  sub->add_option("--seed", o->seed, "random seed")->capture_default_str();
-  sub->add_option("--out", o->out, "output .safetensors (never overwritten)")->required();
-  sub->add_flag("--overwrite", o->overwrite, "replace --out if it exists");
+  sub->add_option("--model", o->model, "the model file the LoRA is for (its layout)");
+  sub->add_option("--arch", o->arch, "or a preset layout: " + joined(synthetic_archs(true)))
+      ->check(CLI::IsMember(synthetic_archs(true)));
+  sub->add_option("--rank", o->lora.rank, "rank")->capture_default_str();
+  sub->add_option("--alpha", o->lora.alpha, "alpha (the scale is alpha / rank)")->capture_default_str();
+  sub->add_option("--strength", o->lora.strength, "rms(ΔW) / rms(W) at multiplier 1")->capture_default_str();
+  sub->add_option("--seed", o->lora.seed, "random seed")->capture_default_str();
+  sub->add_option("--out", o->lora.out, "output .safetensors (never overwritten)")->required();
+  sub->add_flag("--overwrite", o->lora.overwrite, "replace --out if it exists");
   sub->callback([o] {
     if (o->model.empty() == o->arch.empty()) throw InputError("make-synthetic-lora needs either --model or --arch");
-    if (!o->model.empty() && flux_contents(SafetensorsFile(o->model)).transformer) {
-      make_synthetic_flux_lora(o->model, o->rank, o->alpha, o->strength, o->seed, o->out, o->overwrite);
-      log().info("wrote {}", o->out);
-      return;
-    }
-    const ModelConfig config = o->model.empty() ? *preset_by_name(o->arch) : config_for(SafetensorsFile(o->model));
-    make_synthetic_lora(config, o->rank, o->alpha, o->strength, o->seed, o->out, o->overwrite);
-    log().info("wrote {}", o->out);
+    const FamilyEntry* family =
+        o->model.empty() ? find_synthetic_family(o->arch, true) : find_family(SafetensorsFile(o->model));
+    if (!family || !family->tools.synthetic.lora) throw InputError(o->model + ": no synthetic LoRA is made for this model's family");
+    family->tools.synthetic.lora(o->model, o->arch, o->lora);
+    log().info("wrote {}", o->lora.out);
   });
 }
 

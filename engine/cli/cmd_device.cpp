@@ -81,13 +81,8 @@ void register_device_test(CLI::App& app) {
     fs::path dir = o->workdir.empty() ? fs::temp_directory_path() / ("fp8s-device-test-" + std::to_string(::getpid()))
                                       : fs::path(o->workdir);
     fs::create_directories(dir);
-    const std::string ckpt = (dir / "tiny-sd1.safetensors").string();
-    SyntheticOptions s;
-    s.config = preset_tiny_sd1();
-    s.seed = 11;
-    s.out = ckpt;
-    s.overwrite = true;
-    make_synthetic(s);
+    const std::string ckpt = (dir / demo::kRandomDemoFile).string();
+    demo::make_random_demo_model(ckpt, 11);
 
     LoadOptions cpu_load, dev_load;
     cpu_load.checkpoint = dev_load.checkpoint = ckpt;

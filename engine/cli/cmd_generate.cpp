@@ -98,6 +98,13 @@ void register_generate(CLI::App& app) {
     report["rss_peak_bytes"] = result.rss_peak_bytes;
     const auto info = engine.info();
     report["device"] = info.device;
+    report["streaming"] = {{"blocks", info.blocks},
+                           {"streamed_blocks", info.streamed_blocks},
+                           {"resident_block_bytes", info.resident_block_bytes},
+                           {"streamed_block_bytes", info.streamed_block_bytes},
+                           {"streamed_bytes", result.streamed_bytes},
+                           {"read_ms", result.stream_read_ms},
+                           {"transfer_wait_ms", result.transfer_wait_ms}};
     if (info.gpu) {
       report["vram_peak_bytes"] = result.vram_peak_bytes;
       report["vram_reserved_peak_bytes"] = result.vram_reserved_peak_bytes;
@@ -105,6 +112,13 @@ void register_generate(CLI::App& app) {
     if (o->common.json) std::cout << report.dump(2) << "\n";
     log().info("{} image(s) in {:.1f} s (load {:.1f} s), peak RSS {:.0f} MB", result.images.size(),
                t.total_ms / 1000, t.load_ms / 1000, result.rss_peak_bytes / 1e6);
+    if (info.streamed_blocks > 0) {
+      const double steps = std::max<double>(1, static_cast<double>(t.step_ms.size()));
+      log().info("streamed {:.2f} GB a step at {:.2f} GB/s, waiting {:.0f} ms a step for transfers ({})",
+                 result.streamed_bytes / 1e9 / steps,
+                 result.stream_read_ms > 0 ? result.streamed_bytes / 1e6 / result.stream_read_ms : 0.0,
+                 result.transfer_wait_ms / steps, info.residency);
+    }
     if (info.gpu) {
       log().info("peak VRAM {:.0f} MB allocated, {:.0f} MB reserved on {}", result.vram_peak_bytes / 1e6,
                  result.vram_reserved_peak_bytes / 1e6, info.device);

@@ -10,9 +10,7 @@
 #include "fp8/codec.h"
 #include "io/safetensors.h"
 #include "models/nn.h"
-#include "pipeline/flux_model.h"
-#include "pipeline/model.h"
-#include "pipeline/run_support.h"
+#include "families/family.h"
 
 namespace fp8s::cli {
 namespace {
@@ -72,14 +70,16 @@ struct ModelProbeOptions {
   std::vector<std::string> loras;
   std::string lora_mode = "auto";
   bool overwrite = false;
-  float guidance = 3.5f;  // flux-sample
-  bool no_shift = false;  // flux-sample: schnell's unshifted schedule
+  float guidance = 3.5f;  // a distilled model's sampling role
+  bool no_shift = false;  // a shifted schedule unshifted
 };
 
-// Reads the named input tensors of a case (`--input ROLE=NAME` overrides).
-std::map<std::string, at::Tensor> read_case_inputs(const std::string& role, const std::vector<std::string>& roles,
-                                                   const ModelProbeOptions& o, std::map<std::string, std::string>& names) {
-  for (const auto& r : roles) names[r] = o.prefix + r;
+// Reads the case's input tensors by role (`--input ROLE=NAME` overrides the prefixed name), each
+// with the number of dimensions the stage expects (0: any).
+std::map<std::string, at::Tensor> read_case_inputs(const std::string& role, const std::map<std::string, int64_t>& dims,
+                                                   const ModelProbeOptions& o) {
+  std::map<std::string, std::string> names;
+  for (const auto& [r, d] : dims) names[r] = o.prefix + r;
   for (const auto& spec : o.inputs) {
     const auto eq = spec.find('=');
     if (eq == std::string::npos) throw InputError("--input expects ROLE=NAME, got '" + spec + "'");
@@ -89,7 +89,15 @@ std::map<std::string, at::Tensor> read_case_inputs(const std::string& role, cons
   }
   SafetensorsFile cases(o.case_file);
   std::map<std::string, at::Tensor> in;
-  for (const auto& [r, name] : names) in[r] = read_tensor(cases, cases.at(name));
+  for (const auto& [r, name] : names) {
+    auto t = read_tensor(cases, cases.at(name));
+    const int64_t want = dims.at(r);
+    if (want != 0 && t.dim() != want && !(want == 1 && t.numel() == t.size(0))) {
+      throw InputError(o.case_file + ": input '" + name + "' has " + std::to_string(t.dim()) +
+                       " dimensions, expected " + std::to_string(want));
+    }
+    in[r] = std::move(t);
+  }
   return in;
 }
 
@@ -106,151 +114,40 @@ void write_case_outputs(const std::map<std::string, at::Tensor>& out, const Mode
   writer.commit();
 }
 
-const std::map<std::string, std::vector<std::string>>& flux_roles() {
-  static const std::map<std::string, std::vector<std::string>> roles{
-      {"t5", {"tokens"}},
-      {"clip-pooled", {"tokens"}},
-      {"flux", {"img", "img_ids", "txt", "txt_ids", "t", "y"}},
-      {"flux-vae-decode", {"latent"}},
-      {"flux-vae-encode", {"image"}},
-      {"flux-sample", {"noise", "txt", "y"}}};
-  return roles;
-}
-
-// The Flux roles: each reads the component it needs from --model (a component file or an
-// all-in-one checkpoint).
-void probe_flux(const std::string& role, const ModelProbeOptions& o) {
-  if (o.model.empty() || o.case_file.empty()) throw InputError("probe " + role + " needs --model FILE and --case CASE.safetensors");
-  FluxFiles files;
-  {
-    const SafetensorsFile f(o.model);
-    const auto c = flux_contents(f);
-    if (c.transformer) files.transformer = {o.model, *c.transformer};
-    if (c.t5) files.t5 = {o.model, *c.t5};
-    if (c.clip_l) files.clip_l = {o.model, *c.clip_l};
-    if (c.vae) files.vae = {o.model, *c.vae};
-    files.dev = c.dev;
-    const bool needs_transformer = role == "flux" || role == "flux-sample";
-    if (needs_transformer && !c.transformer) throw InputError(o.model + ": not a Flux transformer (no double_blocks.*)");
-  }
-  StorageSpec storage;
-  storage.weights = *parse_weight_type(o.weights);
-  storage.scale = *parse_fp8_scale(o.scale);
-  const auto device = backend::resolve_device(o.device);
-  const auto compute = compute_dtype(*parse_compute_type(o.compute), device);
-  FluxModel model(files, storage, device);
-  const auto loras = parse_lora_flags(o.loras);
-  validate_loras(loras);
-  model.set_loras(loras, *parse_lora_mode(o.lora_mode));
-  auto roles = flux_roles().at(role);
-  if (role == "flux" && files.dev) roles.push_back("guidance");
-  std::map<std::string, std::string> names;
-  auto in = read_case_inputs(role, roles, o, names);
-  static const std::map<std::string, int64_t> kDims{{"tokens", 2}, {"img", 3}, {"img_ids", 3}, {"txt", 3},
-                                                    {"txt_ids", 3}, {"t", 1}, {"y", 2}, {"guidance", 1},
-                                                    {"latent", 4}, {"image", 4}, {"noise", 4}};
-  for (const auto& [r, t] : in) {
-    if (t.dim() != kDims.at(r) && !(kDims.at(r) == 1 && t.numel() == t.size(0))) {
-      throw InputError(o.case_file + ": input '" + names[r] + "' has " + std::to_string(t.dim()) +
-                       " dimensions, expected " + std::to_string(kDims.at(r)));
-    }
-  }
-  std::map<std::string, at::Tensor> out;
-  if (role == "t5") {
-    out["hidden"] = model.encode_t5(in["tokens"], compute);
-  } else if (role == "clip-pooled") {
-    const auto [pooled, hidden] = model.encode_clip(in["tokens"], compute);
-    out["pooled"] = pooled;
-    out["hidden"] = hidden;
-  } else if (role == "flux") {
-    out["pred"] = model.transformer(in["img"], in["img_ids"], in["txt"], in["txt_ids"], in["t"].reshape({-1}), in["y"],
-                                    in.count("guidance") ? in["guidance"].reshape({-1}) : at::Tensor(), compute);
-  } else if (role == "flux-vae-decode") {
-    out["image"] = model.vae_decode(in["latent"], compute);
-  } else if (role == "flux-vae-encode") {
-    out["latent"] = model.vae_encode(in["image"], compute);
-  } else {
-    out["latent"] = model.sample(in["noise"], in["txt"], in["y"], o.steps, FluxGuidance{o.guidance}, !o.no_shift, compute);
-  }
-  write_case_outputs(out, o);
-}
-
-// Runs one model stage on the case's input tensors and writes its outputs (F32) to --out.
+// Runs one model stage of the family that answers the role on the case's input tensors and
+// writes its outputs (F32) to --out.
 void probe_model(const std::string& role, const ModelProbeOptions& o) {
-  static const std::map<std::string, std::vector<std::string>> kInputs{
-      {"clip", {"tokens"}},
-      {"unet", {"x", "t", "context"}},
-      {"vae-decode", {"latent"}},
-      {"vae-encode", {"image"}},
-      {"sample", {"noise", "cond", "uncond"}},
-      {"sdxl-text", {"tokens_l", "tokens_g"}},
-      {"adm", {"pooled", "size_cond"}}};
-  if (flux_roles().count(role)) {
-    probe_flux(role, o);
-    return;
-  }
-  if (!kInputs.count(role)) {
-    throw InputError("unknown probe role '" + role +
-                     "' (known: clip, sdxl-text, adm, unet, vae-decode, vae-encode, sample, t5, clip-pooled, flux, "
-                     "flux-vae-decode, flux-vae-encode, flux-sample, fp8-encode, fp8-decode)");
+  const FamilyEntry* family = find_probe_family(role);
+  if (!family) {
+    std::string known;
+    for (const auto& f : registered_families()) {
+      for (const auto& r : f.tools.probe.roles) known += r + ", ";
+    }
+    throw InputError("unknown probe role '" + role + "' (known: " + known + "fp8-encode, fp8-decode)");
   }
   if (o.model.empty() || o.case_file.empty()) {
-    throw InputError("probe " + role + " needs --model CKPT and --case CASE.safetensors");
+    throw InputError("probe " + role + " needs --model FILE and --case CASE.safetensors");
   }
-  StorageSpec storage;
-  storage.weights = *parse_weight_type(o.weights);
-  storage.scale = *parse_fp8_scale(o.scale);
-  const auto compute = *parse_compute_type(o.compute);
-  Model model(o.model, storage, backend::resolve_device(o.device));
-  const auto loras = parse_lora_flags(o.loras);
-  validate_loras(loras);
-  model.set_loras(loras, *parse_lora_mode(o.lora_mode));
-  std::map<std::string, std::string> names;
-  auto roles = kInputs.at(role);
-  if (model.is_sdxl() && role == "unet") roles.push_back("y");
-  if (model.is_sdxl() && role == "sample") roles.insert(roles.end(), {"y_cond", "y_uncond"});
-  auto in = read_case_inputs(role, roles, o, names);
-  std::map<std::string, at::Tensor> out;
-  auto expect_dims = [&](const std::string& r, int64_t dims) {
-    if (in[r].dim() != dims) {
-      throw InputError(o.case_file + ": input '" + names[r] + "' has " + std::to_string(in[r].dim()) +
-                       " dimensions, expected " + std::to_string(dims));
-    }
-  };
-  if (role == "clip") {
-    expect_dims("tokens", 2);
-    out["hidden"] = model.encode_tokens(in["tokens"].to(at::kLong), o.clip_skip, compute);
-  } else if (role == "sdxl-text") {
-    expect_dims("tokens_l", 2);
-    const auto t = model.encode_sdxl(in["tokens_l"].to(at::kLong), in["tokens_g"].to(at::kLong), compute);
-    out["hidden_l"] = t.hidden_l;
-    out["hidden_g"] = t.hidden_g;
-    out["context"] = t.context;
-    out["pooled"] = t.pooled;
-  } else if (role == "adm") {
-    expect_dims("size_cond", 2);
-    out["y"] = model.sdxl_vector(in["pooled"], in["size_cond"]);
-  } else if (role == "unet") {
-    expect_dims("x", 4);
-    out["eps"] = model.unet(in["x"], in["t"].reshape({-1}), in["context"], in.count("y") ? in["y"] : at::Tensor(), compute);
-  } else if (role == "vae-decode") {
-    expect_dims("latent", 4);
-    out["image"] = model.vae_decode(in["latent"], compute);
-  } else if (role == "vae-encode") {
-    expect_dims("image", 4);
-    out["latent"] = model.vae_encode(in["image"], compute);
-  } else {
-    expect_dims("noise", 4);
-    SamplingParams p;
-    p.sampler = *parse_sampler(o.sampler);
-    p.schedule = *parse_schedule(o.schedule);
-    p.steps = o.steps;
-    p.cfg = o.cfg;
-    p.seed = o.seed;
-    out["latent"] = model.sample(in["noise"], in["cond"], in["uncond"], p, compute, {}, nullptr, {},
-                                 in.count("y_cond") ? in["y_cond"] : at::Tensor(),
-                                 in.count("y_uncond") ? in["y_uncond"] : at::Tensor());
-  }
+  ProbeSetup s;
+  s.model = o.model;
+  s.storage.weights = *parse_weight_type(o.weights);
+  s.storage.scale = *parse_fp8_scale(o.scale);
+  s.device = backend::resolve_device(o.device);
+  s.compute = *parse_compute_type(o.compute);
+  s.loras = parse_lora_flags(o.loras);
+  validate_loras(s.loras);
+  s.lora_mode = *parse_lora_mode(o.lora_mode);
+  s.clip_skip = o.clip_skip;
+  s.sampler = *parse_sampler(o.sampler);
+  s.schedule = *parse_schedule(o.schedule);
+  s.steps = o.steps;
+  s.cfg = o.cfg;
+  s.seed = o.seed;
+  s.guidance = o.guidance;
+  s.no_shift = o.no_shift;
+  const auto out = family->tools.probe.run(role, s, [&](const std::map<std::string, int64_t>& dims) {
+    return read_case_inputs(role, dims, o);
+  });
   write_case_outputs(out, o);
 }
 
@@ -294,8 +191,8 @@ void register_probe(CLI::App& app) {
   sub->add_option("--steps", o->m.steps, "sampling steps")->check(CLI::Range(1, 1000))->capture_default_str();
   sub->add_option("--cfg", o->m.cfg, "classifier-free guidance scale")->capture_default_str();
   sub->add_option("--seed", o->m.seed, "seed of the step noise")->capture_default_str();
-  sub->add_option("--guidance", o->m.guidance, "flux-sample: Flux dev's distilled guidance")->capture_default_str();
-  sub->add_flag("--no-shift", o->m.no_shift, "flux-sample: the unshifted schedule (schnell)");
+  sub->add_option("--guidance", o->m.guidance, "sampling roles of a distilled model: its guidance")->capture_default_str();
+  sub->add_flag("--no-shift", o->m.no_shift, "sampling roles of a shifted schedule: without the shift");
   sub->add_option("--lora", o->m.loras, "FILE:MULT")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("--lora-mode", o->m.lora_mode, "auto, merge, merge-stochastic, online")
       ->check(CLI::IsMember({"auto", "merge", "merge-stochastic", "online"}))

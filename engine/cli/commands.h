@@ -58,8 +58,7 @@ void add_device_option(CLI::App& sub, std::string& device);
 void finish_request(GenerationRequest& r, const RequestFlags& flags,
                     const StorageSpec& auto_storage = {WeightType::FP16, Fp8Scale::None, false},
                     const FamilyTraits* family = nullptr);
-// What `--weights auto` means for a checkpoint: its inspect report's default, or for a Flux
-// transformer its FP8 format when its weights are FP8, else BF16.
+// What `--weights auto` means for a checkpoint: its family's choice (FamilyEntry::auto_storage).
 StorageSpec auto_storage_for(const std::string& checkpoint);
 
 void register_make_synthetic(CLI::App& app);

@@ -5,8 +5,7 @@
 #include <cstdio>
 #include <new>
 
-#include "models/flux/flux_files.h"
-#include "models/inspect.h"
+#include "families/family.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -24,11 +23,9 @@ std::string model_or_demo(const std::string& model_flag) {
 
 StorageSpec auto_storage_for(const std::string& checkpoint) {
   const SafetensorsFile file(checkpoint);
-  const auto c = flux_contents(file);
-  if (!c.transformer) return default_storage(inspect_checkpoint(file));
-  const auto* qkv = file.find(*c.transformer + "double_blocks.0.img_attn.qkv.weight");
-  if (qkv && is_fp8_dtype(qkv->dtype)) return {fp8_format_of(qkv->dtype) == Fp8Format::E5M2 ? WeightType::FP8_E5M2 : WeightType::FP8_E4M3, Fp8Scale::None, false};
-  return {WeightType::BF16, Fp8Scale::None, false};
+  const FamilyEntry* family = find_family(file);
+  if (family && family->tools.auto_storage) return family->tools.auto_storage(file);
+  return {WeightType::FP16, Fp8Scale::None, false};
 }
 
 LoadOptions load_options(const ModelFlags& flags) {

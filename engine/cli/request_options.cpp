@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "cli/commands.h"
+#include "models/streaming.h"
 #include "core/error.h"
 #include "core/logging.h"
 
@@ -154,6 +155,14 @@ void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flag
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
       ->capture_default_str();
   add_image_options(sub, r, init_image, mask);
+  sub.add_option_function<std::string>("--weight-budget", [&r](const std::string& v) {
+    try {
+      r.weight_budget = parse_weight_budget(v);
+    } catch (const InputError& e) {
+      throw CLI::ValidationError("--weight-budget", e.what());
+    }
+  }, "memory the denoiser's resident weights may take, e.g. 8G (Forge's GPU Weights); the other blocks stream "
+     "from the file each step. auto (default): all resident when the model fits, else what fits; 0: stream every block");
   sub.add_flag("--fp8-compute", r.fp8_compute,
                "with --weights fp8-e4m3 on a CUDA GPU of compute capability 8.9+: Linear layers multiply in FP8 "
                "(_scaled_mm; ComfyUI's fp8_e4m3fn_fast); changes the image");

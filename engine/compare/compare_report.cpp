@@ -43,7 +43,7 @@ void write_compare(CompareReport& report, const std::string& folder) {
   nlohmann::json retention = nlohmann::json::array();
   std::ostringstream rmd;
   if (!report.retention.empty()) {
-    rmd << "\n## LoRA retention (the denoiser's output: UNet or Flux transformer; FP32 compute)\n\n| storage | LoRA mode | retention ‖Δ‖ ratio | strength along FP16 Δ |\n|---|---|---|---|\n";
+    rmd << "\n## LoRA retention (the denoiser network's output; FP32 compute)\n\n| storage | LoRA mode | retention ‖Δ‖ ratio | strength along FP16 Δ |\n|---|---|---|---|\n";
     for (const auto& r : report.retention) {
       retention.push_back({{"mode", r.mode}, {"lora_mode", r.lora_mode}, {"retention", r.retention}, {"strength", r.strength}});
       rmd << "| " << r.mode << " | " << r.lora_mode << " | " << fmt(r.retention, 4) << " | " << fmt(r.strength, 4) << " |\n";

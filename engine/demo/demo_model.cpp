@@ -11,6 +11,8 @@
 #include "core/version.h"
 #include "demo/scenes.h"
 #include "io/safetensors.h"
+#include "models/config.h"
+#include "models/synthetic.h"
 
 namespace fp8s::demo {
 namespace fs = std::filesystem;
@@ -66,6 +68,10 @@ GenerationRequest first_run_request() {
   r.schedule = Schedule::Normal;
   r.width = r.height = kImageSize;
   return r;
+}
+
+void make_random_demo_model(const std::string& out, uint64_t seed) {
+  make_synthetic({preset_tiny_sd1(), Dtype::F16, seed, out, true});
 }
 
 }  // namespace fp8s::demo

@@ -2,6 +2,7 @@
 // program from resources/demo/demo-sd1.safetensors.sha256). No LibTorch types here.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,9 @@
 namespace fp8s::demo {
 
 constexpr const char* kDemoFile = "demo-sd1.safetensors";
+// Where no demo model is installed, front ends write the demo's architecture with random weights
+// under this name (a working pipeline, a meaningless picture).
+constexpr const char* kRandomDemoFile = "demo-tiny-sd1-random-weights.safetensors";
 
 // The folders searched, in order: $FP8S_DEMO_DIR, <prefix>/share/fp8studio/demo (installed), the
 // source tree's resources/demo (build tree).
@@ -24,5 +28,7 @@ std::string expected_demo_sha256();
 GenerationRequest first_run_request();
 // True when `path` is a demo checkpoint (its metadata names it).
 bool is_demo_checkpoint(const std::string& path);
+// Writes the demo's architecture (tiny SD1) with random weights from `seed` to `out` (replaced).
+void make_random_demo_model(const std::string& out, uint64_t seed);
 
 }  // namespace fp8s::demo

@@ -22,7 +22,7 @@
 #include "models/unet.h"
 #include "models/vae.h"
 #include "pipeline/img2img.h"
-#include "pipeline/model.h"
+#include "families/sd/model.h"
 #include "text/clip_tokenizer.h"
 #include "text/prompt_parser.h"
 

@@ -8,11 +8,14 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "families/family_traits.h"
+#include "models/checkpoint_layout.h"
+#include "models/streaming.h"
 #include "pipeline/request.h"
 #include "pipeline/sampling_init.h"
 #include "sampling/samplers.h"
@@ -42,10 +45,6 @@ struct PassDenoiser {
 };
 
 // The bytes a model's weights take, by part (denoiser, text encoders, autoencoder).
-struct WeightBytes {
-  uint64_t denoiser = 0, text = 0, vae = 0;
-  uint64_t total() const { return denoiser + text + vae; }
-};
 
 class FamilyModel {
  public:
@@ -57,6 +56,9 @@ class FamilyModel {
   virtual const StorageSpec& storage() const = 0;
   // Fills the family's part of ModelInfo: architecture, components, storage, source note.
   virtual void describe(ModelInfo& info) const = 0;
+  // The denoiser's streaming since the last reset (all zero when every block is resident).
+  virtual StreamStats stream_stats() const { return {}; }
+  virtual void reset_stream_stats() {}
   // The weight bytes of `storage` (the loaded storage: as measured at load; another: the estimate).
   virtual WeightBytes weight_bytes(const StorageSpec& storage) const = 0;
 
@@ -103,12 +105,76 @@ class FamilyModel {
 
 // One family as the registry knows it. `detect` looks at a file's header only (no weights are
 // read); `open` loads the model (its components found, its memory checked) on `device`.
+// `probe ROLE` (reference cases, docs/architecture.md): one stage of a family's model replayed on a
+// case's tensors. The CLI resolves the options; the family opens what the stage needs.
+struct ProbeSetup {
+  std::string model;  // the checkpoint or component file
+  StorageSpec storage;
+  at::Device device = at::kCPU;
+  ComputeType compute = ComputeType::FP32;
+  std::vector<LoraRequest> loras;
+  LoraMode lora_mode = LoraMode::Auto;
+  int clip_skip = 1;
+  // a sampling role's
+  Sampler sampler = Sampler::Euler;
+  Schedule schedule = Schedule::Normal;
+  int steps = 20;
+  float cfg = 7.0f;
+  uint64_t seed = 0;
+  float guidance = 3.5f;  // distilled guidance
+  bool no_shift = false;  // a shifted schedule without its shift
+};
+// Reads a case's input tensors by role, each checked to have the given number of dimensions
+// (0: any; 1 also takes a tensor of one element per row).
+using ProbeInputs = std::function<std::map<std::string, at::Tensor>(const std::map<std::string, int64_t>& dims)>;
+struct ProbeStages {
+  std::vector<std::string> roles;  // the roles this family answers
+  std::function<std::map<std::string, at::Tensor>(const std::string& role, const ProbeSetup& setup,
+                                                  const ProbeInputs& inputs)>
+      run;  // the role's outputs by name
+};
+
+// make-synthetic and make-synthetic-lora (docs/architecture.md, "Synthetic checkpoints"): the
+// released layouts a family writes with random weights, and random LoRAs for its files.
+struct SyntheticLayoutOptions {
+  std::optional<Dtype> dtype;  // unset: the released file's
+  int depth = 0, single_depth = 0;  // benchmarks: fewer blocks (0: the released count)
+};
+struct SyntheticLoraOptions {
+  int rank = 8;
+  double alpha = 8, strength = 0.2;
+  uint64_t seed = 0;
+  std::string out;
+  bool overwrite = false;
+};
+struct SyntheticWriters {
+  std::vector<std::string> archs;  // make-synthetic --arch names
+  std::function<std::vector<LayoutEntry>(const std::string& arch, const SyntheticLayoutOptions& options,
+                                         std::map<std::string, std::string>& metadata)>
+      layout;
+  std::vector<std::string> lora_archs;  // make-synthetic-lora --arch names
+  // A LoRA for `model` (a file this family detects) or, with `model` empty, for the layout `arch`.
+  std::function<void(const std::string& model, const std::string& arch, const SyntheticLoraOptions& options)> lora;
+};
+
+// A family's hooks beyond running a model (each optional).
+struct FamilyTools {
+  // The weight bytes a load of `options` would hold in `storage`, from the file headers alone (the
+  // one estimate before load: the Precision panel's figure, compare's memory check).
+  std::function<WeightBytes(const LoadOptions& options, const StorageSpec& storage)> estimate;
+  // What `--weights auto` means for a file of this family (optional; unset: FP16).
+  std::function<StorageSpec(const SafetensorsFile& file)> auto_storage;
+  ProbeStages probe;
+  SyntheticWriters synthetic;
+};
+
 struct FamilyEntry {
   std::string id;  // "sd", "flux", ...
   std::function<bool(const SafetensorsFile& file)> detect;
   // The traits as the header tells them, before a load (front ends' defaults).
   std::function<FamilyTraits(const SafetensorsFile& file)> traits;
   std::function<std::unique_ptr<FamilyModel>(const LoadOptions& options, const at::Device& device)> open;
+  FamilyTools tools;  // optional: the CLI's tools and the estimate before load
 };
 
 // Adds a family (the built-in ones are registered before the first look-up; a test can add its
@@ -117,6 +183,10 @@ void register_family(FamilyEntry entry);
 // The family of a model file: the first registered whose detector accepts it (nullptr: none).
 const FamilyEntry* find_family(const SafetensorsFile& file);
 const std::vector<FamilyEntry>& registered_families();
+// The family that answers a probe role (nullptr: none).
+const FamilyEntry* find_probe_family(const std::string& role);
+// The family that writes a make-synthetic (lora = false) or make-synthetic-lora (true) --arch.
+const FamilyEntry* find_synthetic_family(const std::string& arch, bool lora = false);
 
 
 // The A1111 latent -> RGB preview of a latent [B,C,h,w] (image 0) in a latent format; empty when

@@ -36,6 +36,13 @@ struct ScheduleChoice {
   std::string label;
 };
 
+// A model's weight bytes by part: the denoiser (UNet or transformer), the text encoders, the
+// autoencoder.
+struct WeightBytes {
+  uint64_t denoiser = 0, text = 0, vae = 0;
+  uint64_t total() const { return denoiser + text + vae; }
+};
+
 struct FamilyTraits {
   std::string id;    // "sd1", "sdxl", "flux-dev", "flux-schnell"
   std::string name;  // "Stable Diffusion 1.x", "Flux.1 dev"

@@ -4,7 +4,9 @@
 
 #include <mutex>
 
+#include "core/error.h"
 #include "families/family.h"
+#include "pipeline/engine.h"
 #include "families/flux/flux_family.h"
 #include "families/sd/sd_family.h"
 
@@ -47,6 +49,33 @@ const FamilyEntry* find_family(const SafetensorsFile& file) {
 }
 
 const std::vector<FamilyEntry>& registered_families() { return registry(); }
+
+WeightBytes estimate_weight_bytes(const LoadOptions& options, const StorageSpec& storage) {
+  const SafetensorsFile file(options.checkpoint);
+  const FamilyEntry* family = find_family(file);
+  if (!family || !family->tools.estimate) throw InputError(options.checkpoint + ": no model family estimates this file");
+  return family->tools.estimate(options, storage);
+}
+
+const FamilyEntry* find_probe_family(const std::string& role) {
+  const std::lock_guard<std::mutex> lock(registry_mutex());
+  for (const auto& e : registry()) {
+    for (const auto& r : e.tools.probe.roles) {
+      if (r == role) return &e;
+    }
+  }
+  return nullptr;
+}
+
+const FamilyEntry* find_synthetic_family(const std::string& arch, bool lora) {
+  const std::lock_guard<std::mutex> lock(registry_mutex());
+  for (const auto& e : registry()) {
+    for (const auto& a : lora ? e.tools.synthetic.lora_archs : e.tools.synthetic.archs) {
+      if (a == arch) return &e;
+    }
+  }
+  return nullptr;
+}
 
 FamilyTraits family_traits_of(const std::string& checkpoint) {
   try {

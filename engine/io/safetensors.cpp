@@ -1,5 +1,6 @@
 #include "io/safetensors.h"
 
+#include <atomic>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -234,7 +235,14 @@ void refuse_pickle_checkpoint(const std::string& path) {
   }
 }
 
+namespace {
+std::atomic<uint64_t> g_headers_read{0};
+}  // namespace
+
+uint64_t SafetensorsFile::headers_read() { return g_headers_read.load(); }
+
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  g_headers_read.fetch_add(1);
   refuse_pickle_checkpoint(path);
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) throw InputError(path + ": cannot open (" + sys_error() + ")");
@@ -245,6 +253,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     throw InputError(path + ": not a regular file");
   }
   file_size_ = static_cast<uint64_t>(st.st_size);
+  mtime_ns_ = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   try {
     if (file_size_ > 0) {
       void* m = ::mmap(nullptr, file_size_, PROT_READ, MAP_PRIVATE, fd_, 0);
@@ -295,6 +304,7 @@ SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
     path_ = std::move(other.path_);
     fd_ = std::exchange(other.fd_, -1);
     file_size_ = other.file_size_;
+    mtime_ns_ = other.mtime_ns_;
     map_ = std::exchange(other.map_, nullptr);
     index_ = std::move(other.index_);
     by_name_ = std::move(other.by_name_);
@@ -335,6 +345,21 @@ void SafetensorsFile::read(const TensorRecord& record, void* dst) const {
     offset += static_cast<uint64_t>(got);
     remaining -= static_cast<uint64_t>(got);
   }
+}
+
+void SafetensorsFile::check_unchanged() const {
+  struct stat st {};
+  const bool same = ::fstat(fd_, &st) == 0 && static_cast<uint64_t>(st.st_size) == file_size_ &&
+                    static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec == mtime_ns_;
+  if (!same) {
+    throw InputError(path_ + ": the file changed on disk after the model was loaded (its size or time differ); "
+                     "load the model again");
+  }
+}
+
+void SafetensorsFile::drop_cached_pages(const TensorRecord& record) const {
+  ::posix_fadvise(fd_, static_cast<off_t>(8 + index_.header_bytes + record.begin), static_cast<off_t>(record.nbytes()),
+                  POSIX_FADV_DONTNEED);
 }
 
 void SafetensorsFile::release_mapping() {

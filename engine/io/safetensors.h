@@ -79,11 +79,21 @@ class SafetensorsFile {
 
   // Drops the memory mapping (after loading); read() keeps working.
   void release_mapping();
+  // Streaming (models/streaming.h): InputError when the file's size or modification time differ
+  // from when it was opened (replaced or rewritten under a loaded model); and a tensor's pages
+  // dropped from the page cache after it was read, so that streaming stays inside its budget.
+  void check_unchanged() const;
+  void drop_cached_pages(const TensorRecord& record) const;
+
+  // How many headers were parsed (files opened) in this process: a request after load reads none
+  // (docs/architecture.md, "Headers are read once"; tests count them).
+  static uint64_t headers_read();
 
  private:
   std::string path_;
   int fd_ = -1;
   uint64_t file_size_ = 0;
+  int64_t mtime_ns_ = 0;
   const uint8_t* map_ = nullptr;
   SafetensorsIndex index_;
   std::map<std::string, std::size_t> by_name_;

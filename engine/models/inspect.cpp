@@ -54,6 +54,18 @@ std::string component_label(const std::string& name) {
   return "other";
 }
 
+uint64_t predicted_bytes(const ComponentStats& c, const StorageSpec& storage) {
+  switch (storage.weights) {
+    case WeightType::FP32: return c.bytes_fp32;
+    case WeightType::FP16:
+    case WeightType::BF16: return c.bytes_16bit;
+    default:
+      if (c.name != "vae") return c.bytes_fp8;
+      // quantisable VAE weights in one byte, the rest 16-bit
+      return storage.fp8_vae ? c.bytes_16bit - c.quantisable_params : c.bytes_16bit;
+  }
+}
+
 InspectReport inspect_checkpoint(const SafetensorsFile& file) {
   InspectReport r;
   r.path = file.path();

@@ -48,6 +48,9 @@ struct InspectReport {
 };
 
 InspectReport inspect_checkpoint(const SafetensorsFile& file);
+// A component's weight bytes when loaded in `storage`: FP32 4 bytes, 16-bit 2; FP8 one byte for
+// the quantisable weights and 16-bit for the rest, the VAE 16-bit unless `storage.fp8_vae`.
+uint64_t predicted_bytes(const ComponentStats& component, const StorageSpec& storage);
 std::string format_inspect_report(const InspectReport& report);
 nlohmann::json inspect_report_json(const InspectReport& report);
 

@@ -167,7 +167,66 @@ void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const Te
   layer.place(codes, true, format, new_scale, device);
 }
 
+bool in_streamed_block(const std::vector<std::string>& streamed, const std::string& name) {
+  for (const auto& p : streamed) {
+    if (name.compare(0, p.size(), p) == 0) return true;
+  }
+  return false;
+}
+
+std::vector<std::pair<std::string, QuantisedLayer*>> quantised_layers(torch::nn::Module& module) {
+  std::vector<std::pair<std::string, QuantisedLayer*>> layers;
+  for (const auto& item : module.named_modules("", false)) {
+    if (auto* layer = dynamic_cast<QuantisedLayer*>(item.value().get())) layers.emplace_back(item.key() + ".weight", layer);
+  }
+  return layers;
+}
+
+bool quantises(const std::string& key, const TensorRecord& rec, bool quantise_component, bool every_layer) {
+  return quantise_component && (every_layer || is_quantisable(key, rec.shape, /*fp8_vae=*/true));
+}
+
 }  // namespace
+
+uint64_t load_block_layers(torch::nn::Module& block, const SafetensorsFile& file, const std::string& prefix,
+                           const StorageSpec& storage, bool quantise_component, bool every_layer,
+                           const at::Device& device) {
+  file.check_unchanged();
+  uint64_t read = 0;
+  for (const auto& [name, layer] : quantised_layers(block)) {
+    const std::string key = prefix + name;
+    const TensorRecord& rec = file.at(key);
+    load_layer_weight(*layer, file, key, storage, quantises(key, rec, quantise_component, every_layer), device);
+    read += rec.nbytes();
+    file.drop_cached_pages(rec);
+  }
+  return read;
+}
+
+void release_block_layers(torch::nn::Module& block) {
+  for (const auto& [name, layer] : quantised_layers(block)) {
+    WeightStore& store = layer->store;
+    store.packed = at::Tensor();
+    store.layout = {};
+    store.weight.set_data(at::empty({1}, store.weight.options()).expand(store.weight.sizes()));
+  }
+}
+
+uint64_t block_layer_bytes(torch::nn::Module& block, const SafetensorsFile& file, const std::string& prefix,
+                           const StorageSpec& storage, bool quantise_component, bool every_layer) {
+  uint64_t bytes = 0;
+  for (const auto& [name, layer] : quantised_layers(block)) {
+    const std::string key = prefix + name;
+    const TensorRecord& rec = file.at(key);
+    const uint64_t n = static_cast<uint64_t>(rec.numel());
+    if (is_fp8(storage.weights) && quantises(key, rec, quantise_component, every_layer)) {
+      bytes += n + (storage.scale == Fp8Scale::Channel ? 4 * static_cast<uint64_t>(rec.shape.at(0)) : storage.scale == Fp8Scale::Tensor ? 4 : 0);
+    } else {
+      bytes += n * static_cast<uint64_t>(at::elementSize(float_storage_dtype(storage.weights)));
+    }
+  }
+  return bytes;
+}
 
 void load_layer_weight(QuantisedLayer& layer, const SafetensorsFile& file, const std::string& key,
                        const StorageSpec& storage, bool quantise, std::optional<at::Device> device) {
@@ -202,20 +261,17 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
                                const std::string& prefix, const StorageSpec& storage,
                                bool quantise_component, const std::vector<std::string>& ignorable,
                                const std::map<std::string, QuantisedLayer*>& fused, const at::Device& device,
-                               bool every_layer) {
+                               bool every_layer, const std::vector<std::string>& streamed) {
   LoadReport report;
   std::vector<std::string> missing;
   std::set<std::string> used;
   // Quantised layers first: their weights may become FP8.
   std::set<std::string> handled;
+  std::set<const QuantisedLayer*> skipped;  // in streamed blocks
   // Every quantisable layer by its weight's name: module layers (`<path>.weight`) and the fused
   // ones stored under a parameter name.
   std::vector<std::pair<std::string, QuantisedLayer*>> layers(fused.begin(), fused.end());
-  for (const auto& item : module.named_modules("", false)) {
-    if (auto* layer = dynamic_cast<QuantisedLayer*>(item.value().get())) {
-      layers.emplace_back(item.key() + ".weight", layer);
-    }
-  }
+  for (auto& l : quantised_layers(module)) layers.push_back(std::move(l));
   for (const auto& [name, layer] : layers) {
     const std::string key = prefix + name;
     const auto* rec = file.find(key);
@@ -228,16 +284,20 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
                        " but the model expects " + shape_str(layer->store.weight.sizes()) +
                        "; the checkpoint is not the architecture it claims to be");
     }
-    // Embedding MLPs (time_embed, label_emb) stay 16-bit like every embedding (docs/architecture.md, "Number formats").
-    load_layer_weight(*layer, file, key, storage,
-                      quantise_component && (every_layer || is_quantisable(key, rec->shape, /*fp8_vae=*/true)), device);
-    handled.insert(name);
     used.insert(key);
-    // the file's scales were read with its weight (also when it was decoded); the layer keeps
-    // its own under the buffer name `scale_weight`
     for (const std::string& k : {find_scale_key(lookup(file), key), find_input_scale_key(lookup(file), key)}) {
       if (!k.empty()) used.insert(k);
     }
+    if (in_streamed_block(streamed, name)) {  // staged when its block runs
+      handled.insert(name);
+      skipped.insert(layer);
+      continue;
+    }
+    // Embedding MLPs (time_embed, label_emb) stay 16-bit like every embedding (docs/architecture.md, "Number formats").
+    load_layer_weight(*layer, file, key, storage, quantises(key, *rec, quantise_component, every_layer), device);
+    handled.insert(name);
+    // the file's scales were read with its weight (also when it was decoded); the layer keeps
+    // its own under the buffer name `scale_weight`
     if (layer->store.scale.defined()) handled.insert(scale_key_for(name));
     report.quantised += layer->store.fp8 ? 1 : 0;
   }
@@ -301,7 +361,7 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
   // logical shape that owns no memory, its elements are in the store), then every other tensor
   std::set<const at::TensorImpl*> counted;
   for (const auto& [name, layer] : layers) {
-    if (!counted.insert(layer->store.weight.unsafeGetTensorImpl()).second) continue;
+    if (!counted.insert(layer->store.weight.unsafeGetTensorImpl()).second || skipped.count(layer)) continue;
     report.bytes += layer->store.bytes();
     if (layer->store.scale.defined()) counted.insert(layer->store.scale.unsafeGetTensorImpl());
   }

@@ -188,7 +188,24 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
                                bool quantise_component,
                                const std::vector<std::string>& ignorable = {},
                                const std::map<std::string, QuantisedLayer*>& fused = {},
-                               const at::Device& device = at::Device(at::kCPU), bool every_layer = false);
+                               const at::Device& device = at::Device(at::kCPU), bool every_layer = false,
+                               const std::vector<std::string>& streamed = {});
+// `streamed`: module-relative prefixes ("double_blocks.3.") of streamed blocks, whose quantised
+// layers are checked against the file (present, same shape) but not read: they stay placeholders
+// until load_block_layers stages them (models/streaming.h). Not in the report's bytes.
+
+// Stages a streamed block's quantised layers from `file` (key = prefix + the layer's path) exactly
+// as load_module_weights stores them (the same stored values, bit for bit), and returns the bytes
+// read from the file. The file's size and mtime are checked first (a change: InputError); its
+// pages are dropped from the page cache after the read.
+uint64_t load_block_layers(torch::nn::Module& block, const SafetensorsFile& file, const std::string& prefix,
+                           const StorageSpec& storage, bool quantise_component, bool every_layer,
+                           const at::Device& device);
+// Drops a block's quantised layers' weights (placeholders of their shape again); scales stay.
+void release_block_layers(torch::nn::Module& block);
+// The bytes a block's quantised layers take when staged in `storage`, from the file's header.
+uint64_t block_layer_bytes(torch::nn::Module& block, const SafetensorsFile& file, const std::string& prefix,
+                           const StorageSpec& storage, bool quantise_component, bool every_layer);
 
 // (Re)loads one quantised layer's weight from `key` in the storage type (FP8 codes + scale when
 // `quantise` and the storage is FP8; the file's codes when the file is already FP8), onto `device`

@@ -24,7 +24,7 @@ struct SyntheticOptions {
 // Weights are uniform in +-sqrt(3 / fan_in), biases small, norms 1/0, buffers by their formulas;
 // the same seed gives the same file. Tiny configurations carry their `ldm.config` metadata.
 void make_synthetic(const SyntheticOptions& options, const ProgressFn& progress = {});
-// The same for any layout (the Flux family's, pipeline/flux_model.h): entries of dtype F8_E4M3 or
+// The same for any layout (the Flux family's, families/flux/flux_model.h): entries of dtype F8_E4M3 or
 // F8_E5M2 hold the codes of the random values (no scale, as the plain FP8 files).
 void make_synthetic_layout(const std::vector<LayoutEntry>& layout, const std::map<std::string, std::string>& metadata,
                            uint64_t seed, const std::string& out, bool overwrite, const ProgressFn& progress = {});

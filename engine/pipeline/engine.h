@@ -42,6 +42,11 @@ struct DeviceChoice {
 };
 std::vector<DeviceChoice> available_devices();
 
+// The weight bytes a load of `options` would hold in `storage`, before any load: its family's
+// estimate from the file headers (the one estimate front ends show). InputError when the file is
+// unreadable, a component is not found, or no family takes it.
+WeightBytes estimate_weight_bytes(const LoadOptions& options, const StorageSpec& storage);
+
 class Engine {
  public:
   explicit Engine(const LoadOptions& options, Observer* observer = nullptr);

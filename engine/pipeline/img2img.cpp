@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "pipeline/model.h"
 
 namespace fp8s {
 
@@ -57,25 +56,9 @@ at::Tensor image_tensor(const RgbImage& image) {
   return t.permute({0, 3, 1, 2}).to(at::kFloat).div(127.5).sub(1).contiguous();
 }
 
-at::Tensor encode_latent(const Model& model, const at::Tensor& images, ComputeType compute, at::Generator& gen,
-                         int64_t copies) {
-  auto moments = model.vae_moments(images, compute);
-  if (copies > 1) moments = moments.repeat({copies, 1, 1, 1});
-  const int64_t z = moments.size(1) / 2;
-  const auto mean = moments.slice(1, 0, z);
-  const auto logvar = moments.slice(1, z).clamp(-30.0, 20.0);
-  const auto eps = at::randn(mean.sizes(), gen, at::kFloat);
-  return (mean + at::exp(0.5 * logvar) * eps) * model.latent_scale();
-}
-
-namespace {
-
-// [1,1,H,W] float of a mask /255.
 at::Tensor mask_tensor(const GrayImage& m) {
   return at::from_blob(const_cast<uint8_t*>(m.pixels.data()), {1, 1, m.height, m.width}, at::kByte).to(at::kFloat).div(255);
 }
-
-}  // namespace
 
 void apply_latent_mask(PreparedInit& out, const ImageJob& job, const GenerationRequest& r, int batch, at::Generator& gen) {
   if (!job.mask) return;
@@ -88,30 +71,6 @@ void apply_latent_mask(PreparedInit& out, const ImageJob& job, const GenerationR
   } else if (r.inpainting_fill == InpaintFill::LatentNothing) {
     out.latent = out.latent * out.keep;
   }
-}
-
-PreparedInit prepare_init(const Model& model, const ImageJob& job, const GenerationRequest& r, int batch,
-                          at::Generator& gen) {
-  PreparedInit out;
-  const at::Tensor image = image_tensor(job.source);  // one image, encoded once for the batch
-  out.latent = encode_latent(model, image, r.compute, gen, batch);
-  const int64_t lh = out.latent.size(2), lw = out.latent.size(3);
-  apply_latent_mask(out, job, r, batch, gen);
-  if (model.is_inpainting()) {
-    // ldm's LatentInpaintDiffusion: mask (rounded, image size, then nearest to the latent) ++ the
-    // latent of the image with the masked part zeroed
-    at::Tensor m = job.mask ? mask_tensor(*job.mask).round() : at::ones({1, 1, image.size(2), image.size(3)});
-    const auto masked = encode_latent(model, image * (1 - m), r.compute, gen, batch);
-    m = at::upsample_nearest2d(m, {lh, lw}).expand({batch, 1, lh, lw});
-    out.image_cond = at::cat({m, masked}, 1);
-  }
-  return out;
-}
-
-at::Tensor txt2img_image_cond(const Model& model, int batch, int height, int width, ComputeType compute,
-                              at::Generator& gen) {
-  const auto grey = encode_latent(model, at::zeros({1, 3, height, width}), compute, gen, batch);
-  return at::cat({at::ones({batch, 1, grey.size(2), grey.size(3)}), grey}, 1);
 }
 
 RgbImage finish_image(const ImageJob& job, const RgbImage& decoded) {

@@ -14,8 +14,6 @@
 
 namespace fp8s {
 
-class Model;
-
 // What the request's images become before sampling (one batch; the same for every image of it).
 struct ImageJob {
   RgbImage source;                   // the init image as the model sees it (width x height), masked content applied
@@ -28,35 +26,23 @@ struct ImageJob {
 // Resizes, blurs and crops as the request asks; `width` x `height` is the sampling size.
 ImageJob prepare_image_job(const GenerationRequest& request, int width, int height);
 
-// The latent of RGB images [B,3,H,W] in [-1,1]: the posterior mean + std·ε with ε from `gen`,
-// times the model's scale factor.
-// `copies` samples of the posterior of each image: the VAE encodes the images once, the generator
-// draws the noise of every copy (the numbers of encoding `copies` stacked copies, in that order).
-at::Tensor encode_latent(const Model& model, const at::Tensor& images, ComputeType compute, at::Generator& gen,
-                         int64_t copies = 1);
 // Decoded images [B,3,H,W] in [-1,1] -> 8-bit RGB: floor(clamp((x + 1) / 2, 0, 1) * 255 + 0.5).
 std::vector<RgbImage> to_images(const at::Tensor& decoded);
 // 8-bit RGB -> [1,3,H,W] in [-1,1] (x / 127.5 − 1).
 at::Tensor image_tensor(const RgbImage& image);
+// [1,1,H,W] float of a mask / 255.
+at::Tensor mask_tensor(const GrayImage& mask);
 
 struct PreparedInit {
   at::Tensor latent;      // [B,C,h,w]
   at::Tensor keep;        // [B,C,h,w] 1 = keep the init latent (undefined without a mask)
   at::Tensor image_cond;  // [B,5,h,w] for a 9-channel UNet (undefined otherwise)
 };
-// Encodes the job for a batch of `batch` with the seed's generator `gen` (after the initial noise
-// was drawn from it) and applies the latent masked-content modes.
-PreparedInit prepare_init(const Model& model, const ImageJob& job, const GenerationRequest& request, int batch,
-                          at::Generator& gen);
 // The job's latent mask (A1111: the mask resized to the latent, rounded; `out.keep`, 1 = keep) and
 // the latent masked-content modes (latent noise from `gen`, latent nothing) applied to
-// `out.latent` [batch, C, h, w], any C (SD's 4, Flux's 16). Nothing without a mask.
+// `out.latent` [batch, C, h, w], any C (the family's latent channels). Nothing without a mask.
 void apply_latent_mask(PreparedInit& out, const ImageJob& job, const GenerationRequest& request, int batch,
                        at::Generator& gen);
-// A 9-channel UNet's conditioning for txt2img: a mask of ones and the latent of a grey image.
-at::Tensor txt2img_image_cond(const Model& model, int batch, int height, int width, ComputeType compute,
-                              at::Generator& gen);
-
 // The decoded image (width x height) finished as A1111 does: pasted back into the original
 // ("only masked") and overlaid with the original pixels outside the mask.
 RgbImage finish_image(const ImageJob& job, const RgbImage& decoded);

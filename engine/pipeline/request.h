@@ -17,7 +17,7 @@ namespace fp8s {
 
 // SDXL size conditioning (0 = the image size; crop 0,0), as sgm's `original_size_as_tuple`,
 // `crop_coords_top_left` and `target_size_as_tuple`.
-struct SdxlSize {
+struct SizeConditioning {
   int original_width = 0, original_height = 0;
   int crop_top = 0, crop_left = 0;
   int target_width = 0, target_height = 0;
@@ -45,10 +45,14 @@ struct GenerationRequest {
   Schedule schedule = Schedule::Karras;
   int clip_skip = 1;
   StorageSpec storage;
+  // The memory the denoiser's resident weights may take (docs/architecture.md, "Weight budget and
+  // streaming"); the blocks beyond it stream from the file. Unset: auto (all resident when the
+  // model fits, else what fits beside the working memory). 0: every block streams.
+  std::optional<uint64_t> weight_budget;
   ComputeType compute = ComputeType::BF16;
   std::vector<LoraRequest> loras;  // in addition to <lora:NAME:W> tags in the prompt
   LoraMode lora_mode = LoraMode::Auto;
-  SdxlSize size;
+  SizeConditioning size;
   UncondMode uncond = UncondMode::Auto;
   // FP8 compute (ComfyUI's fp8_e4m3fn_fast): E4M3-stored Linear layers multiply in FP8 through
   // _scaled_mm with a per-tensor activation scale. CUDA compute capability 8.9+ only; changes numerics.
@@ -151,6 +155,10 @@ struct GenerationResult {
   TimingReport timing;
   uint64_t weight_bytes = 0;
   uint64_t unet_bytes = 0, text_bytes = 0, vae_bytes = 0;
+  // Streaming (the weight budget): the weights read from the file during this request, the
+  // reader's time, and the time the compute waited for a block (transfer wait)
+  uint64_t streamed_bytes = 0;
+  double stream_read_ms = 0, transfer_wait_ms = 0;
   uint64_t tracked_peak_bytes = 0;  // peak live tensor bytes during this request
   uint64_t rss_peak_bytes = 0;
   bool rss_peak_is_per_request = false;  // the kernel let the high-water mark be reset at the start
@@ -170,6 +178,12 @@ struct ComponentInfo {
 
 struct ModelInfo {
   std::string path;
+  // The denoiser's residency plan (docs/architecture.md, "Weight budget and streaming"): its
+  // blocks, how many stream, the bytes of the resident and of the streamed ones, and the plan's
+  // line ("resident 31 of 57 blocks, 9.8 GB; streaming 26 blocks, 13.9 GB a step"; empty: all resident).
+  int blocks = 0, streamed_blocks = 0;
+  uint64_t resident_block_bytes = 0, streamed_block_bytes = 0;
+  std::string residency;
   FamilyTraits traits;  // the family's sizes, samplers, guidance, components, latent format
   std::vector<ComponentInfo> components;  // a model of several files: each file's part
   std::string architecture;

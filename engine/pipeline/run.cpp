@@ -223,6 +223,7 @@ GenerationResult run_generation(const RunContext& ctx, const GenerationRequest& 
   if (cancel.load()) throw Cancelled();
   if (f.sampling_needs_load() && observer) observer->onPhase({Phase::Load, ms_since(start)});
   f.begin_sampling();
+  f.reset_stream_stats();
   // img2img / inpainting: the images prepared once for the whole request
   const std::optional<ImageJob> job =
       r.init_image ? std::optional<ImageJob>(prepare_image_job(r, r.width, r.height)) : std::nullopt;
@@ -237,6 +238,10 @@ GenerationResult run_generation(const RunContext& ctx, const GenerationRequest& 
   result.unet_bytes = bytes.denoiser;
   result.text_bytes = bytes.text;
   result.vae_bytes = bytes.vae;
+  const auto streamed = f.stream_stats();
+  result.streamed_bytes = streamed.bytes_read;
+  result.stream_read_ms = streamed.read_ms;
+  result.transfer_wait_ms = streamed.wait_ms;
   finish_result(result, vram, device, observer, start);
   return result;
 }

@@ -16,26 +16,17 @@
 
 namespace fp8s::gui {
 
-double predictedWeightBytes(const InspectReport& report, const StorageSpec& storage) {
-  double total = 0;
-  for (const auto& c : report.components) {
-    const bool vae = c.name == "vae";
-    switch (storage.weights) {
-      case WeightType::FP32: total += static_cast<double>(c.bytes_fp32); break;
-      case WeightType::FP16:
-      case WeightType::BF16: total += static_cast<double>(c.bytes_16bit); break;
-      default:
-        if (vae && !storage.fp8_vae) {
-          total += static_cast<double>(c.bytes_16bit);
-        } else if (vae) {
-          // quantisable VAE weights in one byte, the rest 16-bit
-          total += static_cast<double>(c.bytes_16bit) - static_cast<double>(c.quantisable_params);
-        } else {
-          total += static_cast<double>(c.bytes_fp8);
-        }
+WeightEstimate engineWeightEstimate(const std::string& checkpoint, const std::map<std::string, std::string>& components) {
+  LoadOptions o;
+  o.checkpoint = checkpoint;
+  o.components = components;
+  return [o](const StorageSpec& storage) -> std::optional<WeightBytes> {
+    try {
+      return estimate_weight_bytes(o, storage);
+    } catch (const std::exception&) {
+      return std::nullopt;  // a component not found yet: the load says which
     }
-  }
-  return total;
+  };
 }
 
 PrecisionPanel::PrecisionPanel(QWidget* parent) : QWidget(parent) {
@@ -121,8 +112,12 @@ StorageSpec PrecisionPanel::compareStorage() const {
   return s;
 }
 
+void PrecisionPanel::setEstimate(WeightEstimate estimate) {
+  m_estimate = std::move(estimate);
+  update();
+}
+
 void PrecisionPanel::setReport(const InspectReport* report) {
-  m_report = report;
   // A checkpoint whose weights are FP8 in the file loads as that FP8 (one byte a weight, its own
   // format and scaling), as the CLI's `--weights auto` does; upcasting it stays one choice away.
   if (report && report->is_fp8_source() && report->path != m_followedPath) {
@@ -149,12 +144,14 @@ void PrecisionPanel::update() {
   const auto p = settings();
   m_scale->setEnabled(is_fp8(p.storage.weights));
   m_vae->setEnabled(is_fp8(p.storage.weights));
-  if (!m_report) {
+  const auto estimate = m_estimate ? m_estimate(p.storage) : std::nullopt;
+  const auto estimate16 = m_estimate ? m_estimate(StorageSpec{WeightType::FP16, Fp8Scale::None, false}) : std::nullopt;
+  if (!estimate || !estimate16) {
     m_prediction->setText(tr("Weight memory: choose a model to see the prediction."));
     return;
   }
-  const double bytes = predictedWeightBytes(*m_report, p.storage);
-  const double fp16 = predictedWeightBytes(*m_report, StorageSpec{WeightType::FP16, Fp8Scale::None, false});
+  const double bytes = double(estimate->total());
+  const double fp16 = double(estimate16->total());
   QString text = tr("Weight memory: <b>%1</b>").arg(formatBytes(bytes));
   if (p.storage.weights != WeightType::FP16) {
     const double saved = fp16 - bytes;

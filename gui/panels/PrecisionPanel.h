@@ -4,6 +4,13 @@
 
 #include <QWidget>
 
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "families/family_traits.h"
+
 #include "core/types.h"
 
 class QComboBox;
@@ -24,9 +31,10 @@ struct PrecisionSettings {
   }
 };
 
-// Predicted bytes of the weights in `storage` (UNet and text encoders per their storage type, the VAE
-// 16-bit unless FP8 VAE is chosen), from an inspect report.
-double predictedWeightBytes(const InspectReport& report, const StorageSpec& storage);
+// The weight bytes a model would hold in a storage type (nullopt: unknown).
+using WeightEstimate = std::function<std::optional<WeightBytes>(const StorageSpec& storage)>;
+// The engine's estimate (its family's, from the headers) for a checkpoint and its components.
+WeightEstimate engineWeightEstimate(const std::string& checkpoint, const std::map<std::string, std::string>& components);
 
 class PrecisionPanel : public QWidget {
   Q_OBJECT
@@ -38,7 +46,8 @@ class PrecisionPanel : public QWidget {
   void setSettings(const PrecisionSettings& p);
   // The FP8 storage that "Compare" sets against FP16: the chosen one if FP8, else E4M3.
   StorageSpec compareStorage() const;
-  void setReport(const InspectReport* report);  // for the prediction; nullptr clears it
+  void setReport(const InspectReport* report);  // an FP8 file's own storage is followed
+  void setEstimate(WeightEstimate estimate);    // for the prediction; empty clears it
   QString predictionText() const;
   // Where the model runs: "auto", "cpu" or "cuda:N" (a change reloads the model).
   QString device() const;
@@ -61,7 +70,7 @@ class PrecisionPanel : public QWidget {
   QComboBox* m_vae;
   QComboBox* m_device;
   QLabel* m_prediction;
-  const InspectReport* m_report = nullptr;
+  WeightEstimate m_estimate;
   std::string m_followedPath;  // the FP8 checkpoint whose storage setReport last followed
 };
 

@@ -167,11 +167,11 @@ PromptPanel::PromptPanel(QWidget* parent) : QWidget(parent) {
   m_cfgLabel = new QLabel(tr("CFG"), this);
   grid->addWidget(m_cfgLabel, 1, 2);
   grid->addWidget(m_cfg, 1, 3);
-  // Flux dev's distilled guidance (Forge's "Distilled CFG Scale") in CFG's place
+  // a distilled model's guidance (Forge's "Distilled CFG Scale") in CFG's place
   m_guidance = makeDoubleSpin(this, 0.0, 30.0, 0.5, 3.5, QStringLiteral("guidanceSpin"));
   m_guidance->setDecimals(1);
-  m_guidance->setToolTip(tr("Flux dev's distilled guidance (Forge: Distilled CFG Scale), given to the transformer; "
-                            "no second pass as CFG needs"));
+  m_guidance->setToolTip(tr("The distilled guidance the model was trained with (Forge: Distilled CFG Scale), given to "
+                            "the network; no second pass as CFG needs"));
   m_guidanceLabel = new QLabel(tr("Guidance"), this);
   grid->addWidget(m_guidanceLabel, 1, 2);
   grid->addWidget(m_guidance, 1, 3);

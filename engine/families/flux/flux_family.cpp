@@ -25,7 +25,7 @@
 #include "pipeline/img2img.h"
 #include "pipeline/infotext.h"
 #include "pipeline/engine.h"
-#include "pipeline/model.h"
+#include "families/sd/model.h"
 #include "pipeline/run_support.h"
 #include "text/clip_tokenizer.h"
 #include "text/prompt_parser.h"
@@ -146,28 +146,61 @@ uint64_t flux_peak_bytes(const FluxComponentBytes& b, int width, int height, int
   return std::max(text_phase, sample_phase) + kProcessBytes;
 }
 
-void check_flux_fits(const std::function<FluxComponentBytes(const StorageSpec&)>& bytes_of, int hidden_size,
-                     const StorageSpec& storage, int width, int height, int batch, uint64_t available) {
-  if (available == 0) return;  // unknown
-  const uint64_t need = flux_peak_bytes(bytes_of(storage), width, height, batch, hidden_size);
-  if (need <= available) return;
-  std::string msg = storage_label(storage) + " Flux at " + std::to_string(width) + "x" + std::to_string(height) +
-                    " needs " + gb(need) + ", this machine has " + gb(available);
-  if (!is_fp8(storage.weights)) {
-    StorageSpec fp8 = storage;
-    fp8.weights = WeightType::FP8_E4M3;
-    const uint64_t need8 = flux_peak_bytes(bytes_of(fp8), width, height, batch, hidden_size);
-    msg += "; FP8 needs " + gb(need8) + (need8 <= available ? " (use --weights fp8-e4m3)" : "");
-  } else {
-    msg += "; use a smaller size or batch";
+uint64_t flux_largest_block_bytes(int hidden_size, const StorageSpec& storage) {
+  // a double block: two streams of qkv 3h², proj h², MLP 8h² and modulation 6h²
+  const uint64_t params = 36ull * static_cast<uint64_t>(hidden_size) * static_cast<uint64_t>(hidden_size);
+  return params * (is_fp8(storage.weights) ? 1 : storage.weights == WeightType::FP32 ? 4 : 2);
+}
+
+std::optional<uint64_t> flux_weight_budget(const std::function<FluxComponentBytes(const StorageSpec&)>& bytes_of,
+                                           int hidden_size, const StorageSpec& storage, int width, int height,
+                                           int batch, uint64_t available, std::optional<uint64_t> requested) {
+  const auto b = bytes_of(storage);
+  const uint64_t staging = 2 * flux_largest_block_bytes(hidden_size, storage);
+  const uint64_t working = flux_working_bytes(width, height, batch, hidden_size);
+  // the transformer phase with its resident weights capped at `budget` (+ two staged blocks)
+  auto peak_with = [&](uint64_t budget) {
+    FluxComponentBytes capped = b;
+    capped.transformer = std::min(b.transformer, budget + staging);
+    return flux_peak_bytes(capped, width, height, batch, hidden_size);
+  };
+  const std::string what = storage_label(storage) + " Flux at " + std::to_string(width) + "x" + std::to_string(height);
+  if (available == 0) return requested;  // unknown: as asked
+  if (requested) {
+    if (peak_with(*requested) > available) {
+      throw DoesNotFit(what + " with a " + gb(*requested) + " weight budget needs " + gb(peak_with(*requested)) +
+                       ", this machine has " + gb(available) + "; use a smaller --weight-budget, or auto");
+    }
+    return requested;
   }
-  throw DoesNotFit(msg);
+  if (flux_peak_bytes(b, width, height, batch, hidden_size) <= available) return std::nullopt;  // all resident
+  if (peak_with(0) > available) {
+    std::string msg = what + " needs " + gb(peak_with(0)) + " even with every block streamed (working memory, " +
+                      "text encoders, autoencoder and two staged blocks), this machine has " + gb(available);
+    if (!is_fp8(storage.weights)) {
+      StorageSpec fp8 = storage;
+      fp8.weights = WeightType::FP8_E4M3;
+      const uint64_t need8 = flux_peak_bytes(bytes_of(fp8), width, height, batch, hidden_size);
+      msg += "; FP8 needs " + gb(need8) + (need8 <= available ? " (use --weights fp8-e4m3)" : "");
+    } else {
+      msg += "; use a smaller size or batch";
+    }
+    throw DoesNotFit(msg);
+  }
+  // auto: the most the resident blocks may take beside everything else
+  uint64_t lo = 0, hi = b.transformer;
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo + 1) / 2;
+    if (peak_with(mid) <= available) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
 }
 
 void check_flux_fits(const FluxFiles& files, const StorageSpec& storage, int width, int height, int batch,
                      uint64_t available) {
-  check_flux_fits([&](const StorageSpec& s) { return flux_storage_bytes(files, s); }, flux_hidden_size(files), storage,
-                  width, height, batch, available);
+  flux_weight_budget([&](const StorageSpec& s) { return flux_storage_bytes(files, s); }, flux_hidden_size(files),
+                     storage, width, height, batch, available, std::nullopt);
 }
 
 int flux_t5_length(const GenerationRequest& r, bool dev) { return r.t5_max_length > 0 ? r.t5_max_length : dev ? 512 : 256; }
@@ -290,8 +323,17 @@ class FluxFamily final : public FamilyModel {
   std::shared_ptr<const ClipTokenizer> clip_tokenizer() const override { return clip_; }
   double load_ms() const override { return model_->load_ms(); }
 
+  StreamStats stream_stats() const override { return model_->stream_stats(); }
+  void reset_stream_stats() override { model_->reset_stream_stats(); }
+
   void describe(ModelInfo& i) const override {
     const auto& f = *model_;
+    const auto& plan = f.residency();
+    i.blocks = static_cast<int>(plan.streamed.size());
+    i.streamed_blocks = plan.streamed_count();
+    i.resident_block_bytes = plan.resident_bytes;
+    i.streamed_block_bytes = plan.streamed_bytes;
+    if (plan.any()) i.residency = plan.describe();
     i.architecture = traits_.name;
     i.storage = weight_type_name(f.storage().weights);
     const auto b = estimate_bytes(f.files(), f.storage());
@@ -324,18 +366,17 @@ class FluxFamily final : public FamilyModel {
       throw InputError("distilled guidance must be between 0 and 100 (Flux dev's default is 3.5)");
     }
     if (r.t5_max_length < 0 || r.t5_max_length > 4096) throw InputError("--t5-max-length must be between 1 and 4096 (0: the model's)");
-    if (model_->device().is_cpu()) {
-      // another storage first releases what the model holds now (compare's next mode)
-      const auto& held = model_->bytes();
-      const uint64_t freed = r.storage != model_->storage() ? held.transformer + held.t5 + held.clip_l + held.vae : 0;
-      if (r.enable_hr) w = r.hr_target_width(w), h = r.hr_target_height(h);  // the larger pass
-      check_fits(model_->files(), r.storage, w, h, r.batch_size, available_memory_bytes() + freed);
-    }
+    if (r.enable_hr) w = r.hr_target_width(w), h = r.hr_target_height(h);  // the larger pass
+    (void)weight_budget(r, w, h);
   }
 
   void prepare(const GenerationRequest& r) override {
     cached_job_ = nullptr;
+    const int big_w = r.enable_hr ? r.hr_target_width(r.width) : r.width;
+    const int big_h = r.enable_hr ? r.hr_target_height(r.height) : r.height;
+    const auto budget = weight_budget(r, big_w, big_h);
     if (r.storage != model_->storage()) model_->set_storage(r.storage);
+    model_->set_weight_budget(budget);
     model_->set_fp8_compute(r.fp8_compute);
     const at::Device device = model_->device();
     // Phases in sequence where they do not fit together: the transformer leaves before the text
@@ -343,8 +384,6 @@ class FluxFamily final : public FamilyModel {
     const uint64_t available = device.is_cpu() ? available_memory_bytes() : backend::device_total_bytes(device);
     const auto bytes = estimate_bytes(model_->files(), r.storage);
     if (device.is_cuda()) {
-      const int big_w = r.enable_hr ? r.hr_target_width(r.width) : r.width;
-      const int big_h = r.enable_hr ? r.hr_target_height(r.height) : r.height;
       const uint64_t working = flux_working_bytes(big_w, big_h, r.batch_size, shapes_.hidden);
       const bool t5_cpu = t5_on_cpu_ || flux_t5_on_cpu(device, bytes, available, working);
       if (t5_cpu && !t5_on_cpu_ && model_->t5_device() != at::Device(at::kCPU)) {
@@ -446,8 +485,25 @@ class FluxFamily final : public FamilyModel {
   }
   void check_fits(const FluxFiles& files, const StorageSpec& storage, int width, int height, int batch,
                   uint64_t available) const {
-    check_flux_fits([&](const StorageSpec& st) { return estimate_bytes(files, st); }, shapes_.hidden, storage, width,
-                    height, batch, available);
+    flux_weight_budget([&](const StorageSpec& st) { return estimate_bytes(files, st); }, shapes_.hidden, storage, width,
+                       height, batch, available, std::nullopt);
+  }
+  // The transformer's weight budget for a request sampled at width x height (the larger pass):
+  // what it asks, or auto (flux_weight_budget) over the memory available to this model (what the
+  // machine has free plus what the model holds now); DoesNotFit when even streaming cannot fit.
+  // Auto budgets are whole 256 MiB steps, so that a request does not reload the transformer for a
+  // few pages of difference. Streaming is the CPU's transport for now.
+  std::optional<uint64_t> weight_budget(const GenerationRequest& r, int width, int height) const {
+    if (!model_->device().is_cpu()) {
+      if (r.weight_budget) throw InputError("--weight-budget: streaming to a CUDA device is not built yet; use auto (all resident)");
+      return std::nullopt;
+    }
+    const auto& held = model_->bytes();
+    const uint64_t available = available_memory_bytes() + held.transformer + held.t5 + held.clip_l + held.vae;
+    auto budget = flux_weight_budget([&](const StorageSpec& st) { return estimate_bytes(model_->files(), st); },
+                                     shapes_.hidden, r.storage, width, height, r.batch_size, available, r.weight_budget);
+    if (budget && !r.weight_budget) *budget -= *budget % (256ull << 20);
+    return budget;
   }
   // The storage a component is kept in (flux_component_storage, from the types read at load).
   StorageSpec component_storage(const ComponentSource* source, StorageSpec s) const {
@@ -488,6 +544,7 @@ FamilyEntry flux_family_entry() {
   e.open = [](const LoadOptions& o, const at::Device& device) -> std::unique_ptr<FamilyModel> {
     return std::make_unique<FluxFamily>(o, device);
   };
+  e.tools = flux_tools();
   return e;
 }
 

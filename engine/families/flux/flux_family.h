@@ -5,7 +5,7 @@
 #include <functional>
 #include <string>
 
-#include "pipeline/flux_model.h"
+#include "families/flux/flux_model.h"
 #include "families/family.h"
 #include "pipeline/request.h"
 
@@ -22,14 +22,19 @@ int flux_hidden_size(const FluxFiles& files);
 // The peak of a generation at width x height: the larger of the text phase (T5 + CLIP-L) and the
 // transformer phase (transformer + autoencoder + activations), plus what both need.
 uint64_t flux_peak_bytes(const FluxComponentBytes& b, int width, int height, int batch, int hidden_size);
-// Refuses (InputError) a storage whose peak exceeds `available`, with the numbers: "FP16 Flux needs
-// 33.4 GB, this machine has 23.4 GB; FP8 needs 17.9 GB".
+// The largest streamed block (a double block) in a storage: a staging slot's size.
+uint64_t flux_largest_block_bytes(int hidden_size, const StorageSpec& storage);
+// The weight budget the transformer runs under (docs/architecture.md, "Weight budget and
+// streaming"): `requested` (--weight-budget) when the run fits with it; auto (unset): none (all
+// resident) when the whole peak fits in `available`, else the most the resident blocks may take
+// beside the text phase, the autoencoder, the working memory and two staged blocks. DoesNotFit
+// with both numbers when it cannot fit even with every block streamed. `available` 0: unknown.
+std::optional<uint64_t> flux_weight_budget(const std::function<FluxComponentBytes(const StorageSpec&)>& bytes_of,
+                                           int hidden_size, const StorageSpec& storage, int width, int height,
+                                           int batch, uint64_t available, std::optional<uint64_t> requested);
+// The auto budget's check alone (refuses what cannot fit even streamed), from the headers.
 void check_flux_fits(const FluxFiles& files, const StorageSpec& storage, int width, int height, int batch,
                      uint64_t available);
-
-// The same over any byte estimate (the family's, read from the headers once per storage).
-void check_flux_fits(const std::function<FluxComponentBytes(const StorageSpec&)>& bytes_of, int hidden_size,
-                     const StorageSpec& storage, int width, int height, int batch, uint64_t available);
 // The T5 length a request uses (t5_max_length, else 512 dev / 256 schnell).
 int flux_t5_length(const GenerationRequest& r, bool dev);
 // Forge's infotext for a Flux image.
@@ -37,5 +42,8 @@ std::string format_flux_infotext(const GenerationRequest& r, uint64_t seed, cons
                                  const std::string& model_hash, bool dev);
 // The Flux family's registration (families/registry.cpp).
 FamilyEntry flux_family_entry();
+// The hooks of the CLI's tools (flux_tools.cpp): probe roles, synthetic writers, `--weights auto`
+// and the estimate before load.
+FamilyTools flux_tools();
 
 }  // namespace fp8s

@@ -12,12 +12,12 @@
 #include "backend/backend.h"
 #include "core/error.h"
 #include "memory/process_memory.h"
-#include "pipeline/conditioning.h"
-#include "pipeline/embeddings.h"
+#include "families/sd/conditioning.h"
+#include "families/sd/embeddings.h"
 #include "pipeline/engine.h"
-#include "pipeline/img2img.h"
+#include "families/sd/sd_img2img.h"
 #include "pipeline/infotext.h"
-#include "pipeline/model.h"
+#include "families/sd/model.h"
 #include "pipeline/sample_pass.h"
 #include "text/clip_tokenizer.h"
 
@@ -219,6 +219,7 @@ FamilyEntry sd_family_entry() {
   e.open = [](const LoadOptions& o, const at::Device& device) -> std::unique_ptr<FamilyModel> {
     return std::make_unique<SdFamily>(o, device);
   };
+  e.tools = sd_tools();
   return e;
 }
 

@@ -129,12 +129,14 @@ FluxImpl::FluxImpl(const FluxConfig& c) : config_(c) {
   auto doubles = container(*this, "double_blocks");
   for (int i = 0; i < c.depth; ++i) {
     auto b = container(*doubles, std::to_string(i));
+    blocks_.emplace_back("double_blocks." + std::to_string(i), b);
     auto img = stream(*b, "img");
     double_.emplace_back(img, stream(*b, "txt"));
   }
   auto singles = container(*this, "single_blocks");
   for (int i = 0; i < c.depth_single_blocks; ++i) {
     auto b = container(*singles, std::to_string(i));
+    blocks_.emplace_back("single_blocks." + std::to_string(i), b);
     Single s;
     s.linear1 = b->register_module("linear1", QLinear(h, 3 * h + mlp));
     s.linear2 = b->register_module("linear2", QLinear(h + mlp, h));
@@ -173,7 +175,9 @@ at::Tensor FluxImpl::forward(const at::Tensor& img_in, const at::Tensor& img_ids
     const auto a = attention(rope(q, pe), rope(k, pe), v, scale);  // [B, H, N, D]
     return a.transpose(1, 2).flatten(2);
   };
+  int block = 0;
   for (const auto& [is, ts] : double_) {
+    const BlockScope staged(hooks_, block++);
     const auto im = is.mod->forward(silu_vec).unsqueeze(1).chunk(6, -1);  // shift, scale, gate (×2)
     const auto tm = ts.mod->forward(silu_vec).unsqueeze(1).chunk(6, -1);
     auto iq = split_heads(is.qkv->forward(modulate(plain_layer_norm(img), im[0], im[1])), heads);
@@ -189,6 +193,7 @@ at::Tensor FluxImpl::forward(const at::Tensor& img_in, const at::Tensor& img_ids
   }
   at::Tensor x = at::cat({txt, img}, 1);
   for (const auto& s : single_) {
+    const BlockScope staged(hooks_, block++);
     const auto m = s.mod->forward(silu_vec).unsqueeze(1).chunk(3, -1);
     const auto both = s.linear1->forward(modulate(plain_layer_norm(x), m[0], m[1]));
     const auto qkv = split_heads(both.slice(-1, 0, 3 * h), heads);

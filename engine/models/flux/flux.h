@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "models/nn.h"
+#include "models/streaming.h"
 
 namespace fp8s {
 
@@ -40,6 +41,10 @@ class FluxImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& img, const at::Tensor& img_ids, const at::Tensor& txt, const at::Tensor& txt_ids,
                      const at::Tensor& t, const at::Tensor& y, const at::Tensor& guidance, at::ScalarType compute);
   const FluxConfig& config() const { return config_; }
+  // The blocks in their execution order ("double_blocks.0" ... "single_blocks.37"), for the
+  // residency plan (models/streaming.h); `hooks` (unset: none) is called around each of them.
+  const std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>>& blocks() const { return blocks_; }
+  void set_block_hooks(BlockHooks* hooks) { hooks_ = hooks; }
 
  private:
   struct Embedder {
@@ -61,6 +66,8 @@ class FluxImpl : public torch::nn::Module {
   Embedder time_in_, vector_in_, guidance_in_;
   std::vector<std::pair<Stream, Stream>> double_;  // (img, txt)
   std::vector<Single> single_;
+  std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> blocks_;
+  BlockHooks* hooks_ = nullptr;
 };
 TORCH_MODULE(Flux);
 

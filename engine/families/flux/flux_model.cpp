@@ -1,4 +1,4 @@
-#include "pipeline/flux_model.h"
+#include "families/flux/flux_model.h"
 
 #include <algorithm>
 #include <chrono>
@@ -265,7 +265,9 @@ void FluxModel::set_t5_device(const at::Device& device) {
 FluxModel::~FluxModel() = default;
 
 FluxImpl& FluxModel::flux() {
-  if (!flux_) {
+  if (!flux_ && budget_) {
+    load_streamed_transformer();
+  } else if (!flux_) {
     const auto& c = files_.transformer;
     flux_ = load_component(c, c.path + ": no Flux transformer", storage_, true, {}, device_, bytes_.transformer, load_ms_,
                            [&](const SafetensorsFile& f, const std::string& p) {
@@ -275,6 +277,60 @@ FluxImpl& FluxModel::flux() {
     apply_loras(*flux_, false);
   }
   return *flux_;
+}
+
+void FluxModel::load_streamed_transformer() {
+  const auto& c = files_.transformer;
+  if (!c.found()) throw InputError(c.path + ": no Flux transformer");
+  const auto start = std::chrono::steady_clock::now();
+  auto file = std::make_shared<SafetensorsFile>(c.path);
+  const BuildOn on(device_);
+  auto m = std::make_shared<FluxImpl>(flux_config(*file, c.prefix, files_.dev));
+  // the plan: the blocks' bytes in the storage from the header; the layers outside the blocks
+  // (embedders, final layer) stay resident and count against the budget first
+  std::vector<BlockCost> costs;
+  uint64_t in_blocks = 0;
+  for (const auto& [name, block] : m->blocks()) {
+    costs.push_back({name, block_layer_bytes(*block, *file, c.prefix + name + ".", storage_, true, true), 1.0});
+    in_blocks += costs.back().bytes;
+  }
+  const uint64_t outside = block_layer_bytes(*m, *file, c.prefix, storage_, true, true) - in_blocks;
+  plan_ = plan_residency(costs, *budget_ > outside ? *budget_ - outside : 0);
+  std::vector<std::string> streamed;
+  for (std::size_t i = 0; i < costs.size(); ++i) {
+    if (plan_.streamed[i]) streamed.push_back(costs[i].name + ".");
+  }
+  bytes_.transformer = load_module_weights(*m, *file, c.prefix, storage_, true, {}, {}, device_, true, streamed).bytes;
+  file->release_mapping();
+  auto* impl = m.get();
+  const std::string prefix = c.prefix;
+  streamer_ = std::make_unique<BlockStreamer>(
+      plan_.streamed,
+      [this, impl, file, prefix](int i) {
+        const auto& [name, block] = impl->blocks()[static_cast<std::size_t>(i)];
+        return load_block_layers(*block, *file, prefix + name + ".", storage_, true, true, device_);
+      },
+      [impl](int i) { release_block_layers(*impl->blocks()[static_cast<std::size_t>(i)].second); });
+  m->set_block_hooks(streamer_.get());
+  stream_file_ = file;
+  flux_ = m;
+  load_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  log().info("Flux transformer, {} budget {:.1f} GB: {}", weight_type_name(storage_.weights), static_cast<double>(*budget_) / 1e9,
+             plan_.describe());
+  set_fp8_compute(fp8_compute_);
+  apply_loras(*flux_, false);
+}
+
+void FluxModel::set_weight_budget(std::optional<uint64_t> budget) {
+  if (budget == budget_) return;
+  budget_ = budget;
+  release_transformer();
+}
+
+StreamStats FluxModel::stream_stats() const { return streamer_ ? streamer_->stats() : StreamStats{}; }
+
+void FluxModel::reset_stream_stats() {
+  if (streamer_) streamer_->reset_stats();
 }
 
 void FluxModel::load_all() {
@@ -295,6 +351,9 @@ void FluxModel::load_sampling() {
 }
 
 void FluxModel::release_transformer() {
+  streamer_.reset();  // the reader joined before the blocks it stages go
+  stream_file_.reset();
+  plan_ = {};
   flux_.reset();
   bytes_.transformer = 0;
   lora_touched_[0].clear();

@@ -1,11 +1,11 @@
-#include "pipeline/conditioning.h"
+#include "families/sd/conditioning.h"
 
 #include <algorithm>
 #include <array>
 #include <vector>
 
-#include "pipeline/embeddings.h"
-#include "pipeline/model.h"
+#include "families/sd/embeddings.h"
+#include "families/sd/model.h"
 #include "text/clip_tokenizer.h"
 #include "text/prompt_parser.h"
 

@@ -1,4 +1,4 @@
-#include "pipeline/model.h"
+#include "families/sd/model.h"
 #include "pipeline/run_support.h"
 
 #include "pipeline/sample_pass.h"

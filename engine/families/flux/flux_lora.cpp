@@ -7,7 +7,8 @@
 #include "lora/lora_apply.h"
 #include "models/flux/flux.h"
 #include "models/text_encoder.h"
-#include "pipeline/flux_model.h"
+#include "core/error.h"
+#include "families/flux/flux_model.h"
 
 namespace fp8s {
 
@@ -81,6 +82,17 @@ std::size_t FluxModel::apply_loras(torch::nn::Module& root, bool clip_component)
   if (lora_plans_.empty()) return 0;
   const auto layers = layers_of(root);
   const std::string clip_tag = kFluxClipLoraTarget;
+  // a streamed transformer reads its weights from the file again each step: its LoRA terms stay
+  // resident beside them (online), a merge would be lost
+  LoraMode mode = active_mode_;
+  if (!clip_component && plan_.any()) {
+    if (mode == LoraMode::Merge || mode == LoraMode::MergeStochastic) {
+      throw InputError("--lora-mode " + std::string(lora_mode_name(mode)) +
+                       " cannot apply while the transformer streams (its weights are read from the file each step); "
+                       "use --lora-mode online or auto, or a larger --weight-budget");
+    }
+    mode = LoraMode::Online;
+  }
   std::map<std::string, std::vector<LoraFactor>> merged;
   for (std::size_t n = 0; n < lora_plans_.size(); ++n) {
     const auto& request = active_loras_[n];
@@ -93,7 +105,7 @@ std::size_t FluxModel::apply_loras(torch::nn::Module& root, bool clip_component)
       if (it == layers.end()) continue;
       const auto factor = lora_factor_for(*module, target, it->second->store.weight.size(0),
                                           clip_component ? request.te_multiplier : request.unet_multiplier);
-      if (active_mode_ == LoraMode::Online) {
+      if (mode == LoraMode::Online) {
         add_online_lora(*it->second, factor);
         if (std::find(touched.begin(), touched.end(), key) == touched.end()) touched.push_back(key);
       } else {
@@ -101,7 +113,7 @@ std::size_t FluxModel::apply_loras(torch::nn::Module& root, bool clip_component)
       }
     }
   }
-  merge_lora_sets(merged, layers, clip_component ? component_storage(files_.clip_l) : storage_, active_mode_, touched);
+  merge_lora_sets(merged, layers, clip_component ? component_storage(files_.clip_l) : storage_, mode, touched);
   return touched.size();
 }
 

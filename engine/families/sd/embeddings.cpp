@@ -1,4 +1,4 @@
-#include "pipeline/embeddings.h"
+#include "families/sd/embeddings.h"
 
 #include <algorithm>
 #include <cctype>

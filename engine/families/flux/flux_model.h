@@ -16,6 +16,7 @@
 #include "core/types.h"
 #include "families/family.h"
 #include "lora/lora.h"
+#include "models/streaming.h"
 #include "models/checkpoint_layout.h"
 #include "models/flux/flux_files.h"
 #include "pipeline/lora_request.h"
@@ -109,6 +110,16 @@ class FluxModel {
   // starts after its weights are in (a generation's load time is reported apart).
   void load_text_encoders();
   void load_sampling();
+  // The transformer's weight budget (models/streaming.h): the bytes its resident weights may take;
+  // the blocks beyond it stream from the file. Unset: every block resident. A change drops a
+  // loaded transformer (it loads again under the new plan when next used).
+  void set_weight_budget(std::optional<uint64_t> budget);
+  const std::optional<uint64_t>& weight_budget() const { return budget_; }
+  // The loaded transformer's plan (empty before a load or without a budget) and its streaming
+  // since the last reset.
+  const ResidencyPlan& residency() const { return plan_; }
+  StreamStats stream_stats() const;
+  void reset_stream_stats();
   // Milliseconds spent loading components so far.
   double load_ms() const { return load_ms_; }
   // Frees the text encoders / the transformer (the next use loads them again).
@@ -147,6 +158,7 @@ class FluxModel {
 
  private:
   FluxImpl& flux();
+  void load_streamed_transformer();
   T5EncoderImpl& t5();
   TextEncoderImpl& clip();
   VaeImpl& vae();
@@ -172,6 +184,10 @@ class FluxModel {
   std::vector<LoraFile> lora_files_;
   std::vector<LoraPlan> lora_plans_;  // point into lora_files_
   std::vector<std::string> lora_touched_[2];  // keys per component: [0] transformer, [1] CLIP-L
+  std::optional<uint64_t> budget_;
+  ResidencyPlan plan_;
+  std::shared_ptr<const SafetensorsFile> stream_file_;  // the transformer's file, open while it streams
+  std::unique_ptr<BlockStreamer> streamer_;  // last: destroyed (its reader joined) before the modules
 };
 
 }  // namespace fp8s

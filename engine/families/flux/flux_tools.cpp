@@ -1,0 +1,107 @@
+// Flux's hooks for the CLI's tools (docs/architecture.md): the probe roles, each reading the
+// component it needs from the probe's file (a component file or an all-in-one checkpoint), and the
+// synthetic layouts of its components and LoRAs.
+#include "core/error.h"
+#include "families/flux/flux_family.h"
+#include "families/flux/flux_model.h"
+#include "io/safetensors.h"
+#include "lora/lora_library.h"
+#include "pipeline/engine.h"
+#include "pipeline/run_support.h"
+
+namespace fp8s {
+namespace {
+
+std::map<std::string, at::Tensor> run_flux_probe(const std::string& role, const ProbeSetup& s, const ProbeInputs& read) {
+  FluxFiles files;
+  {
+    const SafetensorsFile f(s.model);
+    const auto c = flux_contents(f);
+    if (c.transformer) files.transformer = {s.model, *c.transformer};
+    if (c.t5) files.t5 = {s.model, *c.t5};
+    if (c.clip_l) files.clip_l = {s.model, *c.clip_l};
+    if (c.vae) files.vae = {s.model, *c.vae};
+    files.dev = c.dev;
+    const bool needs_transformer = role == "flux" || role == "flux-sample";
+    if (needs_transformer && !c.transformer) throw InputError(s.model + ": not a Flux transformer (no double_blocks.*)");
+  }
+  const auto compute = compute_dtype(s.compute, s.device);
+  FluxModel model(files, s.storage, s.device);
+  model.set_loras(s.loras, s.lora_mode);
+  static const std::map<std::string, std::map<std::string, int64_t>> kInputs{
+      {"t5", {{"tokens", 2}}},
+      {"clip-pooled", {{"tokens", 2}}},
+      {"flux", {{"img", 3}, {"img_ids", 3}, {"txt", 3}, {"txt_ids", 3}, {"t", 1}, {"y", 2}}},
+      {"flux-vae-decode", {{"latent", 4}}},
+      {"flux-vae-encode", {{"image", 4}}},
+      {"flux-sample", {{"noise", 4}, {"txt", 3}, {"y", 2}}}};
+  auto dims = kInputs.at(role);
+  if (role == "flux" && files.dev) dims["guidance"] = 1;
+  auto in = read(dims);
+  std::map<std::string, at::Tensor> out;
+  if (role == "t5") {
+    out["hidden"] = model.encode_t5(in["tokens"], compute);
+  } else if (role == "clip-pooled") {
+    const auto [pooled, hidden] = model.encode_clip(in["tokens"], compute);
+    out["pooled"] = pooled;
+    out["hidden"] = hidden;
+  } else if (role == "flux") {
+    out["pred"] = model.transformer(in["img"], in["img_ids"], in["txt"], in["txt_ids"], in["t"].reshape({-1}), in["y"],
+                                    in.count("guidance") ? in["guidance"].reshape({-1}) : at::Tensor(), compute);
+  } else if (role == "flux-vae-decode") {
+    out["image"] = model.vae_decode(in["latent"], compute);
+  } else if (role == "flux-vae-encode") {
+    out["latent"] = model.vae_encode(in["image"], compute);
+  } else {
+    FluxGuidance guidance;
+    guidance.distilled = s.guidance;
+    out["latent"] = model.sample(in["noise"], in["txt"], in["y"], s.steps, guidance, !s.no_shift, compute);
+  }
+  return out;
+}
+
+ProbeStages flux_probe_stages() {
+  return {{"t5", "clip-pooled", "flux", "flux-vae-decode", "flux-vae-encode", "flux-sample"}, run_flux_probe};
+}
+
+WeightBytes flux_estimate(const LoadOptions& o, const StorageSpec& storage) {
+  auto role = [&](const char* r) {
+    const auto it = o.components.find(r);
+    return it == o.components.end() ? std::string() : it->second;
+  };
+  const auto files = resolve_flux_files(o.checkpoint, role("t5xxl"), role("clip_l"), role("vae"));
+  const auto b = flux_storage_bytes(files, storage);
+  return {b.transformer, b.t5 + b.clip_l, b.vae};
+}
+
+StorageSpec flux_auto_storage(const SafetensorsFile& file) {
+  const auto c = flux_contents(file);
+  if (!c.transformer) return {WeightType::BF16, Fp8Scale::None, false};
+  // the transformer's FP8 format when its weights are FP8, else BF16 (the released type)
+  const auto* qkv = file.find(*c.transformer + "double_blocks.0.img_attn.qkv.weight");
+  if (qkv && is_fp8_dtype(qkv->dtype)) {
+    return {fp8_format_of(qkv->dtype) == Fp8Format::E5M2 ? WeightType::FP8_E5M2 : WeightType::FP8_E4M3, Fp8Scale::None, false};
+  }
+  return {WeightType::BF16, Fp8Scale::None, false};
+}
+
+SyntheticWriters flux_synthetic_writers() {
+  SyntheticWriters w;
+  w.archs = flux_family_archs();
+  w.layout = [](const std::string& arch, const SyntheticLayoutOptions& o, std::map<std::string, std::string>&) {
+    return flux_family_layout(arch, o.dtype, o.depth, o.single_depth);
+  };
+  w.lora = [](const std::string& model, const std::string&, const SyntheticLoraOptions& o) {
+    if (!flux_contents(SafetensorsFile(model)).transformer) {
+      throw InputError(model + ": a Flux LoRA is made for a transformer file (double_blocks.*); this has none");
+    }
+    make_synthetic_flux_lora(model, o.rank, o.alpha, o.strength, o.seed, o.out, o.overwrite);
+  };
+  return w;
+}
+
+}  // namespace
+
+FamilyTools flux_tools() { return {flux_estimate, flux_auto_storage, flux_probe_stages(), flux_synthetic_writers()}; }
+
+}  // namespace fp8s

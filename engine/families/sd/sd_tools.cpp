@@ -1,0 +1,104 @@
+// SD1's and SDXL's hooks for the CLI's tools (docs/architecture.md): the probe roles (CLIP, SDXL's
+// two text encoders and ADM vector, the UNet, the VAE and a whole sampling run, on a checkpoint)
+// and the synthetic checkpoints and LoRAs of the presets.
+#include "core/error.h"
+#include "families/sd/model.h"
+#include "families/sd/sd_family.h"
+#include "lora/lora_library.h"
+#include "models/architecture.h"
+#include "models/checkpoint_layout.h"
+#include "models/config.h"
+#include "models/inspect.h"
+#include "pipeline/engine.h"
+
+namespace fp8s {
+namespace {
+
+std::map<std::string, at::Tensor> run_sd_probe(const std::string& role, const ProbeSetup& s, const ProbeInputs& read) {
+  static const std::map<std::string, std::map<std::string, int64_t>> kInputs{
+      {"clip", {{"tokens", 2}}},
+      {"unet", {{"x", 4}, {"t", 0}, {"context", 0}}},
+      {"vae-decode", {{"latent", 4}}},
+      {"vae-encode", {{"image", 4}}},
+      {"sample", {{"noise", 4}, {"cond", 0}, {"uncond", 0}}},
+      {"sdxl-text", {{"tokens_l", 2}, {"tokens_g", 0}}},
+      {"adm", {{"pooled", 0}, {"size_cond", 2}}}};
+  Model model(s.model, s.storage, s.device);
+  model.set_loras(s.loras, s.lora_mode);
+  auto dims = kInputs.at(role);
+  if (model.is_sdxl() && role == "unet") dims["y"] = 0;
+  if (model.is_sdxl() && role == "sample") dims["y_cond"] = dims["y_uncond"] = 0;
+  auto in = read(dims);
+  const auto compute = s.compute;
+  std::map<std::string, at::Tensor> out;
+  if (role == "clip") {
+    out["hidden"] = model.encode_tokens(in["tokens"].to(at::kLong), s.clip_skip, compute);
+  } else if (role == "sdxl-text") {
+    const auto t = model.encode_sdxl(in["tokens_l"].to(at::kLong), in["tokens_g"].to(at::kLong), compute);
+    out["hidden_l"] = t.hidden_l;
+    out["hidden_g"] = t.hidden_g;
+    out["context"] = t.context;
+    out["pooled"] = t.pooled;
+  } else if (role == "adm") {
+    out["y"] = model.sdxl_vector(in["pooled"], in["size_cond"]);
+  } else if (role == "unet") {
+    out["eps"] = model.unet(in["x"], in["t"].reshape({-1}), in["context"], in.count("y") ? in["y"] : at::Tensor(), compute);
+  } else if (role == "vae-decode") {
+    out["image"] = model.vae_decode(in["latent"], compute);
+  } else if (role == "vae-encode") {
+    out["latent"] = model.vae_encode(in["image"], compute);
+  } else {
+    SamplingParams p;
+    p.sampler = s.sampler;
+    p.schedule = s.schedule;
+    p.steps = s.steps;
+    p.cfg = s.cfg;
+    p.seed = s.seed;
+    out["latent"] = model.sample(in["noise"], in["cond"], in["uncond"], p, compute, {}, nullptr, {},
+                                 in.count("y_cond") ? in["y_cond"] : at::Tensor(),
+                                 in.count("y_uncond") ? in["y_uncond"] : at::Tensor());
+  }
+  return out;
+}
+
+ProbeStages sd_probe_stages() {
+  return {{"clip", "sdxl-text", "adm", "unet", "vae-decode", "vae-encode", "sample"}, run_sd_probe};
+}
+
+WeightBytes sd_estimate(const LoadOptions& o, const StorageSpec& storage) {
+  const auto report = inspect_checkpoint(SafetensorsFile(o.checkpoint));
+  WeightBytes w;
+  for (const auto& c : report.components) {
+    const uint64_t bytes = predicted_bytes(c, storage);
+    if (c.name == "unet") w.denoiser += bytes;
+    else if (c.name == "vae") w.vae += bytes;
+    else if (c.name != "other") w.text += bytes;
+  }
+  return w;
+}
+
+StorageSpec sd_auto_storage(const SafetensorsFile& file) { return default_storage(inspect_checkpoint(file)); }
+
+SyntheticWriters sd_synthetic_writers() {
+  SyntheticWriters w;
+  w.archs = {"sd15", "sdxl", "tiny-sd1", "tiny-sdxl"};
+  w.lora_archs = w.archs;
+  w.layout = [](const std::string& arch, const SyntheticLayoutOptions& o, std::map<std::string, std::string>& metadata) {
+    if (o.dtype && is_fp8_dtype(*o.dtype)) throw InputError("make-synthetic writes SD checkpoints in fp16, bf16 or fp32");
+    if (o.depth || o.single_depth) throw InputError("make-synthetic: --depth does not apply to " + arch);
+    const auto config = *preset_by_name(arch);
+    if (!config.ldm_config_json.empty()) metadata["ldm.config"] = config.ldm_config_json;
+    return checkpoint_layout(config, o.dtype.value_or(Dtype::F16));
+  };
+  w.lora = [](const std::string& model, const std::string& arch, const SyntheticLoraOptions& o) {
+    const ModelConfig config = model.empty() ? *preset_by_name(arch) : config_for(SafetensorsFile(model));
+    make_synthetic_lora(config, o.rank, o.alpha, o.strength, o.seed, o.out, o.overwrite);
+  };
+  return w;
+}
+
+}  // namespace
+
+FamilyTools sd_tools() { return {sd_estimate, sd_auto_storage, sd_probe_stages(), sd_synthetic_writers()}; }
+
+}  // namespace fp8s
