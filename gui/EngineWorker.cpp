@@ -82,6 +82,7 @@ void EngineWorker::loadModel(const ModelRequest& request) {
 }
 
 void EngineWorker::finishRun(RunResult& out, const QString& outputDir) {
+  if (m_engine) out.residency = QString::fromStdString(m_engine->info().residency);
   if (!outputDir.isEmpty()) {
     for (const auto& img : out.result.images) {
       out.savedPaths << QString::fromStdString(write_numbered_png(outputDir.toStdString(), img.seed, img.image, img.parameters));

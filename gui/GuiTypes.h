@@ -18,6 +18,7 @@ struct RunResult {
   GenerationRequest request;
   GenerationResult result;
   QStringList savedPaths;  // where each image was written (empty when not saved)
+  QString residency;       // the denoiser's plan under the run's weight budget (empty: all resident)
   QString savedPath(std::size_t image = 0) const {
     return image < static_cast<std::size_t>(savedPaths.size()) ? savedPaths[static_cast<int>(image)] : QString();
   }

@@ -305,6 +305,7 @@ void MainWindow::connectWorker() {
   });
   connect(m_worker, &EngineWorker::finished, this, [this](const RunResult& r) {
     m_charts->setWeightBytes(r.run, r.result.weight_bytes);
+    m_model->setResidency(r.residency);
     if (!r.result.images.empty()) {
       m_image->setImage(toQImage(r.result.images.front().image), r.savedPath());
       m_prompt->setLastSeed(static_cast<int64_t>(r.result.images.front().seed));
@@ -332,6 +333,7 @@ GenerationRequest MainWindow::currentRequest() const {
   GenerationRequest r = m_promptState;
   r.storage = m_precisionState.storage;
   r.compute = m_precisionState.compute;
+  r.weight_budget = m_precisionState.weightBudget;
   r.loras = m_loraState.loras;
   r.lora_mode = m_loraState.mode;
   Img2ImgPanel::applyTo(m_imageState, r);

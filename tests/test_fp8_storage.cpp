@@ -21,6 +21,9 @@
 #include "models/vae.h"
 #include "models/text_encoder.h"
 #include "models/unet.h"
+#include "pipeline/engine.h"
+#include "core/error.h"
+#include "io/safetensors.h"
 #include "support.h"
 
 using namespace fp8s;
@@ -281,6 +284,87 @@ class TestFp8Storage : public QObject {
   // The bytes a load reports are the bytes its tensors hold: a packed convolution counts its
   // packed elements (padding included), not its placeholder's logical size (the placeholder owns
   // one element). Summed here over the distinct storages, for every storage type.
+  // The UNet under a weight budget (issue 41) on the tiny SD1 and SDXL reference checkpoints, in
+  // FP16 and FP8: with 0 blocks, 1 block and all blocks but one resident, and with an online LoRA,
+  // every image equals the resident one bit for bit; the tracked peak stays within the resident
+  // weights + two staged blocks + the working-memory estimate; a merge is refused while streaming
+  void streamedUnetEqualsResidentBitForBit() {
+    FP8S_REQUIRE_REFERENCE();
+    std::atomic<bool> cancel{false};
+    for (const char* family : {"sd1", "sdxl"}) {
+      const std::string ckpt = test::reference_path(QString("%1/tiny-%1.safetensors").arg(family));
+      const std::string lora = test::reference_path(QString("%1/lora-tiny-%1.safetensors").arg(family));
+      for (const WeightType storage : {WeightType::FP16, WeightType::FP8_E4M3}) {
+        LoadOptions o;
+        o.checkpoint = ckpt;
+        o.vocab = test::reference_path("clip");
+        o.device = "cpu";
+        o.storage = {storage, Fp8Scale::Tensor, false};
+        Engine engine(o);
+        GenerationRequest r;
+        r.prompt = "a red circle";
+        r.seed = 5;
+        r.steps = 3;
+        r.width = r.height = 64;
+        r.storage = o.storage;
+        r.sampler = Sampler::Euler;
+        const auto resident = engine.generate(r, nullptr, cancel);
+        const uint64_t all = resident.unet_bytes;
+        QCOMPARE(engine.info().streamed_blocks, 0);
+        // budget 0 streams every block; the plan lists them with their bytes
+        r.weight_budget = 0;
+        const auto none = engine.generate(r, nullptr, cancel);
+        const auto plan = engine.info().block_plan;
+        const int blocks = static_cast<int>(plan.size());
+        QVERIFY(blocks > 3);
+        QVERIFY(none.unet_bytes < all);  // the blocks' layers are not held
+        const uint64_t outside = engine.info().fixed_bytes;  // the layers outside the blocks stay resident
+        // the block that stays when all others stream: the plan streams the most compute per byte
+        // first, the later block on a tie, so the last to go is the first block of the least compute
+        std::size_t keep = 0;
+        for (std::size_t i = 1; i < plan.size(); ++i) {
+          if (plan[i].compute_per_byte < plan[keep].compute_per_byte) keep = i;
+        }
+        uint64_t planned = outside;  // the plan's bytes of every streamable layer
+        for (const auto& b : plan) planned += b.bytes;
+        QVERIFY(planned <= all);
+        const std::pair<uint64_t, int> cases[] = {{0, blocks}, {outside + plan[keep].bytes, blocks - 1}, {planned - 1, 1}};
+        for (const auto& [budget, want] : cases) {
+          r.weight_budget = budget;
+          const auto out = engine.generate(r, nullptr, cancel);
+          const auto info = engine.info();
+          QCOMPARE(info.streamed_blocks, want);
+          if (want == blocks - 1) QVERIFY(!info.block_plan[keep].streamed);
+          QVERIFY2(out.images.at(0).image.pixels == resident.images.at(0).image.pixels,
+                   qPrintable(QString("%1 %2 budget %3: the streamed image differs").arg(family, weight_type_name(storage)).arg(budget)));
+          QVERIFY(out.streamed_bytes >= info.streamed_block_bytes);
+          // the peak: what is resident, two staged blocks (each at most the streamed bytes), the working memory
+          const auto config = config_for(SafetensorsFile(ckpt));
+          const uint64_t working = estimate_working_bytes(config.unet, config.vae, 64, 64, 1, r.compute);
+          uint64_t largest = 0;
+          for (const auto& b : info.block_plan) largest = std::max(largest, b.streamed ? b.bytes : 0);
+          const uint64_t bound = out.unet_bytes + out.text_bytes + out.vae_bytes + 2 * largest + working;
+          QVERIFY2(out.tracked_peak_bytes <= bound, qPrintable(QString("peak %1 > %2").arg(out.tracked_peak_bytes).arg(bound)));
+        }
+        r.weight_budget.reset();
+        // an online LoRA, streamed and resident alike; merge refused while streaming
+        r.loras = {{lora, 1.0f, 1.0f}};
+        r.lora_mode = LoraMode::Online;
+        const auto lora_resident = engine.generate(r, nullptr, cancel).images.at(0).image.pixels;
+        QVERIFY(lora_resident != resident.images.at(0).image.pixels);
+        r.weight_budget = 0;
+        QCOMPARE(engine.generate(r, nullptr, cancel).images.at(0).image.pixels, lora_resident);
+        r.lora_mode = LoraMode::Merge;
+        try {
+          engine.generate(r, nullptr, cancel);
+          QFAIL("a merge while streaming was accepted");
+        } catch (const InputError& e) {
+          QVERIFY2(QString(e.what()).contains("cannot apply while the UNet streams"), e.what());
+        }
+      }
+    }
+  }
+
   void weightBytesAreWhatTheTensorsHold() {
     SafetensorsFile file(m_model.toStdString());
     const auto config = config_for(file);

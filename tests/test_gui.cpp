@@ -14,6 +14,7 @@
 #include <QUrl>
 #include <QDropEvent>
 #include <QSettings>
+#include <QSlider>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QStatusBar>
@@ -240,6 +241,25 @@ class TestGui : public QObject {
     }
     p.setEstimate({});
     QVERIFY(p.predictionText().contains("choose a model"));
+    // the weight budget: auto at the slider's end, half-GiB steps below it, kept in the settings
+    auto* budget = child<QSlider>(&p, "weightBudgetSlider");
+    QCOMPARE(budget->value(), budget->maximum());
+    QVERIFY(!p.settings().weightBudget);
+    QCOMPARE(child<QLabel>(&p, "weightBudgetLabel")->text(), QString("Auto"));
+    budget->setValue(16);
+    QCOMPARE(*p.settings().weightBudget, uint64_t(8) << 30);
+    QCOMPARE(child<QLabel>(&p, "weightBudgetLabel")->text(), formatBytes(double(uint64_t(8) << 30)));
+    budget->setValue(0);
+    QCOMPARE(*p.settings().weightBudget, uint64_t(0));
+    {
+      QSettings st(m_dir.filePath("budget.ini"), QSettings::IniFormat);
+      budget->setValue(5);
+      p.saveSettings(st);
+      budget->setValue(budget->maximum());
+      p.restoreSettings(st);
+      QCOMPARE(*p.settings().weightBudget, uint64_t(5) << 29);
+      QCOMPARE(budget->value(), 5);
+    }
   }
 
   // A model that cannot load for want of a CLIP vocabulary: the download is offered once, not on

@@ -30,6 +30,7 @@ std::vector<BenchMode> run_bench(BenchOptions& o, const std::function<void(const
       if (progress) progress((round < 0 ? std::string("warm-up ") : "round " + std::to_string(round + 1) + " ") + o.modes[k].label());
       request.storage = o.modes[k].storage;
       request.fp8_compute = o.modes[k].fp8_compute;
+      request.weight_budget = o.modes[k].weight_budget;
       reset_decode_stats();
       // the profile covers the sampling steps only: an observer switches it on at "sample"
       struct ProfileSteps : Observer {

@@ -1,5 +1,6 @@
 // `compare`: the same request in several storage modes on one engine, and what differs between them.
 #include "compare/compare.h"
+#include "models/streaming.h"
 
 #include <optional>
 
@@ -54,6 +55,7 @@ std::string ModeSpec::label() const {
   if (is_fp8(storage.weights) && storage.scale != Fp8Scale::None) s += std::string("/") + fp8_scale_name(storage.scale);
   if (storage.fp8_vae) s += "+vae";
   if (fp8_compute) s += "+fp8-compute";
+  if (!budget_text.empty()) s += "@" + budget_text;
   return s;
 }
 
@@ -63,6 +65,12 @@ std::vector<ModeSpec> parse_modes(const std::string& list, Fp8Scale default_scal
   for (std::string item; std::getline(in, item, ',');) {
     if (item.empty()) continue;
     ModeSpec m;
+    if (const auto at = item.find('@'); at != std::string::npos) {  // "fp16@8G": a weight budget
+      m.budget_text = item.substr(at + 1);
+      m.weight_budget = parse_weight_budget(m.budget_text);
+      if (!m.weight_budget) m.budget_text.clear();  // "@auto"
+      item.resize(at);
+    }
     // "fp8-e4m3+fp8-compute": FP8 storage with the Linear layers through _scaled_mm (CUDA 8.9+)
     const std::string suffix = "+fp8-compute";
     if (item.size() > suffix.size() && item.compare(item.size() - suffix.size(), suffix.size(), suffix) == 0) {
@@ -151,6 +159,7 @@ CompareReport measure_compare(Engine& engine, const CompareOptions& o, const Com
     if (hooks.progress) hooks.progress("generating with " + mode.label());
     request.storage = mode.storage;
     request.fp8_compute = mode.fp8_compute;
+    request.weight_budget = mode.weight_budget;
     ModeResult m;
     m.mode = mode;
     try {
@@ -164,6 +173,12 @@ CompareReport measure_compare(Engine& engine, const CompareOptions& o, const Com
     }
     m.step_ms_mean = report::mean(m.result.timing.step_ms);
     m.step_ms_median = median(m.result.timing.step_ms);
+    {
+      const auto now = engine.info();
+      m.streamed_blocks = now.streamed_blocks;
+      m.resident_block_bytes = now.resident_block_bytes;
+      m.residency = now.residency;
+    }
     // the reference: the first mode that ran
     const auto ref = std::find_if(report.modes.begin(), report.modes.end(), [](const ModeResult& o) { return o.refused.empty(); });
     const bool is_ref = ref == report.modes.end();

@@ -20,10 +20,12 @@ double rel_l2(const std::vector<float>& a, const std::vector<float>& ref);
 struct ModeSpec {
   StorageSpec storage;
   bool fp8_compute = false;   // GenerationRequest::fp8_compute
-  std::string label() const;  // "fp16", "fp8-e4m3", "fp8-e4m3/tensor"
+  std::optional<uint64_t> weight_budget;  // GenerationRequest::weight_budget (unset: auto)
+  std::string budget_text;    // as given ("8G")
+  std::string label() const;  // "fp16", "fp8-e4m3", "fp8-e4m3/tensor", "fp16@8G"
 };
-// Parses "fp16,fp8-e4m3,fp8-e4m3/channel" (a /SCALE suffix overrides the default scale; a
-// "+fp8-compute" suffix asks for FP8 compute).
+// Parses "fp16,fp8-e4m3,fp8-e4m3/channel,fp16@8G" (a /SCALE suffix overrides the default scale; a
+// "+fp8-compute" suffix asks for FP8 compute; "@SIZE" a weight budget, models/streaming.h).
 std::vector<ModeSpec> parse_modes(const std::string& list, Fp8Scale default_scale);
 
 struct CompareOptions {
@@ -56,6 +58,10 @@ struct ModeResult {
   // Peak memory saved per weight byte saved, versus the first mode (peak VRAM on a GPU, peak
   // tracked tensor bytes on the CPU); unset where the weights are the same size.
   std::optional<double> drop_per_weight_byte;
+  // the denoiser's residency under the mode's weight budget (ModelInfo)
+  int streamed_blocks = 0;
+  uint64_t resident_block_bytes = 0;
+  std::string residency;
 };
 
 struct CompareReport {

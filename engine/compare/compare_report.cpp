@@ -119,8 +119,8 @@ void write_compare(CompareReport& report, const std::string& folder) {
      << "Device: " << report.device << ".\n\n"
      << "| mode | UNet MB | text MB | VAE MB | weights MB | peak tracked MB | peak RSS MB (this mode) |"
      << (report.gpu ? " peak VRAM MB | peak VRAM reserved MB |" : "")
-     << " peak drop / weight byte saved | step ms (mean) | step ms (median) | total ms | PSNR dB | SSIM | max abs diff | UNet rel. L2 vs fp32 | conv weights | attention |\n"
-     << "|---|---|---|---|---|---|---|" << (report.gpu ? "---|---|" : "") << "---|---|---|---|---|---|---|---|---|---|\n";
+     << " peak drop / weight byte saved | resident blocks MB | streamed MB / step | transfer wait ms / step | step ms (mean) | step ms (median) | total ms | PSNR dB | SSIM | max abs diff | UNet rel. L2 vs fp32 | conv weights | attention |\n"
+     << "|---|---|---|---|---|---|---|" << (report.gpu ? "---|---|" : "") << "---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   std::string refused;
   for (const auto& m : report.modes) {
     if (!ran(m)) {
@@ -129,6 +129,7 @@ void write_compare(CompareReport& report, const std::string& folder) {
       continue;
     }
     const auto& r = m.result;
+    auto per_step = [&](double v) { return r.timing.step_ms.empty() ? 0.0 : v / static_cast<double>(r.timing.step_ms.size()); };
     j["modes"].push_back({{"mode", m.mode.label()},
                           {"image", m.image_file},
                           {"weight_bytes", {{"unet", r.unet_bytes}, {"text", r.text_bytes}, {"vae", r.vae_bytes}, {"total", r.weight_bytes}}},
@@ -138,6 +139,11 @@ void write_compare(CompareReport& report, const std::string& folder) {
                           {"peak_vram_bytes", r.vram_peak_bytes},
                           {"peak_vram_reserved_bytes", r.vram_reserved_peak_bytes},
                           {"peak_drop_per_weight_byte_saved", m.drop_per_weight_byte ? nlohmann::json(*m.drop_per_weight_byte) : nlohmann::json(nullptr)},
+                          {"streaming", {{"resident_block_bytes", m.resident_block_bytes},
+                                         {"streamed_bytes", r.streamed_bytes},
+                                         {"streamed_bytes_per_step", per_step(r.streamed_bytes)},
+                                         {"read_ms", r.stream_read_ms},
+                                         {"transfer_wait_ms_per_step", per_step(r.transfer_wait_ms)}}},
                           {"step_ms", r.timing.step_ms},
                           {"step_ms_mean", m.step_ms_mean},
                           {"step_ms_median", m.step_ms_median},
@@ -152,6 +158,9 @@ void write_compare(CompareReport& report, const std::string& folder) {
        << " | " << mb(r.weight_bytes) << " | " << mb(r.tracked_peak_bytes) << " | " << mb(r.rss_peak_bytes) << " | "
        << (report.gpu ? mb(r.vram_peak_bytes) + " | " + mb(r.vram_reserved_peak_bytes) + " | " : std::string())
        << (m.drop_per_weight_byte ? fmt(100 * *m.drop_per_weight_byte, 1) + "%" : std::string("-"))
+       << " | " << (m.streamed_blocks ? mb(m.resident_block_bytes) : std::string("all"))
+       << " | " << (m.streamed_blocks ? mb(static_cast<uint64_t>(per_step(r.streamed_bytes))) : std::string("-"))
+       << " | " << (m.streamed_blocks ? fmt(per_step(r.transfer_wait_ms), 0) : std::string("-"))
        << " | " << fmt(m.step_ms_mean, 0) << " | " << fmt(m.step_ms_median, 0) << " | " << fmt(r.timing.total_ms, 0) << " | "
        << fmt(m.psnr) << " | " << fmt(m.ssim, 4) << " | " << m.max_abs_diff << " | "
        << (m.unet_rel_l2 < 0 ? std::string("-") : fmt(m.unet_rel_l2, 5)) << " | " << r.conv_layout << " | "

@@ -75,6 +75,9 @@ class FamilyModel {
   // where the phases do not fit together); a family that loads then says so (a Load phase).
   virtual bool sampling_needs_load() const { return false; }
   virtual void begin_sampling() {}
+  // After sampling, done or not (cancel, error): a streaming family stops its reads and drops what
+  // it staged (models/streaming.h).
+  virtual void end_sampling() {}
   // Completes a pass's start at width x height: with `job`, the init image's latent, mask and
   // anything the denoiser needs of them (drawing from `gen` after the noise); without, what a
   // txt2img or hires pass needs besides its latent (a 9-channel UNet's image conditioning).
@@ -188,6 +191,9 @@ const FamilyEntry* find_probe_family(const std::string& role);
 // The family that writes a make-synthetic (lora = false) or make-synthetic-lora (true) --arch.
 const FamilyEntry* find_synthetic_family(const std::string& arch, bool lora = false);
 
+
+// A residency plan's figures in ModelInfo (blocks, streamed, bytes, the plan's line).
+void describe_residency(const ResidencyPlan& plan, ModelInfo& info);
 
 // The A1111 latent -> RGB preview of a latent [B,C,h,w] (image 0) in a latent format; empty when
 // the format has no preview factors for C channels.

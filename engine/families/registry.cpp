@@ -101,6 +101,19 @@ bool FamilyTraits::offers(Schedule s) const {
   return false;
 }
 
+void describe_residency(const ResidencyPlan& plan, ModelInfo& info) {
+  info.blocks = static_cast<int>(plan.streamed.size());
+  info.streamed_blocks = plan.streamed_count();
+  info.resident_block_bytes = plan.resident_bytes;
+  info.streamed_block_bytes = plan.streamed_bytes;
+  info.fixed_bytes = plan.fixed_bytes;
+  info.residency = plan.any() ? plan.describe() : std::string();
+  info.block_plan.clear();
+  for (std::size_t i = 0; i < plan.blocks.size(); ++i) {
+    info.block_plan.push_back({plan.blocks[i].name, plan.blocks[i].bytes, plan.blocks[i].compute_per_byte, plan.streamed[i]});
+  }
+}
+
 RgbImage latent_preview(const at::Tensor& latent, const LatentFormat& format) {
   const int64_t channels = latent.size(1);
   if (format.rgb_factors.size() != static_cast<std::size_t>(channels) * 3) return {};

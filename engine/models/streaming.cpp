@@ -33,8 +33,11 @@ std::string ResidencyPlan::describe() const {
          "; streaming " + std::to_string(s) + " blocks, " + gb(streamed_bytes) + " a step";
 }
 
-ResidencyPlan plan_residency(const std::vector<BlockCost>& blocks, uint64_t budget) {
+ResidencyPlan plan_residency(const std::vector<BlockCost>& blocks, uint64_t budget_in, uint64_t fixed) {
+  const uint64_t budget = budget_in > fixed ? budget_in - fixed : 0;
   ResidencyPlan plan;
+  plan.blocks = blocks;
+  plan.fixed_bytes = fixed;
   plan.streamed.assign(blocks.size(), false);
   for (const auto& b : blocks) plan.resident_bytes += b.bytes;
   // the order blocks go to streaming in: most compute per byte first, the later block on a tie

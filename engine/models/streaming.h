@@ -59,6 +59,8 @@ struct BlockCost {
 };
 
 struct ResidencyPlan {
+  std::vector<BlockCost> blocks;  // the network's blocks in execution order
+  uint64_t fixed_bytes = 0;  // the streamable layers outside the blocks: resident, counted against the budget first
   std::vector<bool> streamed;  // per block
   uint64_t resident_bytes = 0;  // the resident blocks' weights
   uint64_t streamed_bytes = 0;  // the streamed blocks' weights: what one pass reads
@@ -69,9 +71,10 @@ struct ResidencyPlan {
   std::string describe() const;
 };
 
-// Keeps blocks resident within `budget` bytes (UINT64_MAX: all resident; 0: every block streams),
-// streaming first the blocks with the most compute per byte (ties: the later block first).
-ResidencyPlan plan_residency(const std::vector<BlockCost>& blocks, uint64_t budget);
+// Keeps blocks resident within `budget` bytes, of which `fixed` (the layers outside the blocks)
+// come first (UINT64_MAX: all resident; at most `fixed`: every block streams), streaming first the
+// blocks with the most compute per byte (ties: the later block first).
+ResidencyPlan plan_residency(const std::vector<BlockCost>& blocks, uint64_t budget, uint64_t fixed = 0);
 
 // The budget a `--weight-budget` value names: "auto" (unset), or a size ("8G", "512M", "2.5GB",
 // "0"). InputError for anything else.

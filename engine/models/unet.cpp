@@ -139,7 +139,9 @@ UNetImpl::UNetImpl(const UNetConfig& c) : config_(c) {
   };
   auto inputs = container(*this, "input_blocks");
   Block first;
-  first.conv = container(*inputs, "0")->register_module("0", QConv2d(c.in_channels, mc, 3));
+  const auto first_mod = container(*inputs, "0");
+  first.conv = first_mod->register_module("0", QConv2d(c.in_channels, mc, 3));
+  blocks_.push_back({"input_blocks.0", first_mod, 1.0});
   input_.push_back(first);
   std::vector<int64_t> skips{mc};
   int64_t ch = mc;
@@ -147,7 +149,9 @@ UNetImpl::UNetImpl(const UNetConfig& c) : config_(c) {
   const int levels = static_cast<int>(c.channel_mult.size());
   for (int level = 0; level < levels; ++level) {
     for (int r = 0; r < c.num_res_blocks; ++r) {
+      blocks_.push_back({"input_blocks." + std::to_string(input_.size()), nullptr, 1.0 / (ds * ds)});
       auto blk_mod = container(*inputs, std::to_string(input_.size()));
+      blocks_.back().module = blk_mod;
       Block blk;
       const int64_t out = c.channel_mult[level] * mc;
       blk.res = blk_mod->register_module("0", ResBlock(ch, out, emb));
@@ -161,7 +165,9 @@ UNetImpl::UNetImpl(const UNetConfig& c) : config_(c) {
       skips.push_back(ch);
     }
     if (level != levels - 1) {
+      blocks_.push_back({"input_blocks." + std::to_string(input_.size()), nullptr, 1.0 / (4.0 * ds * ds)});
       auto blk_mod = container(*inputs, std::to_string(input_.size()));
+      blocks_.back().module = blk_mod;
       Block blk;
       blk.conv = container(*blk_mod, "0")->register_module("op", QConv2d(ch, ch, 3, 2, 1));
       input_.push_back(blk);
@@ -170,6 +176,7 @@ UNetImpl::UNetImpl(const UNetConfig& c) : config_(c) {
     }
   }
   auto mid = container(*this, "middle_block");
+  blocks_.push_back({"middle_block", mid, 1.0 / (ds * ds)});
   middle_res1_.res = mid->register_module("0", ResBlock(ch, ch, emb));
   middle_attn_.attn = mid->register_module(
       "1", SpatialTransformer(ch, heads_for(ch), c.transformer_depth_middle, c.context_dim,
@@ -178,7 +185,9 @@ UNetImpl::UNetImpl(const UNetConfig& c) : config_(c) {
   auto outputs = container(*this, "output_blocks");
   for (int level = levels - 1; level >= 0; --level) {
     for (int i = 0; i <= c.num_res_blocks; ++i) {
+      blocks_.push_back({"output_blocks." + std::to_string(output_.size()), nullptr, 1.0 / (ds * ds)});
       auto blk_mod = container(*outputs, std::to_string(output_.size()));
+      blocks_.back().module = blk_mod;
       Block blk;
       const int64_t skip = skips.back();
       skips.pop_back();
@@ -232,17 +241,23 @@ at::Tensor UNetImpl::forward(const at::Tensor& x, const at::Tensor& t, const at:
   const auto ctx = context.to(compute);
   std::vector<at::Tensor> skips;
   auto h = as_activation(x, compute);
+  int block = 0;  // blocks_'s order
   for (const auto& b : input_) {
     check_cancel(cancel);
+    const BlockScope staged(hooks_, block++);
     h = run_block(b, h, emb_silu, ctx, nullptr);
     skips.push_back(h);
   }
   check_cancel(cancel);
-  h = run_block(middle_res1_, h, emb_silu, ctx, nullptr);
-  h = run_block(middle_attn_, h, emb_silu, ctx, nullptr);
-  h = run_block(middle_res2_, h, emb_silu, ctx, nullptr);
+  {
+    const BlockScope staged(hooks_, block++);
+    h = run_block(middle_res1_, h, emb_silu, ctx, nullptr);
+    h = run_block(middle_attn_, h, emb_silu, ctx, nullptr);
+    h = run_block(middle_res2_, h, emb_silu, ctx, nullptr);
+  }
   for (const auto& b : output_) {
     check_cancel(cancel);
+    const BlockScope staged(hooks_, block++);
     h = at::cat({h, skips.back()}, 1);
     skips.pop_back();
     h = run_block(b, h, emb_silu, ctx, skips.empty() ? nullptr : &skips.back());

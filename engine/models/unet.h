@@ -6,6 +6,7 @@
 
 #include "models/architecture.h"
 #include "models/nn.h"
+#include "models/streaming.h"
 
 namespace fp8s {
 
@@ -55,6 +56,17 @@ class UNetImpl : public torch::nn::Module {
                      const at::Tensor& y, at::ScalarType compute,
                      const std::atomic<bool>* cancel = nullptr);
   const UNetConfig& config() const { return config_; }
+  // The blocks in execution order ("input_blocks.0" ... "middle_block" ... "output_blocks.N"), each
+  // with its activations' share of the full-resolution tokens (1, 1/4, 1/16 ...: its compute per
+  // byte of weights, relative), for the residency plan (models/streaming.h); `hooks` (unset:
+  // none) is called around each of them.
+  struct PlanBlock {
+    std::string name;
+    std::shared_ptr<torch::nn::Module> module;
+    double tokens = 1.0;
+  };
+  const std::vector<PlanBlock>& blocks() const { return blocks_; }
+  void set_block_hooks(BlockHooks* hooks) { hooks_ = hooks; }
 
  private:
   struct Block {
@@ -72,6 +84,8 @@ class UNetImpl : public torch::nn::Module {
   Block middle_res1_, middle_attn_, middle_res2_;
   GroupNorm out_norm_{nullptr};
   QConv2d out_conv_{nullptr};
+  std::vector<PlanBlock> blocks_;
+  BlockHooks* hooks_ = nullptr;
 };
 TORCH_MODULE(UNet);
 

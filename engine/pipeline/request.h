@@ -183,7 +183,15 @@ struct ModelInfo {
   // line ("resident 31 of 57 blocks, 9.8 GB; streaming 26 blocks, 13.9 GB a step"; empty: all resident).
   int blocks = 0, streamed_blocks = 0;
   uint64_t resident_block_bytes = 0, streamed_block_bytes = 0;
+  uint64_t fixed_bytes = 0;  // the denoiser's layers outside its blocks (resident; part of the budget)
   std::string residency;
+  struct Block {
+    std::string name;  // "input_blocks.4", "double_blocks.0"
+    uint64_t bytes = 0;
+    double compute_per_byte = 1.0;  // relative: the plan streams the highest first (ties: the later)
+    bool streamed = false;
+  };
+  std::vector<Block> block_plan;
   FamilyTraits traits;  // the family's sizes, samplers, guidance, components, latent format
   std::vector<ComponentInfo> components;  // a model of several files: each file's part
   std::string architecture;

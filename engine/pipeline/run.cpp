@@ -224,6 +224,10 @@ GenerationResult run_generation(const RunContext& ctx, const GenerationRequest& 
   if (f.sampling_needs_load() && observer) observer->onPhase({Phase::Load, ms_since(start)});
   f.begin_sampling();
   f.reset_stream_stats();
+  struct EndSampling {
+    FamilyModel& family;
+    ~EndSampling() { family.end_sampling(); }
+  } end_sampling{f};
   // img2img / inpainting: the images prepared once for the whole request
   const std::optional<ImageJob> job =
       r.init_image ? std::optional<ImageJob>(prepare_image_job(r, r.width, r.height)) : std::nullopt;

@@ -50,6 +50,12 @@ ModelPanel::ModelPanel(QWidget* parent) : QWidget(parent) {
   m_status = new QLabel(this);
   m_status->setWordWrap(true);
   layout->addWidget(m_status);
+  // the denoiser's residency under the weight budget, after a run (hidden while all resident)
+  m_residency = new QLabel(this);
+  m_residency->setObjectName(QStringLiteral("residencyLabel"));
+  m_residency->setWordWrap(true);
+  m_residency->hide();
+  layout->addWidget(m_residency);
   // a model's other files (ComfyUI's separate text encoders and autoencoder), one row per role
   m_componentBox = new QGroupBox(tr("Components"), this);
   m_componentBox->setObjectName(QStringLiteral("modelComponents"));
@@ -117,6 +123,11 @@ void ModelPanel::setCheckpoint(const QString& path) {
 }
 
 void ModelPanel::setStatus(const QString& text) { m_status->setText(text); }
+
+void ModelPanel::setResidency(const QString& plan) {
+  m_residency->setText(tr("Streaming: %1").arg(plan));
+  m_residency->setVisible(!plan.isEmpty());
+}
 
 std::map<std::string, std::string> ModelPanel::components() const {
   std::map<std::string, std::string> out;

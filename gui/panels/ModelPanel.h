@@ -39,6 +39,9 @@ class ModelPanel : public QWidget {
   void setCheckpoint(const QString& path);
   // The engine's view once loaded (architecture, storage); "" clears it.
   void setStatus(const QString& text);
+  // The residency plan of the last run ("resident 31 of 57 blocks, 9.8 GB; streaming 26 blocks,
+  // 13.9 GB a step"); empty: all resident.
+  void setResidency(const QString& plan);
   // The loaded model's components as the engine reports them (each with its file, storage and
   // bytes), and the family's component roles the box offers.
   void setModelInfo(const ModelInfo& info);
@@ -72,6 +75,7 @@ class ModelPanel : public QWidget {
   QComboBox* m_combo;
   QLabel* m_info;
   QLabel* m_status;
+  QLabel* m_residency;
   QGroupBox* m_componentBox;
   QGridLayout* m_componentGrid;
   std::vector<ComponentRole> m_roles;

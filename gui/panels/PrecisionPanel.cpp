@@ -8,13 +8,24 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QSignalBlocker>
+#include <QHBoxLayout>
+#include <QSlider>
 #include <QVBoxLayout>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
 
 #include "ModelPanel.h"
 #include "models/inspect.h"
 #include "pipeline/engine.h"
 
 namespace fp8s::gui {
+
+namespace {
+constexpr uint64_t kBudgetStep = 512ull << 20;  // the slider's step: half a GiB
+}  // namespace
 
 WeightEstimate engineWeightEstimate(const std::string& checkpoint, const std::map<std::string, std::string>& components) {
   LoadOptions o;
@@ -66,6 +77,27 @@ PrecisionPanel::PrecisionPanel(QWidget* parent) : QWidget(parent) {
   form->addRow(tr("FP8 scaling"), m_scale);
   form->addRow(tr("Compute"), m_compute);
   form->addRow(tr("VAE"), m_vae);
+  // the weight budget: half-GiB steps up to the machine's memory, then auto
+  m_budget = new QSlider(Qt::Horizontal, this);
+  m_budget->setObjectName(QStringLiteral("weightBudgetSlider"));
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  const double machine = pages > 0 && page > 0 ? double(pages) * double(page) : 64.0 * (1ull << 30);
+  m_budget->setRange(0, static_cast<int>(std::ceil(machine / kBudgetStep)) + 1);
+  m_budget->setValue(m_budget->maximum());
+  m_budget->setToolTip(tr("Weight budget (Forge's GPU Weights): the memory the denoiser's resident weights may "
+                          "take. The blocks beyond it stream from the model file at every step (the same image, "
+                          "slower). Auto keeps everything resident when the model fits and streams when it does not."));
+  m_budgetLabel = new QLabel(this);
+  m_budgetLabel->setObjectName(QStringLiteral("weightBudgetLabel"));
+  m_budgetLabel->setMinimumWidth(m_budgetLabel->fontMetrics().horizontalAdvance(QStringLiteral("000.0 GB")));
+  auto* budgetRow = new QHBoxLayout;
+  budgetRow->addWidget(m_budget, 1);
+  budgetRow->addWidget(m_budgetLabel);
+  form->addRow(tr("Weight budget"), budgetRow);
+  connect(m_budget, &QSlider::valueChanged, this, [this] {
+    update();
+    Q_EMIT changed(settings());
+  });
   layout->addLayout(form);
   m_prediction = new QLabel(this);
   m_prediction->setObjectName(QStringLiteral("predictionLabel"));
@@ -91,12 +123,15 @@ PrecisionSettings PrecisionPanel::settings() const {
   p.storage.scale = is_fp8(p.storage.weights) ? static_cast<Fp8Scale>(m_scale->currentData().toInt()) : Fp8Scale::None;
   p.storage.fp8_vae = is_fp8(p.storage.weights) && m_vae->currentData().toBool();
   p.compute = static_cast<ComputeType>(m_compute->currentData().toInt());
+  if (m_budget->value() < m_budget->maximum()) p.weightBudget = static_cast<uint64_t>(m_budget->value()) * kBudgetStep;
   return p;
 }
 
 void PrecisionPanel::setSettings(const PrecisionSettings& p) {
   {
-    const QSignalBlocker b1(m_storage), b2(m_scale), b3(m_compute), b4(m_vae);
+    const QSignalBlocker b1(m_storage), b2(m_scale), b3(m_compute), b4(m_vae), b5(m_budget);
+    m_budget->setValue(p.weightBudget ? static_cast<int>(std::min<uint64_t>(*p.weightBudget / kBudgetStep, m_budget->maximum() - 1))
+                                      : m_budget->maximum());
     m_storage->setCurrentIndex(std::max(0, m_storage->findData(int(p.storage.weights))));
     if (is_fp8(p.storage.weights)) m_scale->setCurrentIndex(std::max(0, m_scale->findData(int(p.storage.scale))));
     m_compute->setCurrentIndex(std::max(0, m_compute->findData(int(p.compute))));
@@ -142,6 +177,7 @@ void PrecisionPanel::setDevice(const QString& id) {
 
 void PrecisionPanel::update() {
   const auto p = settings();
+  m_budgetLabel->setText(p.weightBudget ? formatBytes(double(*p.weightBudget)) : tr("Auto"));
   m_scale->setEnabled(is_fp8(p.storage.weights));
   m_vae->setEnabled(is_fp8(p.storage.weights));
   const auto estimate = m_estimate ? m_estimate(p.storage) : std::nullopt;
@@ -167,6 +203,8 @@ void PrecisionPanel::saveSettings(QSettings& s) const {
   s.setValue(QStringLiteral("precision/compute"), QString::fromLatin1(compute_type_name(p.compute)));
   s.setValue(QStringLiteral("precision/fp8_vae"), m_vae->currentData().toBool());
   s.setValue(QStringLiteral("precision/device"), device());
+  s.setValue(QStringLiteral("precision/weight_budget"),
+             p.weightBudget ? QString::number(qulonglong(*p.weightBudget)) : QStringLiteral("auto"));
 }
 
 void PrecisionPanel::restoreSettings(const QSettings& s) {
@@ -175,6 +213,10 @@ void PrecisionPanel::restoreSettings(const QSettings& s) {
   p.storage.scale = static_cast<Fp8Scale>(s.value(QStringLiteral("precision/scale"), int(Fp8Scale::Tensor)).toInt());
   if (auto c = parse_compute_type(s.value(QStringLiteral("precision/compute")).toString().toStdString())) p.compute = *c;
   p.storage.fp8_vae = s.value(QStringLiteral("precision/fp8_vae"), false).toBool();
+  const QString budget = s.value(QStringLiteral("precision/weight_budget"), QStringLiteral("auto")).toString();
+  bool number = false;
+  const qulonglong bytes = budget.toULongLong(&number);
+  if (number) p.weightBudget = bytes;
   setSettings(p);
   setDevice(s.value(QStringLiteral("precision/device"), QStringLiteral("auto")).toString());
 }

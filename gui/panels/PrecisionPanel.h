@@ -14,6 +14,7 @@
 #include "core/types.h"
 
 class QComboBox;
+class QSlider;
 class QLabel;
 class QSettings;
 
@@ -26,8 +27,10 @@ namespace fp8s::gui {
 struct PrecisionSettings {
   StorageSpec storage{WeightType::FP8_E4M3, Fp8Scale::Tensor, false};
   ComputeType compute = ComputeType::BF16;
+  // The memory the denoiser's resident weights may take (Forge's GPU Weights); unset: auto.
+  std::optional<uint64_t> weightBudget;
   bool operator==(const PrecisionSettings& o) const {
-    return storage == o.storage && compute == o.compute;
+    return storage == o.storage && compute == o.compute && weightBudget == o.weightBudget;
   }
 };
 
@@ -68,6 +71,8 @@ class PrecisionPanel : public QWidget {
   QComboBox* m_scale;
   QComboBox* m_compute;
   QComboBox* m_vae;
+  QSlider* m_budget;        // half-GiB steps; the last position is auto
+  QLabel* m_budgetLabel;
   QComboBox* m_device;
   QLabel* m_prediction;
   WeightEstimate m_estimate;

@@ -326,14 +326,11 @@ class FluxFamily final : public FamilyModel {
   StreamStats stream_stats() const override { return model_->stream_stats(); }
   void reset_stream_stats() override { model_->reset_stream_stats(); }
 
+  void end_sampling() override { model_->end_streaming(); }
+
   void describe(ModelInfo& i) const override {
     const auto& f = *model_;
-    const auto& plan = f.residency();
-    i.blocks = static_cast<int>(plan.streamed.size());
-    i.streamed_blocks = plan.streamed_count();
-    i.resident_block_bytes = plan.resident_bytes;
-    i.streamed_block_bytes = plan.streamed_bytes;
-    if (plan.any()) i.residency = plan.describe();
+    describe_residency(f.residency(), i);
     i.architecture = traits_.name;
     i.storage = weight_type_name(f.storage().weights);
     const auto b = estimate_bytes(f.files(), f.storage());

@@ -295,7 +295,7 @@ void FluxModel::load_streamed_transformer() {
     in_blocks += costs.back().bytes;
   }
   const uint64_t outside = block_layer_bytes(*m, *file, c.prefix, storage_, true, true) - in_blocks;
-  plan_ = plan_residency(costs, *budget_ > outside ? *budget_ - outside : 0);
+  plan_ = plan_residency(costs, *budget_, outside);
   std::vector<std::string> streamed;
   for (std::size_t i = 0; i < costs.size(); ++i) {
     if (plan_.streamed[i]) streamed.push_back(costs[i].name + ".");
@@ -328,6 +328,10 @@ void FluxModel::set_weight_budget(std::optional<uint64_t> budget) {
 }
 
 StreamStats FluxModel::stream_stats() const { return streamer_ ? streamer_->stats() : StreamStats{}; }
+
+void FluxModel::end_streaming() {
+  if (streamer_) streamer_->abort();
+}
 
 void FluxModel::reset_stream_stats() {
   if (streamer_) streamer_->reset_stats();

@@ -120,6 +120,8 @@ class FluxModel {
   const ResidencyPlan& residency() const { return plan_; }
   StreamStats stream_stats() const;
   void reset_stream_stats();
+  // After sampling (done or cancelled): no read in flight, nothing staged.
+  void end_streaming();
   // Milliseconds spent loading components so far.
   double load_ms() const { return load_ms_; }
   // Frees the text encoders / the transformer (the next use loads them again).

@@ -47,6 +47,56 @@ Model::Model(const std::string& checkpoint, const StorageSpec& storage, const at
 
 Model::~Model() = default;
 
+void Model::load_unet() {
+  const bool quantise = is_fp8(storage_.weights);
+  streamer_.reset();
+  plan_ = {};
+  unet_ = std::make_shared<UNetImpl>(config_.unet);
+  std::vector<std::string> streamed;
+  if (budget_) {
+    std::vector<BlockCost> costs;
+    uint64_t in_blocks = 0;
+    for (const auto& b : unet_->blocks()) {
+      costs.push_back({b.name, block_layer_bytes(*b.module, *file_, kUNetPrefix + b.name + ".", storage_, quantise, false), b.tokens});
+      in_blocks += costs.back().bytes;
+    }
+    const uint64_t outside = block_layer_bytes(*unet_, *file_, kUNetPrefix, storage_, quantise, false) - in_blocks;
+    plan_ = plan_residency(costs, *budget_, outside);
+    for (std::size_t i = 0; i < costs.size(); ++i) {
+      if (plan_.streamed[i]) streamed.push_back(costs[i].name + ".");
+    }
+  }
+  bytes_.denoiser = load_module_weights(*unet_, *file_, kUNetPrefix, storage_, quantise, {}, {}, device_, false, streamed).bytes;
+  if (!plan_.any()) return;
+  UNetImpl* unet = unet_.get();
+  streamer_ = std::make_unique<BlockStreamer>(
+      plan_.streamed,
+      [this, unet, quantise](int i) {
+        const auto& b = unet->blocks()[static_cast<std::size_t>(i)];
+        return load_block_layers(*b.module, *file_, kUNetPrefix + b.name + ".", storage_, quantise, false, device_);
+      },
+      [unet](int i) { release_block_layers(*unet->blocks()[static_cast<std::size_t>(i)].module); });
+  unet_->set_block_hooks(streamer_.get());
+  log().info("UNet, {} budget {:.2f} GB: {}", weight_type_name(storage_.weights), static_cast<double>(*budget_) / 1e9,
+             plan_.describe());
+}
+
+void Model::set_weight_budget(std::optional<uint64_t> budget, bool reload_now) {
+  if (budget == budget_ && reload_error_.empty()) return;
+  budget_ = budget;
+  if (reload_now) reload();
+}
+
+StreamStats Model::stream_stats() const { return streamer_ ? streamer_->stats() : StreamStats{}; }
+
+void Model::reset_stream_stats() {
+  if (streamer_) streamer_->reset_stats();
+}
+
+void Model::end_streaming() {
+  if (streamer_) streamer_->abort();
+}
+
 void Model::load_all() {
   const bool fp8_text_unet = is_fp8(storage_.weights);
   const BuildOn build(device_);
@@ -59,8 +109,7 @@ void Model::load_all() {
     bytes_.text += report.bytes;
     text_.push_back(te);
   }
-  unet_ = std::make_shared<UNetImpl>(config_.unet);
-  bytes_.denoiser = load_module_weights(*unet_, *file_, kUNetPrefix, storage_, fp8_text_unet, {}, {}, device_).bytes;
+  load_unet();
   vae_ = std::make_shared<VaeImpl>(config_.vae);
   bytes_.vae = load_module_weights(*vae_, *file_, kVaePrefix, storage_, storage_.fp8_vae, {}, {}, device_).bytes;
   index_layers();
@@ -107,7 +156,15 @@ void Model::index_layers() {
 }
 
 std::size_t Model::set_loras(const std::vector<LoraRequest>& loras, LoraMode mode_in) {
-  const LoraMode mode = effective_lora_mode(mode_in, storage_);
+  LoraMode mode = effective_lora_mode(mode_in, storage_);
+  if (plan_.any() && !loras.empty()) {  // streamed blocks are read from the file each step: a merge would be lost
+    if (mode == LoraMode::Merge || mode == LoraMode::MergeStochastic) {
+      throw InputError("--lora-mode " + std::string(lora_mode_name(mode)) +
+                       " cannot apply while the UNet streams (its weights are read from the file each step); "
+                       "use --lora-mode online or auto, or a larger --weight-budget");
+    }
+    mode = LoraMode::Online;
+  }
   if (loras == active_loras_ && mode == active_mode_) return 0;
   // Read and check every LoRA before touching a weight: a bad file leaves the previous set in place.
   std::vector<LoraFile> files;
@@ -162,18 +219,25 @@ void Model::set_storage(const StorageSpec& storage) {
     return;
   }
   storage_ = storage;
+  reload();
+}
+
+void Model::reload() {
   const auto loras = active_loras_;
   const auto mode = active_mode_;
   active_loras_.clear();
   lora_touched_.clear();
   // Release the old weights first, then read the new ones from the file (never from a copy).
   text_.clear();
+  streamer_.reset();
   unet_.reset();
   vae_.reset();
   try {
     load_all();
   } catch (const std::exception& e) {
     text_.clear();
+    streamer_.reset();
+    plan_ = {};
     unet_.reset();
     vae_.reset();
     layers_.clear();

@@ -17,6 +17,7 @@
 #include "io/safetensors.h"
 #include "models/architecture.h"
 #include "models/nn.h"
+#include "models/streaming.h"
 #include "models/text_encoder.h"
 #include "families/family.h"
 #include "pipeline/lora_request.h"
@@ -66,6 +67,17 @@ class Model {
   // Non-empty after a reload from the file failed (the file was truncated or became unreadable):
   // the weights are gone and set_storage must succeed before the model is used again.
   const std::string& reload_error() const { return reload_error_; }
+  // The UNet's weight budget (models/streaming.h): the bytes its resident weights may take; the
+  // input, middle and output blocks beyond it stream from the file (the full-resolution ones
+  // first: their compute hides the transfer best). Unset: all resident. A change reloads the UNet.
+  // `reload` false: the next set_storage that reloads applies it (one reload for both changes).
+  void set_weight_budget(std::optional<uint64_t> budget, bool reload = true);
+  const std::optional<uint64_t>& weight_budget() const { return budget_; }
+  const ResidencyPlan& residency() const { return plan_; }
+  StreamStats stream_stats() const;
+  void reset_stream_stats();
+  // After sampling (done or cancelled): no read in flight, nothing staged.
+  void end_streaming();
 
   // SD1 text conditioning for 77-token windows: tokens [B,77] -> hidden [B,77,D] (FP32).
   // clip_skip 1 = last layer, 2 = penultimate (then the final LayerNorm, as A1111).
@@ -127,6 +139,8 @@ class Model {
 
  private:
   void load_all();
+  void load_unet();
+  void reload();
   void index_layers();
 
   std::unique_ptr<SafetensorsFile> file_;
@@ -148,6 +162,9 @@ class Model {
   std::vector<std::string> lora_touched_;           // keys changed by the active LoRAs
   DiscreteSchedule schedule_;
   mutable std::atomic<int64_t> vae_encoded_{0};
+  std::optional<uint64_t> budget_;
+  ResidencyPlan plan_;
+  std::unique_ptr<BlockStreamer> streamer_;  // last: destroyed (its reader joined) before the UNet
 };
 
 }  // namespace fp8s

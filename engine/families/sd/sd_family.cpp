@@ -94,7 +94,12 @@ class SdFamily final : public FamilyModel {
   const StorageSpec& storage() const override { return model_->storage(); }
   std::shared_ptr<const ClipTokenizer> tokenizer() const { return tokenizer_; }
 
+  StreamStats stream_stats() const override { return model_->stream_stats(); }
+  void reset_stream_stats() override { model_->reset_stream_stats(); }
+  void end_sampling() override { model_->end_streaming(); }
+
   void describe(ModelInfo& i) const override {
+    describe_residency(model_->residency(), i);
     i.architecture = model_->detection().description();
     i.storage = weight_type_name(model_->storage().weights);
     i.source_note = model_->source_note();
@@ -125,9 +130,15 @@ class SdFamily final : public FamilyModel {
   }
 
   void prepare(const GenerationRequest& r) override {
-    if (r.storage != model_->storage() || !model_->reload_error().empty()) {
+    if (r.weight_budget && !model_->device().is_cpu()) {
+      throw InputError("--weight-budget: streaming to a CUDA device is not built yet; use auto (all resident)");
+    }
+    if (r.storage != model_->storage() || r.weight_budget != model_->weight_budget() || !model_->reload_error().empty()) {
       const auto start = std::chrono::steady_clock::now();
-      model_->set_storage(r.storage);
+      // auto: every block resident (an SD model's weights are small beside its working memory)
+      const bool storage_changes = r.storage != model_->storage() || !model_->reload_error().empty();
+      model_->set_weight_budget(r.weight_budget, !storage_changes);
+      model_->set_storage(r.storage);  // one reload for both
       load_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }
     model_->set_loras(r.loras, r.lora_mode);
