@@ -20,6 +20,8 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
+#include <tuple>
+
 #include "core/logging.h"
 #include "core/rate.h"
 #include "core/version.h"
@@ -71,11 +73,7 @@ MainWindow::MainWindow(QSettings* settings, bool autoLoad, QWidget* parent)
   m_model->setModelsFolder(m_folders.models);
   m_lora->setFolder(m_folders.loras);
   m_embeddings->setFolder(m_folders.data + QStringLiteral("/embeddings"));
-  m_model->restoreSettings(*m_settings);
-  m_prompt->restoreSettings(*m_settings);
-  m_img2img->restoreSettings(*m_settings);
-  m_lora->restoreSettings(*m_settings);
-  m_precision->restoreSettings(*m_settings);
+  std::apply([&](auto*... panel) { (panel->restoreSettings(*m_settings), ...); }, std::tuple{m_model, m_prompt, m_img2img, m_lora, m_precision});
   restoreGeometry(m_settings->value(QStringLiteral("window/geometry")).toByteArray());
   m_splitter->restoreState(m_settings->value(QStringLiteral("window/splitter")).toByteArray());
   m_tabs->setCurrentIndex(m_settings->value(QStringLiteral("window/tab"), 0).toInt());
@@ -217,8 +215,7 @@ void MainWindow::buildUi() {
   connect(m_model, &ModelPanel::componentsChanged, this, [this] { loadModel(m_model->checkpoint()); });
   connect(m_model, &ModelPanel::reportChanged, this, [this] {
     m_precision->setReport(m_model->report());
-    m_precision->setEstimate(m_model->report() ? engineWeightEstimate(m_model->checkpoint().toStdString(), m_model->components())
-                                               : WeightEstimate());
+    m_precision->setEstimate(m_model->weightEstimate());
   });
   connect(m_precision, &PrecisionPanel::compareRequested, this, &MainWindow::compare);
   // the request is what the panels say, as they say it
@@ -305,6 +302,7 @@ void MainWindow::connectWorker() {
   });
   connect(m_worker, &EngineWorker::finished, this, [this](const RunResult& r) {
     m_charts->setWeightBytes(r.run, r.result.weight_bytes);
+    if (r.request.weight_budget) m_charts->setWeightBudget(r.run, *r.request.weight_budget);
     m_model->setResidency(r.residency);
     if (!r.result.images.empty()) {
       m_image->setImage(toQImage(r.result.images.front().image), r.savedPath());
@@ -331,9 +329,7 @@ void MainWindow::connectWorker() {
 
 GenerationRequest MainWindow::currentRequest() const {
   GenerationRequest r = m_promptState;
-  r.storage = m_precisionState.storage;
-  r.compute = m_precisionState.compute;
-  r.weight_budget = m_precisionState.weightBudget;
+  PrecisionPanel::applyTo(m_precisionState, r);
   r.loras = m_loraState.loras;
   r.lora_mode = m_loraState.mode;
   Img2ImgPanel::applyTo(m_imageState, r);
@@ -485,11 +481,7 @@ void MainWindow::saveSettings() {
   s.setValue(QStringLiteral("folders/models"), m_folders.models);
   s.setValue(QStringLiteral("folders/loras"), m_folders.loras);
   s.setValue(QStringLiteral("folders/outputs"), m_folders.outputs);
-  m_model->saveSettings(s);
-  m_prompt->saveSettings(s);
-  m_img2img->saveSettings(s);
-  m_lora->saveSettings(s);
-  m_precision->saveSettings(s);
+  std::apply([&](auto*... panel) { (panel->saveSettings(s), ...); }, std::tuple{m_model, m_prompt, m_img2img, m_lora, m_precision});
   s.setValue(QStringLiteral("window/geometry"), saveGeometry());
   s.setValue(QStringLiteral("window/splitter"), m_splitter->saveState());
   s.setValue(QStringLiteral("window/tab"), m_tabs->currentIndex());

@@ -13,6 +13,7 @@
 #include "core/strings.h"
 #include "models/convert.h"
 #include "models/fp8_files.h"
+#include "memory/process_memory.h"
 #include "models/nn.h"
 #include "models/tensor_roles.h"
 
@@ -203,6 +204,41 @@ uint64_t load_block_layers(torch::nn::Module& block, const SafetensorsFile& file
   return read;
 }
 
+ResidencyPlan plan_network(torch::nn::Module& network, const std::vector<NetworkBlock>& blocks,
+                           const SafetensorsFile& file, const std::string& prefix, const StorageSpec& storage,
+                           bool quantise_component, bool every_layer, uint64_t budget) {
+  std::vector<BlockCost> costs;
+  uint64_t in_blocks = 0;
+  for (const auto& b : blocks) {
+    costs.push_back({b.name, block_layer_bytes(*b.module, file, prefix + b.name + ".", storage, quantise_component, every_layer),
+                     b.compute_per_byte});
+    in_blocks += costs.back().bytes;
+  }
+  const uint64_t outside = block_layer_bytes(network, file, prefix, storage, quantise_component, every_layer) - in_blocks;
+  return plan_residency(costs, budget, outside);
+}
+
+std::vector<std::string> streamed_prefixes(const ResidencyPlan& plan) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < plan.blocks.size(); ++i) {
+    if (plan.streamed[i]) out.push_back(plan.blocks[i].name + ".");
+  }
+  return out;
+}
+
+std::unique_ptr<BlockStreamer> file_streamer(const ResidencyPlan& plan, const std::vector<NetworkBlock>& blocks,
+                                             const SafetensorsFile& file, const std::string& prefix,
+                                             const StorageSpec& storage, bool quantise_component, bool every_layer,
+                                             const at::Device& device) {
+  return std::make_unique<BlockStreamer>(
+      plan.streamed,
+      [&blocks, &file, prefix, storage, quantise_component, every_layer, device](int i) {
+        const auto& b = blocks[static_cast<std::size_t>(i)];
+        return load_block_layers(*b.module, file, prefix + b.name + ".", storage, quantise_component, every_layer, device);
+      },
+      [&blocks](int i) { release_block_layers(*blocks[static_cast<std::size_t>(i)].module); });
+}
+
 void release_block_layers(torch::nn::Module& block) {
   for (const auto& [name, layer] : quantised_layers(block)) {
     WeightStore& store = layer->store;
@@ -210,6 +246,9 @@ void release_block_layers(torch::nn::Module& block) {
     store.layout = {};
     store.weight.set_data(at::empty({1}, store.weight.options()).expand(store.weight.sizes()));
   }
+  // the block's pages go back to the kernel now: tensors under glibc's (dynamic) mmap threshold
+  // would otherwise stay in the allocator's arenas, and the process would grow past the budget
+  trim_heap();
 }
 
 uint64_t block_layer_bytes(torch::nn::Module& block, const SafetensorsFile& file, const std::string& prefix,

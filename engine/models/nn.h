@@ -14,6 +14,7 @@
 #include "fp8/codec.h"
 #include "fp8/quantize.h"
 #include "io/safetensors.h"
+#include "models/streaming.h"
 #include "models/weight_store.h"
 
 namespace fp8s {
@@ -201,6 +202,26 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
 uint64_t load_block_layers(torch::nn::Module& block, const SafetensorsFile& file, const std::string& prefix,
                            const StorageSpec& storage, bool quantise_component, bool every_layer,
                            const at::Device& device);
+// A network's block as its residency plan sees it (models/streaming.h): its name (the key path
+// under the network's prefix), its module, its compute per byte of weights relative to the others.
+struct NetworkBlock {
+  std::string name;
+  std::shared_ptr<torch::nn::Module> module;
+  double compute_per_byte = 1.0;
+};
+// The plan for a network's blocks under `budget`, from the file's header: the blocks' bytes in
+// the storage, the quantised layers outside them (resident, counted first); and the module-relative
+// prefixes of the streamed blocks (load_module_weights' `streamed`).
+ResidencyPlan plan_network(torch::nn::Module& network, const std::vector<NetworkBlock>& blocks,
+                           const SafetensorsFile& file, const std::string& prefix, const StorageSpec& storage,
+                           bool quantise_component, bool every_layer, uint64_t budget);
+std::vector<std::string> streamed_prefixes(const ResidencyPlan& plan);
+// The CPU transport over those blocks: a streamed block staged from `file` (load_block_layers) when
+// the network enters it, released when it leaves. `file` and `blocks` outlive the streamer.
+std::unique_ptr<BlockStreamer> file_streamer(const ResidencyPlan& plan, const std::vector<NetworkBlock>& blocks,
+                                             const SafetensorsFile& file, const std::string& prefix,
+                                             const StorageSpec& storage, bool quantise_component, bool every_layer,
+                                             const at::Device& device);
 // Drops a block's quantised layers' weights (placeholders of their shape again); scales stay.
 void release_block_layers(torch::nn::Module& block);
 // The bytes a block's quantised layers take when staged in `storage`, from the file's header.

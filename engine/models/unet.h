@@ -60,12 +60,7 @@ class UNetImpl : public torch::nn::Module {
   // with its activations' share of the full-resolution tokens (1, 1/4, 1/16 ...: its compute per
   // byte of weights, relative), for the residency plan (models/streaming.h); `hooks` (unset:
   // none) is called around each of them.
-  struct PlanBlock {
-    std::string name;
-    std::shared_ptr<torch::nn::Module> module;
-    double tokens = 1.0;
-  };
-  const std::vector<PlanBlock>& blocks() const { return blocks_; }
+  const std::vector<NetworkBlock>& blocks() const { return blocks_; }
   void set_block_hooks(BlockHooks* hooks) { hooks_ = hooks; }
 
  private:
@@ -84,7 +79,7 @@ class UNetImpl : public torch::nn::Module {
   Block middle_res1_, middle_attn_, middle_res2_;
   GroupNorm out_norm_{nullptr};
   QConv2d out_conv_{nullptr};
-  std::vector<PlanBlock> blocks_;
+  std::vector<NetworkBlock> blocks_;
   BlockHooks* hooks_ = nullptr;
 };
 TORCH_MODULE(UNet);

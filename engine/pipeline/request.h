@@ -107,6 +107,7 @@ struct StepEvent {
   float sigma = 0;       // the noise level the step started from (k-diffusion's callback `sigma`)
   double step_ms = 0;    // the whole step
   double denoise_ms = 0; // the UNet call(s) of the step
+  double transfer_wait_ms = 0;  // of those, the time waiting for streamed blocks (the weight budget)
   RgbImage preview;      // cheap latent -> RGB approximation at latent resolution
 };
 

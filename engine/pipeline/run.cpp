@@ -103,6 +103,7 @@ void Run::image(int n) {
   begin_phase(device, &vram);
   auto step_start = Clock::now();
   double denoise_ms = 0;
+  double waited_ms = family.stream_stats().wait_ms;  // the streaming's transfer wait so far
   const int hr_steps = r.hr_steps > 0 ? r.hr_steps : r.steps;
   int step_offset = 0;                           // the hires pass numbers its steps after the first's
   int steps_after = r.enable_hr ? hr_steps : 0;  // and the first pass counts them in its total
@@ -121,6 +122,9 @@ void Run::image(int n) {
       e.sigma = sigma;
       e.step_ms = step_ms;
       e.denoise_ms = denoise_ms;
+      const double waited = family.stream_stats().wait_ms;
+      e.transfer_wait_ms = waited - waited_ms;
+      waited_ms = waited;
       e.preview = latent_preview(denoised, family.traits().latent);
       observer->onStep(e);
       emit_memory(observer, Phase::Sample, e.step, start, device);

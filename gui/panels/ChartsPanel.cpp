@@ -110,6 +110,14 @@ void ChartsPanel::addStep(int run, const StepEvent& e) {
   if (it == m_runs.end()) return;
   it->stepX.push_back(e.image_index * e.steps + e.step);
   it->stepMs.push_back(e.step_ms);
+  it->waitMs.push_back(e.transfer_wait_ms);
+  m_dirty = true;
+}
+
+void ChartsPanel::setWeightBudget(int run, uint64_t bytes) {
+  auto it = m_runs.find(run);
+  if (it == m_runs.end()) return;
+  it->budgetBytes = static_cast<double>(bytes);
   m_dirty = true;
 }
 
@@ -198,12 +206,26 @@ void ChartsPanel::replotNow() {
       w->setData(QVector<double>{0.0, r.t.back()}, QVector<double>{r.weightBytes / unit, r.weightBytes / unit}, true);
       w->removeFromLegend();
     }
+    if (r.budgetBytes > 0 && !r.t.empty()) {
+      auto* b = m_memory->addGraph();
+      b->setName(name + tr(" weight budget"));
+      b->setPen(QPen(r.colour, 1, Qt::DashDotLine));
+      b->setData(QVector<double>{0.0, r.t.back()}, QVector<double>{r.budgetBytes / unit, r.budgetBytes / unit}, true);
+    }
     if (r.stepX.empty()) continue;  // a load: memory only
     auto* step = m_steps->addGraph();
     step->setName(name);
     step->setPen(QPen(r.colour, 2));
     step->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, r.colour, r.colour, 5));
     step->setData(QVector<double>(r.stepX.begin(), r.stepX.end()), QVector<double>(r.stepMs.begin(), r.stepMs.end()), true);
+    // the part of each step spent waiting for streamed blocks, under the step's line
+    if (std::any_of(r.waitMs.begin(), r.waitMs.end(), [](double w) { return w > 0; })) {
+      auto* wait = m_steps->addGraph();
+      wait->setName(name + tr(" transfer wait"));
+      wait->setPen(QPen(r.colour, 1.5, Qt::DashLine));
+      wait->setBrush(QBrush(QColor(r.colour.red(), r.colour.green(), r.colour.blue(), 50)));
+      wait->setData(QVector<double>(r.stepX.begin(), r.stepX.end()), QVector<double>(r.waitMs.begin(), r.waitMs.end()), true);
+    }
   }
   m_memory->xAxis->setRange(0, std::max(1.0, maxT * 1.02));
   m_memory->yAxis->setRange(0, std::max(1.0, maxBytes / unit * 1.25));

@@ -30,6 +30,7 @@ class ChartsPanel : public QWidget {
   void addMemory(int run, const MemorySample& sample);
   void addStep(int run, const StepEvent& event);
   void setWeightBytes(int run, uint64_t bytes);  // drawn as a dotted level once the run finished
+  void setWeightBudget(int run, uint64_t bytes);  // the budget, a dash-dot level (0: auto, none)
   // A phase began: the latest run's phases are marked on the memory chart with the component that
   // runs in them, as the family names its phases (FamilyTraits' labels).
   void addPhase(int run, const PhaseEvent& event);
@@ -56,7 +57,8 @@ class ChartsPanel : public QWidget {
     QColor colour;
     std::vector<double> t, live, rss;  // seconds, bytes (live: VRAM when `gpu`)
     bool gpu = false;
-    std::vector<double> stepX, stepMs;
+    std::vector<double> stepX, stepMs, waitMs;  // waitMs: the step's transfer wait (streamed blocks)
+    double budgetBytes = 0;                     // the run's weight budget (0: auto, not drawn)
     double weightBytes = 0;
     std::vector<std::pair<double, QString>> phases;  // seconds, label
   };

@@ -124,6 +124,10 @@ void ModelPanel::setCheckpoint(const QString& path) {
 
 void ModelPanel::setStatus(const QString& text) { m_status->setText(text); }
 
+WeightEstimate ModelPanel::weightEstimate() const {
+  return m_report ? engineWeightEstimate(checkpoint().toStdString(), components()) : WeightEstimate();
+}
+
 void ModelPanel::setResidency(const QString& plan) {
   m_residency->setText(tr("Streaming: %1").arg(plan));
   m_residency->setVisible(!plan.isEmpty());

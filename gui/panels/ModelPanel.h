@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "PrecisionPanel.h"
 #include "families/family_traits.h"
 
 class QComboBox;
@@ -51,6 +52,8 @@ class ModelPanel : public QWidget {
   void setComponents(const std::map<std::string, std::string>& paths);
   // The inspect report of the current checkpoint (nullptr when it could not be read).
   const InspectReport* report() const { return m_report.get(); }
+  // The engine's weight estimate for the chosen model and components (empty without a report).
+  WeightEstimate weightEstimate() const;
 
   void saveSettings(QSettings& s) const;
   void restoreSettings(const QSettings& s);

@@ -117,6 +117,12 @@ PrecisionPanel::PrecisionPanel(QWidget* parent) : QWidget(parent) {
   setSettings(PrecisionSettings{});
 }
 
+void PrecisionPanel::applyTo(const PrecisionSettings& p, GenerationRequest& r) {
+  r.storage = p.storage;
+  r.compute = p.compute;
+  r.weight_budget = p.weightBudget;
+}
+
 PrecisionSettings PrecisionPanel::settings() const {
   PrecisionSettings p;
   p.storage.weights = static_cast<WeightType>(m_storage->currentData().toInt());

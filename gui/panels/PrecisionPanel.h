@@ -10,6 +10,7 @@
 #include <string>
 
 #include "families/family_traits.h"
+#include "pipeline/request.h"
 
 #include "core/types.h"
 
@@ -46,6 +47,8 @@ class PrecisionPanel : public QWidget {
   explicit PrecisionPanel(QWidget* parent = nullptr);
 
   PrecisionSettings settings() const;
+  // A request's storage, compute and weight budget as `p` says.
+  static void applyTo(const PrecisionSettings& p, GenerationRequest& r);
   void setSettings(const PrecisionSettings& p);
   // The FP8 storage that "Compare" sets against FP16: the chosen one if FP8, else E4M3.
   StorageSpec compareStorage() const;

@@ -11,6 +11,9 @@
 
 namespace fp8s {
 
+// What a process holds besides the weights and the working memory (LibTorch, Qt, the rest).
+constexpr uint64_t kFluxProcessBytes = 600ull << 20;
+// flux_memory.cpp:
 // Bytes a component set takes in a storage (FP8: one byte per transformer/T5/CLIP Linear weight,
 // 16 bits for the rest), from the file headers alone.
 FluxComponentBytes flux_storage_bytes(const FluxFiles& files, const StorageSpec& storage);

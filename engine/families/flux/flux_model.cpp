@@ -286,31 +286,12 @@ void FluxModel::load_streamed_transformer() {
   auto file = std::make_shared<SafetensorsFile>(c.path);
   const BuildOn on(device_);
   auto m = std::make_shared<FluxImpl>(flux_config(*file, c.prefix, files_.dev));
-  // the plan: the blocks' bytes in the storage from the header; the layers outside the blocks
-  // (embedders, final layer) stay resident and count against the budget first
-  std::vector<BlockCost> costs;
-  uint64_t in_blocks = 0;
-  for (const auto& [name, block] : m->blocks()) {
-    costs.push_back({name, block_layer_bytes(*block, *file, c.prefix + name + ".", storage_, true, true), 1.0});
-    in_blocks += costs.back().bytes;
-  }
-  const uint64_t outside = block_layer_bytes(*m, *file, c.prefix, storage_, true, true) - in_blocks;
-  plan_ = plan_residency(costs, *budget_, outside);
-  std::vector<std::string> streamed;
-  for (std::size_t i = 0; i < costs.size(); ++i) {
-    if (plan_.streamed[i]) streamed.push_back(costs[i].name + ".");
-  }
-  bytes_.transformer = load_module_weights(*m, *file, c.prefix, storage_, true, {}, {}, device_, true, streamed).bytes;
+  // the plan from the header; the layers outside the blocks (embedders, final layer) stay resident
+  plan_ = plan_network(*m, m->blocks(), *file, c.prefix, storage_, true, true, *budget_);
+  bytes_.transformer =
+      load_module_weights(*m, *file, c.prefix, storage_, true, {}, {}, device_, true, streamed_prefixes(plan_)).bytes;
   file->release_mapping();
-  auto* impl = m.get();
-  const std::string prefix = c.prefix;
-  streamer_ = std::make_unique<BlockStreamer>(
-      plan_.streamed,
-      [this, impl, file, prefix](int i) {
-        const auto& [name, block] = impl->blocks()[static_cast<std::size_t>(i)];
-        return load_block_layers(*block, *file, prefix + name + ".", storage_, true, true, device_);
-      },
-      [impl](int i) { release_block_layers(*impl->blocks()[static_cast<std::size_t>(i)].second); });
+  streamer_ = file_streamer(plan_, m->blocks(), *file, c.prefix, storage_, true, true, device_);
   m->set_block_hooks(streamer_.get());
   stream_file_ = file;
   flux_ = m;

@@ -52,30 +52,11 @@ void Model::load_unet() {
   streamer_.reset();
   plan_ = {};
   unet_ = std::make_shared<UNetImpl>(config_.unet);
-  std::vector<std::string> streamed;
-  if (budget_) {
-    std::vector<BlockCost> costs;
-    uint64_t in_blocks = 0;
-    for (const auto& b : unet_->blocks()) {
-      costs.push_back({b.name, block_layer_bytes(*b.module, *file_, kUNetPrefix + b.name + ".", storage_, quantise, false), b.tokens});
-      in_blocks += costs.back().bytes;
-    }
-    const uint64_t outside = block_layer_bytes(*unet_, *file_, kUNetPrefix, storage_, quantise, false) - in_blocks;
-    plan_ = plan_residency(costs, *budget_, outside);
-    for (std::size_t i = 0; i < costs.size(); ++i) {
-      if (plan_.streamed[i]) streamed.push_back(costs[i].name + ".");
-    }
-  }
-  bytes_.denoiser = load_module_weights(*unet_, *file_, kUNetPrefix, storage_, quantise, {}, {}, device_, false, streamed).bytes;
+  if (budget_) plan_ = plan_network(*unet_, unet_->blocks(), *file_, kUNetPrefix, storage_, quantise, false, *budget_);
+  bytes_.denoiser =
+      load_module_weights(*unet_, *file_, kUNetPrefix, storage_, quantise, {}, {}, device_, false, streamed_prefixes(plan_)).bytes;
   if (!plan_.any()) return;
-  UNetImpl* unet = unet_.get();
-  streamer_ = std::make_unique<BlockStreamer>(
-      plan_.streamed,
-      [this, unet, quantise](int i) {
-        const auto& b = unet->blocks()[static_cast<std::size_t>(i)];
-        return load_block_layers(*b.module, *file_, kUNetPrefix + b.name + ".", storage_, quantise, false, device_);
-      },
-      [unet](int i) { release_block_layers(*unet->blocks()[static_cast<std::size_t>(i)].module); });
+  streamer_ = file_streamer(plan_, unet_->blocks(), *file_, kUNetPrefix, storage_, quantise, false, device_);
   unet_->set_block_hooks(streamer_.get());
   log().info("UNet, {} budget {:.2f} GB: {}", weight_type_name(storage_.weights), static_cast<double>(*budget_) / 1e9,
              plan_.describe());

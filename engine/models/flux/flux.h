@@ -43,7 +43,7 @@ class FluxImpl : public torch::nn::Module {
   const FluxConfig& config() const { return config_; }
   // The blocks in their execution order ("double_blocks.0" ... "single_blocks.37"), for the
   // residency plan (models/streaming.h); `hooks` (unset: none) is called around each of them.
-  const std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>>& blocks() const { return blocks_; }
+  const std::vector<NetworkBlock>& blocks() const { return blocks_; }
   void set_block_hooks(BlockHooks* hooks) { hooks_ = hooks; }
 
  private:
@@ -66,7 +66,7 @@ class FluxImpl : public torch::nn::Module {
   Embedder time_in_, vector_in_, guidance_in_;
   std::vector<std::pair<Stream, Stream>> double_;  // (img, txt)
   std::vector<Single> single_;
-  std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> blocks_;
+  std::vector<NetworkBlock> blocks_;
   BlockHooks* hooks_ = nullptr;
 };
 TORCH_MODULE(Flux);

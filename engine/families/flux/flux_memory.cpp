@@ -1,0 +1,143 @@
+// The Flux family's memory: each component's bytes in a storage from the headers, the working
+// memory, the peak of a generation and the weight budget it runs under (docs/architecture.md,
+// "Weight budget and streaming").
+#include <cstdio>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "core/error.h"
+#include "core/strings.h"
+#include "families/flux/flux_family.h"
+#include "io/safetensors.h"
+
+namespace fp8s {
+namespace {
+
+
+// Bytes of one component's tensors under `prefix` in `storage`.
+uint64_t component_bytes(const ComponentSource& c, const StorageSpec& storage_in, bool quantised, bool keep_file_type) {
+  if (!c.found()) return 0;
+  const SafetensorsFile f(c.path);
+  const StorageSpec storage = keep_file_type ? flux_component_storage(f, c.prefix, storage_in) : storage_in;
+  const uint64_t float_bytes = storage.weights == WeightType::FP32 ? 4 : 2;
+  uint64_t total = 0;
+  for (const auto& t : f.tensors()) {
+    if (!starts_with(t.name, c.prefix)) continue;
+    const std::string name = t.name.substr(c.prefix.size());
+    const bool weight = ends_with(name, ".weight") && (t.shape.size() == 2 || t.shape.size() == 4);
+    const bool embedding = name.find("embed") != std::string::npos || starts_with(name, "shared.") ||
+                           name.find("relative_attention_bias") != std::string::npos;
+    if (name.find("scale_weight") != std::string::npos || name.find("weight_scale") != std::string::npos ||
+        name.find("input_scale") != std::string::npos || name.find("scale_input") != std::string::npos) {
+      continue;  // FP8 files' scales: a few bytes, read with their weights
+    }
+    const bool fp8 = quantised && is_fp8(storage.weights) && weight && !embedding;
+    total += t.numel() * (fp8 ? 1 : float_bytes);
+  }
+  return total;
+}
+
+std::string gb(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GB", static_cast<double>(bytes) / 1e9);
+  return buf;
+}
+
+std::string storage_label(const StorageSpec& s) {
+  switch (s.weights) {
+    case WeightType::FP32: return "FP32";
+    case WeightType::FP16: return "FP16";
+    case WeightType::BF16: return "BF16";
+    default: return "FP8";
+  }
+}
+
+}  // namespace
+
+FluxComponentBytes flux_storage_bytes(const FluxFiles& files, const StorageSpec& storage) {
+  FluxComponentBytes b;
+  b.transformer = component_bytes(files.transformer, storage, true, false);
+  b.t5 = component_bytes(files.t5, storage, true, true);
+  b.clip_l = component_bytes(files.clip_l, storage, true, true);
+  b.vae = component_bytes(files.vae, storage, storage.fp8_vae, true);
+  return b;
+}
+
+uint64_t flux_working_bytes(int width, int height, int batch, int hidden_size) {
+  const uint64_t tokens = static_cast<uint64_t>(width / 16) * static_cast<uint64_t>(height / 16) + 512;
+  // FP32 image/text streams, the modulated and MLP intermediates (about 20 hidden-wide rows a token)
+  const uint64_t activations = static_cast<uint64_t>(batch) * tokens * static_cast<uint64_t>(hidden_size) * 20 * 4 + (256ull << 20);
+  // the autoencoder's full-resolution levels: ~6 live 128-channel maps in 16 bits
+  const uint64_t decode = static_cast<uint64_t>(batch) * static_cast<uint64_t>(width) * static_cast<uint64_t>(height) * 128 * 6 * 2;
+  return std::max(activations, decode);
+}
+
+int flux_hidden_size(const FluxFiles& files) {
+  return static_cast<int>(SafetensorsFile(files.transformer.path).at(files.transformer.prefix + "img_in.weight").shape[0]);
+}
+
+uint64_t flux_peak_bytes(const FluxComponentBytes& b, int width, int height, int batch, int hidden_size) {
+  const uint64_t text_phase = b.t5 + b.clip_l;
+  const uint64_t sample_phase = b.transformer + b.vae + flux_working_bytes(width, height, batch, hidden_size);
+  return std::max(text_phase, sample_phase) + kFluxProcessBytes;
+}
+
+uint64_t flux_largest_block_bytes(int hidden_size, const StorageSpec& storage) {
+  // a double block: two streams of qkv 3h², proj h², MLP 8h² and modulation 6h²
+  const uint64_t params = 36ull * static_cast<uint64_t>(hidden_size) * static_cast<uint64_t>(hidden_size);
+  return params * (is_fp8(storage.weights) ? 1 : storage.weights == WeightType::FP32 ? 4 : 2);
+}
+
+std::optional<uint64_t> flux_weight_budget(const std::function<FluxComponentBytes(const StorageSpec&)>& bytes_of,
+                                           int hidden_size, const StorageSpec& storage, int width, int height,
+                                           int batch, uint64_t available, std::optional<uint64_t> requested) {
+  const auto b = bytes_of(storage);
+  const uint64_t staging = 2 * flux_largest_block_bytes(hidden_size, storage);
+  const uint64_t working = flux_working_bytes(width, height, batch, hidden_size);
+  // the transformer phase with its resident weights capped at `budget` (+ two staged blocks)
+  auto peak_with = [&](uint64_t budget) {
+    FluxComponentBytes capped = b;
+    capped.transformer = std::min(b.transformer, budget + staging);
+    return flux_peak_bytes(capped, width, height, batch, hidden_size);
+  };
+  const std::string what = storage_label(storage) + " Flux at " + std::to_string(width) + "x" + std::to_string(height);
+  if (available == 0) return requested;  // unknown: as asked
+  if (requested) {
+    if (peak_with(*requested) > available) {
+      throw DoesNotFit(what + " with a " + gb(*requested) + " weight budget needs " + gb(peak_with(*requested)) +
+                       ", this machine has " + gb(available) + "; use a smaller --weight-budget, or auto");
+    }
+    return requested;
+  }
+  if (flux_peak_bytes(b, width, height, batch, hidden_size) <= available) return std::nullopt;  // all resident
+  if (peak_with(0) > available) {
+    std::string msg = what + " needs " + gb(peak_with(0)) + " even with every block streamed (working memory, " +
+                      "text encoders, autoencoder and two staged blocks), this machine has " + gb(available);
+    if (!is_fp8(storage.weights)) {
+      StorageSpec fp8 = storage;
+      fp8.weights = WeightType::FP8_E4M3;
+      const uint64_t need8 = flux_peak_bytes(bytes_of(fp8), width, height, batch, hidden_size);
+      msg += "; FP8 needs " + gb(need8) + (need8 <= available ? " (use --weights fp8-e4m3)" : "");
+    } else {
+      msg += "; use a smaller size or batch";
+    }
+    throw DoesNotFit(msg);
+  }
+  // auto: the most the resident blocks may take beside everything else
+  uint64_t lo = 0, hi = b.transformer;
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo + 1) / 2;
+    if (peak_with(mid) <= available) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+void check_flux_fits(const FluxFiles& files, const StorageSpec& storage, int width, int height, int batch,
+                     uint64_t available) {
+  flux_weight_budget([&](const StorageSpec& s) { return flux_storage_bytes(files, s); }, flux_hidden_size(files),
+                     storage, width, height, batch, available, std::nullopt);
+}
+
+}  // namespace fp8s
