@@ -212,12 +212,12 @@ GenerationResult run_generation(const RunContext& ctx, const GenerationRequest& 
   const bool switching = r.storage != f.storage();
   if (switching && observer) observer->onPhase({Phase::Load, ms_since(start)});
   f.prepare(r);
-  if (switching) {
-    reset_tracked_peak();  // the switch is a load, not part of this generation's footprint
-    trim_heap();           // the previous weights' pages go back to the kernel
-    result.rss_peak_is_per_request = reset_rss_peak();
-    begin_phase(device, nullptr);
-  }
+  // what prepare released (another storage, another weight budget: the previous weights) and
+  // loaded is not this generation's footprint: the peaks start from what the model holds now
+  reset_tracked_peak();
+  trim_heap();  // the previous weights' pages go back to the kernel
+  result.rss_peak_is_per_request = reset_rss_peak();
+  begin_phase(device, nullptr);
   if (observer) observer->onPhase({Phase::Encode, ms_since(start)});
   begin_phase(device, &vram);
   emit_memory(observer, Phase::Encode, -1, start, device);

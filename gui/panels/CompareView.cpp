@@ -80,7 +80,8 @@ void CompareView::setResult(const CompareResult& c) {
     double fp16, fp8;
     bool bytes;
   };
-  const std::vector<Row> rows = {
+  auto perStep = [](const GenerationResult& g, double v) { return g.timing.step_ms.empty() ? 0.0 : v / g.timing.step_ms.size(); };
+  std::vector<Row> rows = {
       {tr("Weight memory"), double(a.weight_bytes), double(b.weight_bytes), true},
       {tr("%1 weights").arg(m_denoiser), double(a.unet_bytes), double(b.unet_bytes), true},
       {tr("Peak live tensors"), double(a.tracked_peak_bytes), double(b.tracked_peak_bytes), true},
@@ -89,6 +90,10 @@ void CompareView::setResult(const CompareResult& c) {
       {tr("Median step (ms)"), medianOf(a.timing.step_ms), medianOf(b.timing.step_ms), false},
       {tr("Total (ms)"), a.timing.total_ms, b.timing.total_ms, false},
   };
+  if (a.streamed_bytes || b.streamed_bytes) {  // a weight budget streamed blocks (the rest was resident)
+    rows.insert(rows.begin() + 2, {tr("Streamed a step"), perStep(a, double(a.streamed_bytes)), perStep(b, double(b.streamed_bytes)), true});
+    rows.insert(rows.begin() + 3, {tr("Transfer wait a step (ms)"), perStep(a, a.transfer_wait_ms), perStep(b, b.transfer_wait_ms), false});
+  }
   m_table->setRowCount(static_cast<int>(rows.size()) + 2);
   int r = 0;
   auto set = [&](int row, int col, const QString& text) { m_table->setItem(row, col, new QTableWidgetItem(text)); };
