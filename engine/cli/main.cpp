@@ -72,19 +72,12 @@ int main(int argc, char** argv) {
   app.fallthrough(false);
   // A flag given twice takes its last value, as in most CLIs (lists such as --lora collect all).
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  fp8s::cli::register_make_synthetic(app);
-  fp8s::cli::register_make_synthetic_lora(app);
-  fp8s::cli::register_inspect(app);
-  fp8s::cli::register_convert(app);
-  fp8s::cli::register_probe(app);
-  fp8s::cli::register_bench(app);
-  fp8s::cli::register_tokenize(app);
-  fp8s::cli::register_generate(app);
-  fp8s::cli::register_compare(app);
-  fp8s::cli::register_train_demo(app);
-  fp8s::cli::register_demo_eval(app);
-  fp8s::cli::register_soak(app);
-  fp8s::cli::register_device_test(app);
+  using namespace fp8s::cli;
+  for (auto* add : {register_make_synthetic, register_make_synthetic_lora, register_inspect, register_convert,
+                    register_probe, register_bench, register_tokenize, register_generate, register_compare,
+                    register_train_demo, register_demo_eval, register_soak, register_device_test}) {
+    add(app);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

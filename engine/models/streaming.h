@@ -125,4 +125,21 @@ class BlockStreamer : public BlockHooks {
   StreamStats stats_;
 };
 
+// A network's streaming as its model holds it: the plan and the transport (none: all resident).
+struct NetworkStreaming {
+  ResidencyPlan plan;
+  std::unique_ptr<BlockStreamer> streamer;
+  StreamStats stats() const { return streamer ? streamer->stats() : StreamStats{}; }
+  void reset_stats() {
+    if (streamer) streamer->reset_stats();
+  }
+  void end() {  // after sampling: no read in flight, nothing staged
+    if (streamer) streamer->abort();
+  }
+  void clear() {  // the streamer first: its reader joins before the blocks go
+    streamer.reset();
+    plan = {};
+  }
+};
+
 }  // namespace fp8s

@@ -199,19 +199,17 @@ void ChartsPanel::replotNow() {
     rss->setPen(QPen(r.colour, 1.5, Qt::DashLine));
     rss->setData(t, toUnit(r.rss), true);
     rss->removeFromLegend();
-    if (r.weightBytes > 0 && !r.t.empty()) {
-      auto* w = m_memory->addGraph();
-      w->setName(name + tr(" weights"));
-      w->setPen(QPen(r.colour, 1, Qt::DotLine));
-      w->setData(QVector<double>{0.0, r.t.back()}, QVector<double>{r.weightBytes / unit, r.weightBytes / unit}, true);
-      w->removeFromLegend();
-    }
-    if (r.budgetBytes > 0 && !r.t.empty()) {
-      auto* b = m_memory->addGraph();
-      b->setName(name + tr(" weight budget"));
-      b->setPen(QPen(r.colour, 1, Qt::DashDotLine));
-      b->setData(QVector<double>{0.0, r.t.back()}, QVector<double>{r.budgetBytes / unit, r.budgetBytes / unit}, true);
-    }
+    // levels across the run: the stored weights (dotted) and the weight budget (dash-dot, in the legend)
+    auto level = [&](double bytes, const QString& what, Qt::PenStyle style, bool legend) {
+      if (bytes <= 0 || r.t.empty()) return;
+      auto* g = m_memory->addGraph();
+      g->setName(name + what);
+      g->setPen(QPen(r.colour, 1, style));
+      g->setData(QVector<double>{0.0, r.t.back()}, QVector<double>{bytes / unit, bytes / unit}, true);
+      if (!legend) g->removeFromLegend();
+    };
+    level(r.weightBytes, tr(" weights"), Qt::DotLine, false);
+    level(r.budgetBytes, tr(" weight budget"), Qt::DashDotLine, true);
     if (r.stepX.empty()) continue;  // a load: memory only
     auto* step = m_steps->addGraph();
     step->setName(name);

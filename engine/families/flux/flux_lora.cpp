@@ -85,7 +85,7 @@ std::size_t FluxModel::apply_loras(torch::nn::Module& root, bool clip_component)
   // a streamed transformer reads its weights from the file again each step: its LoRA terms stay
   // resident beside them (online), a merge would be lost
   LoraMode mode = active_mode_;
-  if (!clip_component && plan_.any()) {
+  if (!clip_component && streaming_.plan.any()) {
     if (mode == LoraMode::Merge || mode == LoraMode::MergeStochastic) {
       throw InputError("--lora-mode " + std::string(lora_mode_name(mode)) +
                        " cannot apply while the transformer streams (its weights are read from the file each step); "

@@ -287,17 +287,17 @@ void FluxModel::load_streamed_transformer() {
   const BuildOn on(device_);
   auto m = std::make_shared<FluxImpl>(flux_config(*file, c.prefix, files_.dev));
   // the plan from the header; the layers outside the blocks (embedders, final layer) stay resident
-  plan_ = plan_network(*m, m->blocks(), *file, c.prefix, storage_, true, true, *budget_);
+  streaming_.plan = plan_network(*m, m->blocks(), *file, c.prefix, storage_, true, true, *budget_);
   bytes_.transformer =
-      load_module_weights(*m, *file, c.prefix, storage_, true, {}, {}, device_, true, streamed_prefixes(plan_)).bytes;
+      load_module_weights(*m, *file, c.prefix, storage_, true, {}, {}, device_, true, streamed_prefixes(streaming_.plan)).bytes;
   file->release_mapping();
-  streamer_ = file_streamer(plan_, m->blocks(), *file, c.prefix, storage_, true, true, device_);
-  m->set_block_hooks(streamer_.get());
+  streaming_.streamer = file_streamer(streaming_.plan, m->blocks(), *file, c.prefix, storage_, true, true, device_);
+  m->set_block_hooks(streaming_.streamer.get());
   stream_file_ = file;
   flux_ = m;
   load_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   log().info("Flux transformer, {} budget {:.1f} GB: {}", weight_type_name(storage_.weights), static_cast<double>(*budget_) / 1e9,
-             plan_.describe());
+             streaming_.plan.describe());
   set_fp8_compute(fp8_compute_);
   apply_loras(*flux_, false);
 }
@@ -308,15 +308,11 @@ void FluxModel::set_weight_budget(std::optional<uint64_t> budget) {
   release_transformer();
 }
 
-StreamStats FluxModel::stream_stats() const { return streamer_ ? streamer_->stats() : StreamStats{}; }
+StreamStats FluxModel::stream_stats() const { return streaming_.stats(); }
 
-void FluxModel::end_streaming() {
-  if (streamer_) streamer_->abort();
-}
+void FluxModel::end_streaming() { streaming_.end(); }
 
-void FluxModel::reset_stream_stats() {
-  if (streamer_) streamer_->reset_stats();
-}
+void FluxModel::reset_stream_stats() { streaming_.reset_stats(); }
 
 void FluxModel::load_all() {
   flux();
@@ -336,9 +332,8 @@ void FluxModel::load_sampling() {
 }
 
 void FluxModel::release_transformer() {
-  streamer_.reset();  // the reader joined before the blocks it stages go
+  streaming_.clear();  // the reader joined before the blocks it stages go
   stream_file_.reset();
-  plan_ = {};
   flux_.reset();
   bytes_.transformer = 0;
   lora_touched_[0].clear();

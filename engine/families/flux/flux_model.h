@@ -117,7 +117,7 @@ class FluxModel {
   const std::optional<uint64_t>& weight_budget() const { return budget_; }
   // The loaded transformer's plan (empty before a load or without a budget) and its streaming
   // since the last reset.
-  const ResidencyPlan& residency() const { return plan_; }
+  const ResidencyPlan& residency() const { return streaming_.plan; }
   StreamStats stream_stats() const;
   void reset_stream_stats();
   // After sampling (done or cancelled): no read in flight, nothing staged.
@@ -187,9 +187,8 @@ class FluxModel {
   std::vector<LoraPlan> lora_plans_;  // point into lora_files_
   std::vector<std::string> lora_touched_[2];  // keys per component: [0] transformer, [1] CLIP-L
   std::optional<uint64_t> budget_;
-  ResidencyPlan plan_;
   std::shared_ptr<const SafetensorsFile> stream_file_;  // the transformer's file, open while it streams
-  std::unique_ptr<BlockStreamer> streamer_;  // last: destroyed (its reader joined) before the modules
+  NetworkStreaming streaming_;  // last: destroyed (its reader joined) before the modules
 };
 
 }  // namespace fp8s

@@ -49,17 +49,16 @@ Model::~Model() = default;
 
 void Model::load_unet() {
   const bool quantise = is_fp8(storage_.weights);
-  streamer_.reset();
-  plan_ = {};
+  streaming_.clear();
   unet_ = std::make_shared<UNetImpl>(config_.unet);
-  if (budget_) plan_ = plan_network(*unet_, unet_->blocks(), *file_, kUNetPrefix, storage_, quantise, false, *budget_);
+  if (budget_) streaming_.plan = plan_network(*unet_, unet_->blocks(), *file_, kUNetPrefix, storage_, quantise, false, *budget_);
   bytes_.denoiser =
-      load_module_weights(*unet_, *file_, kUNetPrefix, storage_, quantise, {}, {}, device_, false, streamed_prefixes(plan_)).bytes;
-  if (!plan_.any()) return;
-  streamer_ = file_streamer(plan_, unet_->blocks(), *file_, kUNetPrefix, storage_, quantise, false, device_);
-  unet_->set_block_hooks(streamer_.get());
+      load_module_weights(*unet_, *file_, kUNetPrefix, storage_, quantise, {}, {}, device_, false, streamed_prefixes(streaming_.plan)).bytes;
+  if (!streaming_.plan.any()) return;
+  streaming_.streamer = file_streamer(streaming_.plan, unet_->blocks(), *file_, kUNetPrefix, storage_, quantise, false, device_);
+  unet_->set_block_hooks(streaming_.streamer.get());
   log().info("UNet, {} budget {:.2f} GB: {}", weight_type_name(storage_.weights), static_cast<double>(*budget_) / 1e9,
-             plan_.describe());
+             streaming_.plan.describe());
 }
 
 void Model::set_weight_budget(std::optional<uint64_t> budget, bool reload_now) {
@@ -68,15 +67,11 @@ void Model::set_weight_budget(std::optional<uint64_t> budget, bool reload_now) {
   if (reload_now) reload();
 }
 
-StreamStats Model::stream_stats() const { return streamer_ ? streamer_->stats() : StreamStats{}; }
+StreamStats Model::stream_stats() const { return streaming_.stats(); }
 
-void Model::reset_stream_stats() {
-  if (streamer_) streamer_->reset_stats();
-}
+void Model::reset_stream_stats() { streaming_.reset_stats(); }
 
-void Model::end_streaming() {
-  if (streamer_) streamer_->abort();
-}
+void Model::end_streaming() { streaming_.end(); }
 
 void Model::load_all() {
   const bool fp8_text_unet = is_fp8(storage_.weights);
@@ -138,7 +133,7 @@ void Model::index_layers() {
 
 std::size_t Model::set_loras(const std::vector<LoraRequest>& loras, LoraMode mode_in) {
   LoraMode mode = effective_lora_mode(mode_in, storage_);
-  if (plan_.any() && !loras.empty()) {  // streamed blocks are read from the file each step: a merge would be lost
+  if (streaming_.plan.any() && !loras.empty()) {  // streamed blocks are read from the file each step: a merge would be lost
     if (mode == LoraMode::Merge || mode == LoraMode::MergeStochastic) {
       throw InputError("--lora-mode " + std::string(lora_mode_name(mode)) +
                        " cannot apply while the UNet streams (its weights are read from the file each step); "
@@ -210,15 +205,14 @@ void Model::reload() {
   lora_touched_.clear();
   // Release the old weights first, then read the new ones from the file (never from a copy).
   text_.clear();
-  streamer_.reset();
+  streaming_.clear();
   unet_.reset();
   vae_.reset();
   try {
     load_all();
   } catch (const std::exception& e) {
     text_.clear();
-    streamer_.reset();
-    plan_ = {};
+    streaming_.clear();
     unet_.reset();
     vae_.reset();
     layers_.clear();

@@ -73,7 +73,7 @@ class Model {
   // `reload` false: the next set_storage that reloads applies it (one reload for both changes).
   void set_weight_budget(std::optional<uint64_t> budget, bool reload = true);
   const std::optional<uint64_t>& weight_budget() const { return budget_; }
-  const ResidencyPlan& residency() const { return plan_; }
+  const ResidencyPlan& residency() const { return streaming_.plan; }
   StreamStats stream_stats() const;
   void reset_stream_stats();
   // After sampling (done or cancelled): no read in flight, nothing staged.
@@ -163,8 +163,7 @@ class Model {
   DiscreteSchedule schedule_;
   mutable std::atomic<int64_t> vae_encoded_{0};
   std::optional<uint64_t> budget_;
-  ResidencyPlan plan_;
-  std::unique_ptr<BlockStreamer> streamer_;  // last: destroyed (its reader joined) before the UNet
+  NetworkStreaming streaming_;  // last: destroyed (its reader joined) before the UNet
 };
 
 }  // namespace fp8s
