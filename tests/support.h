@@ -8,10 +8,13 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <atomic>
 #include <fstream>
 
 #include "models/convert.h"
 #include "io/safetensors.h"
+#include "core/error.h"
+#include "pipeline/engine.h"
 #include "pipeline/request.h"
 #include <string>
 #include <vector>
@@ -93,5 +96,17 @@ struct Steps : Observer {
   std::vector<StepEvent> events;
   void onStep(const StepEvent& e) override { events.push_back(e); }
 };
+
+// The message a request is refused with (an InputError); empty, with a warning, when it ran.
+inline QString refusal(Engine& engine, const GenerationRequest& r) {
+  std::atomic<bool> cancel{false};
+  try {
+    engine.generate(r, nullptr, cancel);
+  } catch (const InputError& e) {
+    return QString::fromUtf8(e.what());
+  }
+  qWarning("the request was accepted");
+  return {};
+}
 
 }  // namespace fp8s::test
