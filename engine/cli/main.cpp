@@ -89,18 +89,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "error: %s (see %s --help)\n", e.what(), argv[0]);
     return 2;
-  } catch (const fp8s::Cancelled&) {
-    std::fprintf(stderr, "error: cancelled\n");
-    return 130;
-  } catch (const fp8s::InputError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "error: out of memory\n");
-    return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+    // one line and the exit code: cancelled 130, bad input 2, anything else while running 1
+    const bool cancelled = dynamic_cast<const fp8s::Cancelled*>(&e) != nullptr;
+    const bool input = dynamic_cast<const fp8s::InputError*>(&e) != nullptr;
+    const bool memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
+    std::fprintf(stderr, "error: %s\n", cancelled ? "cancelled" : memory ? "out of memory" : e.what());
+    return cancelled ? 130 : input ? 2 : 1;
   }
   return 0;
 }
