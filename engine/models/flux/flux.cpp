@@ -1,5 +1,7 @@
 #include "models/flux/flux.h"
 
+#include "models/config_json.h"
+
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -11,22 +13,14 @@ namespace fp8s {
 FluxConfig parse_flux_config(const std::string& json_text, bool guidance, const std::string& label) {
   FluxConfig c;
   c.guidance_embed = guidance;
-  if (json_text.empty()) return c;
-  try {
-    const auto j = nlohmann::json::parse(json_text);
-    using Field = std::pair<const char*, int*>;
-    for (auto [key, field] : std::initializer_list<Field>{
-             {"hidden_size", &c.hidden_size}, {"num_heads", &c.num_heads}, {"depth", &c.depth},
-             {"depth_single_blocks", &c.depth_single_blocks}, {"in_channels", &c.in_channels},
-             {"vec_in_dim", &c.vec_in_dim}, {"context_in_dim", &c.context_in_dim}}) {
-      *field = j.value(key, *field);
-    }
+  read_config_json(json_text, label, "flux.config", [&](const nlohmann::json& j) {
+    read_int_fields(j, {{"hidden_size", &c.hidden_size}, {"num_heads", &c.num_heads}, {"depth", &c.depth},
+                        {"depth_single_blocks", &c.depth_single_blocks}, {"in_channels", &c.in_channels},
+                        {"vec_in_dim", &c.vec_in_dim}, {"context_in_dim", &c.context_in_dim}});
     c.axes_dim = j.value("axes_dim", c.axes_dim);
     c.theta = j.value("theta", c.theta);
     c.mlp_ratio = j.value("mlp_ratio", c.mlp_ratio);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(label + ": malformed flux.config metadata (" + e.what() + ")");
-  }
+  });
   int axes = 0;
   for (int a : c.axes_dim) axes += a;
   if (c.hidden_size <= 0 || c.num_heads <= 0 || c.hidden_size % c.num_heads != 0 || axes != c.head_dim() ||

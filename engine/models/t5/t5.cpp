@@ -4,26 +4,19 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "models/config_json.h"
 #include "models/op_profile.h"
 
 namespace fp8s {
 
 T5Config parse_t5_config(const std::string& json_text, const std::string& label) {
   T5Config c;
-  if (json_text.empty()) return c;
-  try {
-    const auto j = nlohmann::json::parse(json_text);
-    using Field = std::pair<const char*, int*>;
-    for (auto [key, field] : std::initializer_list<Field>{
-             {"d_model", &c.d_model}, {"d_kv", &c.d_kv}, {"num_heads", &c.num_heads},
-             {"d_ff", &c.d_ff}, {"num_layers", &c.num_layers}, {"vocab_size", &c.vocab_size},
-             {"relative_attention_num_buckets", &c.buckets},
-             {"relative_attention_max_distance", &c.max_distance}}) {
-      *field = j.value(key, *field);
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(label + ": malformed t5.config metadata (" + e.what() + ")");
-  }
+  read_config_json(json_text, label, "t5.config", [&](const nlohmann::json& j) {
+    read_int_fields(j, {{"d_model", &c.d_model}, {"d_kv", &c.d_kv}, {"num_heads", &c.num_heads}, {"d_ff", &c.d_ff},
+                        {"num_layers", &c.num_layers}, {"vocab_size", &c.vocab_size},
+                        {"relative_attention_num_buckets", &c.buckets},
+                        {"relative_attention_max_distance", &c.max_distance}});
+  });
   if (c.d_model <= 0 || c.d_kv <= 0 || c.num_heads <= 0 || c.d_ff <= 0 || c.num_layers <= 0 || c.buckets < 4) {
     throw InputError(label + ": t5.config has a size that is not positive");
   }
