@@ -22,6 +22,16 @@ void resize_text_encoder(TextEncoderConfig& t, int width, int layers, int heads,
   t.hidden_state_index = hidden_state_index;
 }
 
+// The tiny presets' UNet: 32 channels at multipliers 1, 2, 2; attention at `attention` with
+// `depth` transformer blocks per level, over a context `context_dim` wide.
+void resize_unet(UNetConfig& u, std::vector<int> attention, std::vector<int> depth, int context_dim) {
+  u.model_channels = 32;
+  u.channel_mult = {1, 2, 2};
+  u.attention_resolutions = std::move(attention);
+  u.transformer_depth = std::move(depth);
+  u.context_dim = context_dim;
+}
+
 void resize_vae(VaeConfig& v, int ch, std::vector<int> ch_mult, int num_res_blocks) {
   v.ch = ch;
   v.ch_mult = std::move(ch_mult);
@@ -92,13 +102,8 @@ ModelConfig preset_sdxl_base() {
 ModelConfig preset_tiny_sd1() {
   ModelConfig m = preset_sd15();
   m.ema_scalars = false;
-  auto& u = m.unet;
-  u.model_channels = 32;
-  u.channel_mult = {1, 2, 2};
-  u.attention_resolutions = {1, 2};
-  u.num_heads = 2;
-  u.transformer_depth = {1, 1, 1};
-  u.context_dim = 64;
+  resize_unet(m.unet, {1, 2}, {1, 1, 1}, 64);
+  m.unet.num_heads = 2;
   resize_vae(m.vae, 32, {1, 1, 2, 2}, 1);
   resize_text_encoder(m.text_encoders[0], 64, 3, 4, 256, 3);
   m.ldm_config_json = to_ldm_config_json(m);
@@ -107,15 +112,10 @@ ModelConfig preset_tiny_sd1() {
 
 ModelConfig preset_tiny_sdxl() {
   ModelConfig m = preset_sdxl_base();
-  auto& u = m.unet;
-  u.model_channels = 32;
-  u.channel_mult = {1, 2, 2};
-  u.attention_resolutions = {2, 4};
-  u.num_head_channels = 16;
-  u.transformer_depth = {0, 1, 2};
-  u.transformer_depth_middle = 2;
-  u.context_dim = 160;
-  u.adm_in_channels = 1632;
+  resize_unet(m.unet, {2, 4}, {0, 1, 2}, 160);
+  m.unet.num_head_channels = 16;
+  m.unet.transformer_depth_middle = 2;
+  m.unet.adm_in_channels = 1632;
   resize_vae(m.vae, 32, {1, 1, 2, 2}, 1);
   resize_text_encoder(m.text_encoders[0], 64, 3, 4, 256, 2);
   resize_text_encoder(m.text_encoders[1], 96, 3, 4, 384, 2);
