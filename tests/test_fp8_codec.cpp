@@ -81,6 +81,18 @@ void check_encode(const ReferenceEncoder& ref, const FormatSpec& f, float x, int
 
 }  // namespace
 
+// Every 16-bit pattern of a type, widened by `to_f32`, encoded in each format against the reference
+// encoder: the failures.
+template <class Widen>
+int failures_over_16bit(Widen to_f32) {
+  int failures = 0;
+  for (const auto& f : kFormats) {
+    ReferenceEncoder ref(f);
+    for (uint32_t bits = 0; bits < 65536; ++bits) check_encode(ref, f, to_f32(static_cast<uint16_t>(bits)), &failures);
+  }
+  return failures;
+}
+
 class TestFp8Codec : public QObject {
   Q_OBJECT
 
@@ -109,27 +121,8 @@ class TestFp8Codec : public QObject {
     QVERIFY(std::isinf(decode_fp8(0xFC, Fp8Format::E5M2)));
   }
 
-  void encodesEveryFp16Pattern() {
-    for (const auto& f : kFormats) {
-      ReferenceEncoder ref(f);
-      int failures = 0;
-      for (uint32_t bits = 0; bits < 65536; ++bits) {
-        check_encode(ref, f, f16_to_f32(static_cast<uint16_t>(bits)), &failures);
-      }
-      QCOMPARE(failures, 0);
-    }
-  }
-
-  void encodesEveryBf16Pattern() {
-    for (const auto& f : kFormats) {
-      ReferenceEncoder ref(f);
-      int failures = 0;
-      for (uint32_t bits = 0; bits < 65536; ++bits) {
-        check_encode(ref, f, bf16_to_f32(static_cast<uint16_t>(bits)), &failures);
-      }
-      QCOMPARE(failures, 0);
-    }
-  }
+  void encodesEveryFp16Pattern() { QCOMPARE(failures_over_16bit([](uint16_t b) { return f16_to_f32(b); }), 0); }
+  void encodesEveryBf16Pattern() { QCOMPARE(failures_over_16bit([](uint16_t b) { return bf16_to_f32(b); }), 0); }
 
   void encodesTenMillionRandomFp32() {
     std::mt19937_64 rng(20261130);
