@@ -15,7 +15,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <memory>
 #include <cmath>
+#include <vector>
 
 #include "ModelPanel.h"
 #include "models/inspect.h"
@@ -31,12 +33,21 @@ WeightEstimate engineWeightEstimate(const std::string& checkpoint, const std::ma
   LoadOptions o;
   o.checkpoint = checkpoint;
   o.components = components;
-  return [o](const StorageSpec& storage) -> std::optional<WeightBytes> {
-    try {
-      return estimate_weight_bytes(o, storage);
-    } catch (const std::exception&) {
-      return std::nullopt;  // a component not found yet: the load says which
+  // each storage's figure read from the headers once: the panel asks on every control change
+  // (the budget slider while it is dragged too)
+  auto cache = std::make_shared<std::vector<std::pair<StorageSpec, std::optional<WeightBytes>>>>();
+  return [o, cache](const StorageSpec& storage) -> std::optional<WeightBytes> {
+    for (const auto& [s, bytes] : *cache) {
+      if (s == storage) return bytes;
     }
+    std::optional<WeightBytes> bytes;
+    try {
+      bytes = estimate_weight_bytes(o, storage);
+    } catch (const std::exception&) {
+      // a component not found yet: the load says which
+    }
+    cache->emplace_back(storage, bytes);
+    return bytes;
   };
 }
 
