@@ -233,6 +233,8 @@ class TestGui : public QObject {
       load.checkpoint = m_model.toStdString();
       load.storage = StorageSpec{WeightType::FP8_E4M3, Fp8Scale::None, false};
       load.device = "cpu";
+      // convolutions unpacked: a packed weight (LibTorch >= 2.4) holds oneDNN's block padding too
+      load.kernels = backend::KernelOptions{backend::AttentionKernel::Auto, false};
       // measured at load: the same within the file's position-ids buffer (77 int64), which the
       // loader does not keep
       const auto info = Engine(load).info();
