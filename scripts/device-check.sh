@@ -7,7 +7,9 @@
 # bytes, peak VRAM, median step ms (modes alternated A B A B) and PSNR/SSIM against FP16; and the
 # same rows for synthetic full-size Flux.1 dev at 1024² (transformer, T5-XXL, CLIP-L, autoencoder),
 # once with every component on the GPU and once with T5-XXL on the CPU (--t5-cpu, ComfyUI's
-# low-VRAM rule). The CPU half runs the Flux rows on the tiny reference Flux files when present.
+# low-VRAM rule); then the streaming rows (a weight budget: Flux dev FP16 at 8 and 16 GB beside
+# FP8 E4M3 resident, SDXL FP16 at 4 GB beside resident). The CPU half runs the Flux rows on the
+# tiny reference Flux files when present.
 #
 #   scripts/device-check.sh                 on the GPU machine (about 6 minutes on an H200)
 #   scripts/device-check.sh --device cpu    its CPU half here, at small sizes (ctest runs the quick part)
@@ -140,25 +142,73 @@ if ((${#flux[@]})); then
     rows+=("$name $flux_size")
   done
 fi
-python3 - "$work" "$gpu" "${rows[@]}" <<'PY'
+# Streaming (the weight budget): Flux.1 dev in FP16 at 8 and 16 GB budgets beside FP8 E4M3
+# resident, and SDXL in FP16 at 4 GB beside resident; on a GPU the streamed blocks wait in pinned
+# host memory and copy in on a second stream. The CPU half: SD1.5 at 128² and the tiny Flux files,
+# every block streamed from the file.
+stream_rows=()
+if ((gpu)); then
+  stream_cases=("sdxl 1024 4 fp16,fp16@4G")
+  ((${#flux[@]})) && stream_cases+=("flux-dev $flux_size $flux_steps fp8-e4m3,fp16@8G,fp16@16G")
+else
+  stream_cases=("sd15 128 2 fp16,fp16@0")
+  ((${#flux[@]})) && stream_cases+=("flux-dev $flux_size $flux_steps fp16,fp16@0")
+fi
+for c in "${stream_cases[@]}"; do
+  read -r name size steps smodes <<<"$c"
+  model=(--model "$work/$name.safetensors")
+  [ "$name" = flux-dev ] && model=("${flux[@]}")
+  common=("${model[@]}" --device "$device" --width "$size" --height "$size" --seed 7 --prompt "a lighthouse on a cliff at dusk"
+          --sampler euler --compute "$([ $gpu = 1 ] && echo fp16 || echo bf16)" --log-level warn)
+  "$cli" compare "${common[@]}" --steps "$steps" --modes "$smodes" --no-unet-error --outdir "$work" --json > "$work/stream-compare-$name-$size.json"
+  "$cli" bench --section generate "${common[@]}" --steps "$steps" --modes "$smodes" --repeat "$repeat" --json > "$work/stream-bench-$name-$size.json"
+  stream_rows+=("$name $size")
+done
+
+python3 - "$work" "$gpu" "${rows[@]}" -- "${stream_rows[@]}" <<'PY'
 import json, sys
-work, gpu, rows = sys.argv[1], sys.argv[2] == "1", sys.argv[3:]
+work, gpu = sys.argv[1], sys.argv[2] == "1"
+split = sys.argv.index("--")
+rows, stream_rows = sys.argv[3:split], sys.argv[split + 1:]
 mem = "peak VRAM MB" if gpu else "peak tracked MB"
-print(f"| model | size | mode | weights MB | {mem} | median step ms (min-max) | ratio | PSNR dB | SSIM |")
-print("|---|---|---|---|---|---|---|---|---|")
-for row in rows:
-    arch, size = row.split()
-    c = json.load(open(f"{work}/compare-{arch}-{size}.json"))
-    b = {m["mode"]: m for m in json.load(open(f"{work}/bench-{arch}-{size}.json"))["generate"]}
-    for m in c["modes"]:
-        if m.get("refused"):
-            print(f"| {arch} | {size}² | {m['mode']} | did not run: {m['refused']} | | | | | |")
-            continue
-        bm = b.get(m["mode"], {})
-        peak = m["peak_vram_bytes"] if gpu else m["peak_tracked_bytes"]
-        psnr = m["psnr_db_vs_first"]
-        print(f"| {arch} | {size}² | {m['mode']} | {m['weight_bytes']['total']/1e6:.0f} | {peak/1e6:.0f} | "
-              f"{bm.get('median_ms', 0):.0f} ({bm.get('min_ms', 0):.0f}-{bm.get('max_ms', 0):.0f}) | "
-              f"{bm.get('ratio_to_first', 0):.3f} | {psnr if isinstance(psnr, str) else f'{psnr:.2f}'} | {m['ssim_vs_first']:.4f} |")
-print(f"\n{c.get('device', '')}; bench medians of 4-step runs (Flux: of its compare's steps), modes alternated A B A B after a warm-up")
+
+def table(prefix, rows, header, cells):
+    """One row per mode of each compare: `cells` gives a ran mode's columns after the mode's."""
+    if not rows:
+        return None
+    print(header)
+    print("|---" * (header.count("|") - 1) + "|")
+    device = ""
+    for row in rows:
+        arch, size = row.split()
+        c = json.load(open(f"{work}/{prefix}compare-{arch}-{size}.json"))
+        b = {m["mode"]: m for m in json.load(open(f"{work}/{prefix}bench-{arch}-{size}.json"))["generate"]}
+        device = c.get("device", "")
+        for m in c["modes"]:
+            if m.get("refused"):
+                print(f"| {arch} | {size}² | {m['mode']} | did not run: {m['refused']} |" + " |" * (header.count("|") - 5))
+                continue
+            bm = b.get(m["mode"], {})
+            step = f"{bm.get('median_ms', 0):.0f} ({bm.get('min_ms', 0):.0f}-{bm.get('max_ms', 0):.0f}) | {bm.get('ratio_to_first', 0):.3f}"
+            peak = (m["peak_vram_bytes"] if gpu else m["peak_tracked_bytes"]) / 1e6
+            print(f"| {arch} | {size}² | {m['mode']} | " + " | ".join(cells(m, step, peak)) + " |")
+    return device
+
+def quality(m, step, peak):
+    psnr = m["psnr_db_vs_first"]
+    return [f"{m['weight_bytes']['total']/1e6:.0f}", f"{peak:.0f}", step,
+            psnr if isinstance(psnr, str) else f"{psnr:.2f}", f"{m['ssim_vs_first']:.4f}"]
+
+def streaming(m, step, peak):
+    s = m["streaming"]
+    rate = s["streamed_bytes"] / s["read_ms"] / 1e6 if s["read_ms"] > 0 else 0
+    return [f"{m['weight_bytes']['total']/1e6:.0f}", f"{s['streamed_bytes_per_step']/1e9:.2f}", f"{rate:.2f}",
+            f"{s['transfer_wait_ms_per_step']:.0f}", step, f"{peak:.0f}", f"{m['peak_rss_bytes']/1e6:.0f}"]
+
+device = table("", rows, f"| model | size | mode | weights MB | {mem} | median step ms (min-max) | ratio | PSNR dB | SSIM |", quality)
+print(f"\n{device}; bench medians of 4-step runs (Flux: of its compare's steps), modes alternated A B A B after a warm-up")
+if table("stream-", stream_rows, f"\n| model | size | mode | resident weights MB | streamed GB/step | GB/s | wait ms/step | "
+         f"median step ms (min-max) | ratio | {mem} | peak RSS MB |", streaming) is not None:
+    print("\nstreaming rows: a weight budget per mode (fp16@8G: 8 GB of resident weights, the rest streamed each step); "
+          "GB/s is the reader's staging rate (from the file on the CPU, host-to-device copies on a GPU)")
 PY

@@ -95,6 +95,33 @@ class TestCheckpointTools : public QObject {
     QCOMPARE(j["fp8_limit_bytes"].toDouble(), bytes["fp8"].toDouble());
     auto text = test::run_cli({"inspect", "--model", m_tiny});
     QVERIFY(text.out.contains("FP8 limit"));
+    // the residency plan under a weight budget: at 0 every block streams, and the blocks with the
+    // layers outside them hold every Linear/Conv2d weight of the UNet (2 bytes each in FP16),
+    // counted here from the layout; a budget of all of it keeps every block
+    uint64_t layers = 0;
+    for (const auto& e : layout) {
+      if (e.component == Component::UNet && e.shape.size() >= 2 && e.name.size() > 7 && e.name.compare(e.name.size() - 7, 7, ".weight") == 0) {
+        uint64_t n = 1;
+        for (auto d : e.shape) n *= d;
+        layers += 2 * n;
+      }
+    }
+    for (const uint64_t budget : {uint64_t(0), layers}) {
+      r = test::run_cli({"inspect", "--model", m_tiny, "--weight-budget", QString::number(budget), "--weights", "fp16", "--json"});
+      QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+      const auto plan = json_of(r)["residency"].toObject();
+      const auto blocks = plan["blocks"].toArray();
+      QVERIFY(blocks.size() > 3);
+      double sum = plan["fixed_bytes"].toDouble();
+      for (const auto& b : blocks) {
+        sum += b.toObject()["bytes"].toDouble();
+        QCOMPARE(b.toObject()["streamed"].toBool(), budget == 0);
+      }
+      QCOMPARE(uint64_t(sum), layers);
+    }
+    text = test::run_cli({"inspect", "--model", m_tiny, "--weight-budget", "0"});
+    QVERIFY2(text.out.contains("resident 0 of ") && text.out.contains("middle_block") && text.out.contains("streamed"), qPrintable(text.out));
+    test::expect_one_line_error(test::run_cli({"inspect", "--model", m_tiny, "--weight-budget", "auto"}), 2, "give a size");
   }
 
   void convertQuantisesAndInspectSeesFp8() {

@@ -418,6 +418,13 @@ class TestFluxStudio : public QObject {
                  qPrintable(QString("%1, budget %2: the streamed image differs").arg(weight_type_name(storage)).arg(budget)));
         QVERIFY(out.streamed_bytes > 0);
       }
+      // the host transport (a GPU's: blocks held in host memory, copied in when entered), run
+      // here onto the CPU: the same image
+      qputenv("FP8S_STREAM_TRANSPORT", "host");
+      r.weight_budget = 0;
+      QCOMPARE(engine.generate(r, nullptr, cancel).images.at(0).image.pixels, resident);
+      QCOMPARE(engine.info().streamed_blocks, blocks);
+      qunsetenv("FP8S_STREAM_TRANSPORT");
       // an online LoRA: terms stay resident beside the streamed weights; merge is refused
       r.weight_budget.reset();
       r.prompt += " <lora:lora-kohya:0.8>";

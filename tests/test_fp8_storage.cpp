@@ -24,6 +24,7 @@
 #include "pipeline/engine.h"
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "families/family.h"
 #include "support.h"
 
 using namespace fp8s;
@@ -335,6 +336,14 @@ class TestFp8Storage : public QObject {
           const auto info = engine.info();
           QCOMPARE(info.streamed_blocks, want);
           if (want == blocks - 1) QVERIFY(!info.block_plan[keep].streamed);
+          // the family's plan from the header (inspect's) is the load's
+          const auto planned_here = find_family(SafetensorsFile(ckpt))->tools.plan(o, o.storage, budget);
+          QCOMPARE(planned_here.blocks.size(), info.block_plan.size());
+          for (std::size_t i = 0; i < info.block_plan.size(); ++i) {
+            QCOMPARE(planned_here.blocks[i].name, info.block_plan[i].name);
+            QCOMPARE(planned_here.blocks[i].bytes, info.block_plan[i].bytes);
+            QCOMPARE(bool(planned_here.streamed[i]), info.block_plan[i].streamed);
+          }
           QVERIFY2(out.images.at(0).image.pixels == resident.images.at(0).image.pixels,
                    qPrintable(QString("%1 %2 budget %3: the streamed image differs").arg(family, weight_type_name(storage)).arg(budget)));
           QVERIFY(out.streamed_bytes >= info.streamed_block_bytes);
@@ -346,6 +355,18 @@ class TestFp8Storage : public QObject {
           const uint64_t bound = out.unet_bytes + out.text_bytes + out.vae_bytes + 2 * largest + working;
           QVERIFY2(out.tracked_peak_bytes <= bound, qPrintable(QString("peak %1 > %2").arg(out.tracked_peak_bytes).arg(bound)));
         }
+        // the host transport (a GPU's: blocks held in host memory, copied in when entered), run
+        // here onto the CPU: the same images
+        qputenv("FP8S_STREAM_TRANSPORT", "host");
+        for (const uint64_t budget : {uint64_t(0), planned - 1}) {
+          r.weight_budget = budget;
+          const auto out = engine.generate(r, nullptr, cancel);
+          QVERIFY(engine.info().streamed_blocks > 0);
+          QVERIFY(out.streamed_bytes >= engine.info().streamed_block_bytes);
+          QVERIFY2(out.images.at(0).image.pixels == resident.images.at(0).image.pixels,
+                   qPrintable(QString("%1 %2 host transport, budget %3: the streamed image differs").arg(family, weight_type_name(storage)).arg(budget)));
+        }
+        qunsetenv("FP8S_STREAM_TRANSPORT");
         r.weight_budget.reset();
         // an online LoRA, streamed and resident alike; merge refused while streaming
         r.loras = {{lora, 1.0f, 1.0f}};

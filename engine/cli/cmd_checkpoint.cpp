@@ -116,24 +116,77 @@ void register_make_synthetic_lora(CLI::App& app) {
   });
 }
 
+namespace {
+
+// The residency plan a load under a weight budget would make (the family's, from the headers).
+nlohmann::json plan_json(const ResidencyPlan& plan, uint64_t budget, const StorageSpec& storage) {
+  nlohmann::json blocks = nlohmann::json::array();
+  for (std::size_t i = 0; i < plan.blocks.size(); ++i) {
+    const auto& b = plan.blocks[i];
+    blocks.push_back({{"name", b.name}, {"bytes", b.bytes}, {"compute_per_byte", b.compute_per_byte}, {"streamed", bool(plan.streamed[i])}});
+  }
+  return {{"weight_budget", budget}, {"storage", weight_type_name(storage.weights)}, {"summary", plan.describe()},
+          {"fixed_bytes", plan.fixed_bytes}, {"resident_block_bytes", plan.resident_bytes},
+          {"streamed_bytes_per_pass", plan.streamed_bytes}, {"largest_streamed_bytes", plan.largest_streamed}, {"blocks", blocks}};
+}
+
+std::string plan_text(const ResidencyPlan& plan, uint64_t budget, const StorageSpec& storage) {
+  char line[160];
+  std::snprintf(line, sizeof line, "\nWeight budget %.2f GB, %s: %s\n  outside the blocks (resident first): %.1f MB\n",
+                budget / 1e9, weight_type_name(storage.weights), plan.describe().c_str(), plan.fixed_bytes / 1e6);
+  std::string out = line;
+  for (std::size_t i = 0; i < plan.blocks.size(); ++i) {
+    const auto& b = plan.blocks[i];
+    std::snprintf(line, sizeof line, "  %-22s %9.1f MB  %s\n", b.name.c_str(), b.bytes / 1e6,
+                  plan.streamed[i] ? "streamed" : "resident");
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace
+
 void register_inspect(CLI::App& app) {
   struct Opts {
     CommonOptions common;
-    std::string model;
+    std::string model, weights = "auto", scale = "none", budget;
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand(
-      "inspect", "architecture, parameters and bytes per component at each storage type");
+      "inspect", "architecture, parameters and bytes per component at each storage type; with --weight-budget, the residency plan");
   add_common_options(*sub, o->common, true);
   sub->add_option("--model", o->model, "checkpoint (.safetensors; default: the built-in demo model)");
+  sub->add_option("--weight-budget", o->budget,
+                  "print the residency plan a load under this budget makes (e.g. 8G, 0): which blocks stay resident and which stream");
+  sub->add_option("--weights", o->weights, "the storage the plan is for: auto (the file's own), fp32, fp16, bf16, fp8-e4m3, fp8-e5m2")
+      ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16", "fp8-e4m3", "fp8-e5m2"}))
+      ->capture_default_str();
+  sub->add_option("--fp8-scale", o->scale, "the plan's FP8 scaling: none, tensor or channel")
+      ->check(CLI::IsMember({"none", "tensor", "channel"}))
+      ->capture_default_str();
   sub->callback([o] {
-    SafetensorsFile file(model_or_demo(o->model));
+    const std::string model = model_or_demo(o->model);
+    SafetensorsFile file(model);
     const auto report = inspect_checkpoint(file);
-    if (o->common.json) {
-      std::cout << inspect_report_json(report).dump(2) << "\n";
-    } else {
-      std::cout << format_inspect_report(report);
+    std::optional<uint64_t> budget;
+    if (!o->budget.empty()) {
+      budget = parse_weight_budget(o->budget);
+      if (!budget) throw InputError("inspect --weight-budget: give a size (auto plans at load, from the memory free then)");
     }
+    nlohmann::json json = o->common.json ? inspect_report_json(report) : nlohmann::json();
+    std::string text = o->common.json ? std::string() : format_inspect_report(report);
+    if (budget) {
+      const FamilyEntry* family = find_family(file);
+      if (!family || !family->tools.plan) throw InputError(model + ": no model family plans streaming for this file");
+      StorageSpec storage = o->weights == "auto" ? auto_storage_for(model)
+                                                 : StorageSpec{*parse_weight_type(o->weights), *parse_fp8_scale(o->scale), false};
+      LoadOptions load;
+      load.checkpoint = model;
+      const auto plan = family->tools.plan(load, storage, *budget);
+      if (o->common.json) json["residency"] = plan_json(plan, *budget, storage);
+      else text += plan_text(plan, *budget, storage);
+    }
+    std::cout << (o->common.json ? json.dump(2) + "\n" : text);
   });
 }
 

@@ -162,7 +162,7 @@ void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flag
       throw CLI::ValidationError("--weight-budget", e.what());
     }
   }, "memory the denoiser's resident weights may take, e.g. 8G (Forge's GPU Weights); the other blocks stream "
-     "from the file each step. auto (default): all resident when the model fits, else what fits; 0: stream every block");
+     "each step (on the CPU from the file, on a GPU from host memory). auto (default): all resident when the model fits, else what fits; 0: stream every block");
   sub.add_flag("--fp8-compute", r.fp8_compute,
                "with --weights fp8-e4m3 on a CUDA GPU of compute capability 8.9+: Linear layers multiply in FP8 "
                "(_scaled_mm; ComfyUI's fp8_e4m3fn_fast); changes the image");

@@ -167,6 +167,9 @@ struct FamilyTools {
   std::function<WeightBytes(const LoadOptions& options, const StorageSpec& storage)> estimate;
   // What `--weights auto` means for a file of this family (optional; unset: FP16).
   std::function<StorageSpec(const SafetensorsFile& file)> auto_storage;
+  // The residency plan a load of `options` in `storage` under a weight budget of `budget` bytes
+  // would make, from the headers (optional; `inspect --weight-budget` prints it).
+  std::function<ResidencyPlan(const LoadOptions& options, const StorageSpec& storage, uint64_t budget)> plan;
   ProbeStages probe;
   SyntheticWriters synthetic;
 };

@@ -216,14 +216,22 @@ ResidencyPlan plan_network(torch::nn::Module& network, const std::vector<Network
                            const SafetensorsFile& file, const std::string& prefix, const StorageSpec& storage,
                            bool quantise_component, bool every_layer, uint64_t budget);
 std::vector<std::string> streamed_prefixes(const ResidencyPlan& plan);
-// The CPU transport over those blocks: a streamed block staged from `file` (load_block_layers) when
-// the network enters it, released when it leaves. `file` and `blocks` outlive the streamer.
-std::unique_ptr<BlockStreamer> file_streamer(const ResidencyPlan& plan, const std::vector<NetworkBlock>& blocks,
-                                             const SafetensorsFile& file, const std::string& prefix,
-                                             const StorageSpec& storage, bool quantise_component, bool every_layer,
-                                             const at::Device& device);
+// How streamed blocks reach the device (FP8S_STREAM_TRANSPORT=file|host; unset: file on the
+// CPU, host elsewhere). File: each pass reads a streamed block from the model file (load_block_layers)
+// when the network enters it; only the staged blocks take memory. Host: the streamed blocks are read
+// once, at load, into host memory (pinned for a GPU; FP8 codes stay one byte) and copied to the
+// device on a copy stream when entered. InputError for another value.
+enum class StreamTransport { File, Host };
+StreamTransport stream_transport(const at::Device& device);
+// The transport over a plan's streamed blocks: a block staged when the network enters it, released
+// when it leaves, the next one staged on a reader thread meanwhile. `file` and `blocks` outlive it.
+std::unique_ptr<BlockStreamer> network_streamer(const ResidencyPlan& plan, const std::vector<NetworkBlock>& blocks,
+                                                const SafetensorsFile& file, const std::string& prefix,
+                                                const StorageSpec& storage, bool quantise_component, bool every_layer,
+                                                const at::Device& device);
 // Drops a block's quantised layers' weights (placeholders of their shape again); scales stay.
-void release_block_layers(torch::nn::Module& block);
+// `trim`: give the freed pages back to the kernel (malloc_trim; a CPU's block).
+void release_block_layers(torch::nn::Module& block, bool trim = true);
 // The bytes a block's quantised layers take when staged in `storage`, from the file's header.
 uint64_t block_layer_bytes(torch::nn::Module& block, const SafetensorsFile& file, const std::string& prefix,
                            const StorageSpec& storage, bool quantise_component, bool every_layer);

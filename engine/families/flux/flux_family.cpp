@@ -365,12 +365,10 @@ class FluxFamily final : public FamilyModel {
   // what it asks, or auto (flux_weight_budget) over the memory available to this model (what the
   // machine has free plus what the model holds now); DoesNotFit when even streaming cannot fit.
   // Auto budgets are whole 256 MiB steps, so that a request does not reload the transformer for a
-  // few pages of difference. Streaming is the CPU's transport for now.
+  // few pages of difference. On a GPU a budget is what it asks (the streamed blocks wait in host
+  // memory) and auto keeps every block resident, as before.
   std::optional<uint64_t> weight_budget(const GenerationRequest& r, int width, int height) const {
-    if (!model_->device().is_cpu()) {
-      if (r.weight_budget) throw InputError("--weight-budget: streaming to a CUDA device is not built yet; use auto (all resident)");
-      return std::nullopt;
-    }
+    if (!model_->device().is_cpu()) return r.weight_budget;
     const auto& held = model_->bytes();
     const uint64_t available = available_memory_bytes() + held.transformer + held.t5 + held.clip_l + held.vae;
     auto budget = flux_weight_budget([&](const StorageSpec& st) { return estimate_bytes(model_->files(), st); },

@@ -164,6 +164,12 @@ auto load_component(const ComponentSource& c, const std::string& missing, const 
   return m;
 }
 
+ResidencyPlan flux_residency_plan(FluxImpl& m, const SafetensorsFile& file, const std::string& prefix,
+                                  const StorageSpec& storage, uint64_t budget) {
+  // the layers outside the blocks (embedders, final layer) stay resident
+  return plan_network(m, m.blocks(), file, prefix, storage, true, true, budget);
+}
+
 }  // namespace
 
 StorageSpec flux_component_storage(const SafetensorsFile& file, const std::string& prefix, const StorageSpec& storage) {
@@ -286,12 +292,11 @@ void FluxModel::load_streamed_transformer() {
   auto file = std::make_shared<SafetensorsFile>(c.path);
   const BuildOn on(device_);
   auto m = std::make_shared<FluxImpl>(flux_config(*file, c.prefix, files_.dev));
-  // the plan from the header; the layers outside the blocks (embedders, final layer) stay resident
-  streaming_.plan = plan_network(*m, m->blocks(), *file, c.prefix, storage_, true, true, *budget_);
+  streaming_.plan = flux_residency_plan(*m, *file, c.prefix, storage_, *budget_);
   bytes_.transformer =
       load_module_weights(*m, *file, c.prefix, storage_, true, {}, {}, device_, true, streamed_prefixes(streaming_.plan)).bytes;
   file->release_mapping();
-  streaming_.streamer = file_streamer(streaming_.plan, m->blocks(), *file, c.prefix, storage_, true, true, device_);
+  streaming_.streamer = network_streamer(streaming_.plan, m->blocks(), *file, c.prefix, storage_, true, true, device_);
   m->set_block_hooks(streaming_.streamer.get());
   stream_file_ = file;
   flux_ = m;
@@ -471,5 +476,12 @@ at::Tensor FluxModel::vae_encode(const at::Tensor& image, at::ScalarType compute
 }
 
 int FluxModel::vae_factor() { return 1 << (static_cast<int>(vae().config().ch_mult.size()) - 1); }
+
+ResidencyPlan flux_residency_plan(const ComponentSource& transformer, bool dev, const StorageSpec& storage, uint64_t budget) {
+  if (!transformer.found()) throw InputError("no Flux transformer to plan");
+  const SafetensorsFile file(transformer.path);
+  FluxImpl m(flux_config(file, transformer.prefix, dev));  // placeholders: no weight is allocated
+  return flux_residency_plan(m, file, transformer.prefix, storage, budget);
+}
 
 }  // namespace fp8s

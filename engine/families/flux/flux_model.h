@@ -83,6 +83,10 @@ bool flux_t5_on_cpu(const at::Device& device, const FluxComponentBytes& bytes, u
 // (0: the CPU), FP32 on older GPUs.
 at::ScalarType flux_t5_compute(at::ScalarType compute, const at::Device& device, int compute_capability);
 
+// The transformer's residency plan under `budget` (models/streaming.h), from its file's header:
+// the plan a load under that budget makes (FluxModel::set_weight_budget), without loading.
+ResidencyPlan flux_residency_plan(const ComponentSource& transformer, bool dev, const StorageSpec& storage, uint64_t budget);
+
 class FluxModel {
  public:
   FluxModel(FluxFiles files, const StorageSpec& storage, const at::Device& device);

@@ -64,14 +64,22 @@ ProbeStages flux_probe_stages() {
   return {{"t5", "clip-pooled", "flux", "flux-vae-decode", "flux-vae-encode", "flux-sample"}, run_flux_probe};
 }
 
-WeightBytes flux_estimate(const LoadOptions& o, const StorageSpec& storage) {
+FluxFiles files_of(const LoadOptions& o) {
   auto role = [&](const char* r) {
     const auto it = o.components.find(r);
     return it == o.components.end() ? std::string() : it->second;
   };
-  const auto files = resolve_flux_files(o.checkpoint, role("t5xxl"), role("clip_l"), role("vae"));
-  const auto b = flux_storage_bytes(files, storage);
+  return resolve_flux_files(o.checkpoint, role("t5xxl"), role("clip_l"), role("vae"));
+}
+
+WeightBytes flux_estimate(const LoadOptions& o, const StorageSpec& storage) {
+  const auto b = flux_storage_bytes(files_of(o), storage);
   return {b.transformer, b.t5 + b.clip_l, b.vae};
+}
+
+ResidencyPlan flux_plan(const LoadOptions& o, const StorageSpec& storage, uint64_t budget) {
+  const auto files = files_of(o);
+  return flux_residency_plan(files.transformer, files.dev, storage, budget);
 }
 
 StorageSpec flux_auto_storage(const SafetensorsFile& file) {
@@ -102,6 +110,8 @@ SyntheticWriters flux_synthetic_writers() {
 
 }  // namespace
 
-FamilyTools flux_tools() { return {flux_estimate, flux_auto_storage, flux_probe_stages(), flux_synthetic_writers()}; }
+FamilyTools flux_tools() {
+  return {flux_estimate, flux_auto_storage, flux_plan, flux_probe_stages(), flux_synthetic_writers()};
+}
 
 }  // namespace fp8s

@@ -47,15 +47,24 @@ Model::Model(const std::string& checkpoint, const StorageSpec& storage, const at
 
 Model::~Model() = default;
 
+ResidencyPlan unet_residency_plan(UNetImpl& unet, const SafetensorsFile& file, const StorageSpec& storage, uint64_t budget) {
+  return plan_network(unet, unet.blocks(), file, kUNetPrefix, storage, is_fp8(storage.weights), false, budget);
+}
+
+ResidencyPlan unet_residency_plan(const SafetensorsFile& file, const StorageSpec& storage, uint64_t budget) {
+  UNetImpl unet(config_for(file).unet);  // placeholders: no weight is allocated
+  return unet_residency_plan(unet, file, storage, budget);
+}
+
 void Model::load_unet() {
   const bool quantise = is_fp8(storage_.weights);
   streaming_.clear();
   unet_ = std::make_shared<UNetImpl>(config_.unet);
-  if (budget_) streaming_.plan = plan_network(*unet_, unet_->blocks(), *file_, kUNetPrefix, storage_, quantise, false, *budget_);
+  if (budget_) streaming_.plan = unet_residency_plan(*unet_, *file_, storage_, *budget_);
   bytes_.denoiser =
       load_module_weights(*unet_, *file_, kUNetPrefix, storage_, quantise, {}, {}, device_, false, streamed_prefixes(streaming_.plan)).bytes;
   if (!streaming_.plan.any()) return;
-  streaming_.streamer = file_streamer(streaming_.plan, unet_->blocks(), *file_, kUNetPrefix, storage_, quantise, false, device_);
+  streaming_.streamer = network_streamer(streaming_.plan, unet_->blocks(), *file_, kUNetPrefix, storage_, quantise, false, device_);
   unet_->set_block_hooks(streaming_.streamer.get());
   log().info("UNet, {} budget {:.2f} GB: {}", weight_type_name(storage_.weights), static_cast<double>(*budget_) / 1e9,
              streaming_.plan.describe());

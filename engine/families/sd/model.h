@@ -41,6 +41,10 @@ struct SamplingParams {
 };
 
 
+// The UNet's residency plan under `budget` (models/streaming.h), from the checkpoint's header: the
+// plan a load makes (Model::set_weight_budget), without loading.
+ResidencyPlan unet_residency_plan(const SafetensorsFile& file, const StorageSpec& storage, uint64_t budget);
+
 class Model {
  public:
   // Opens the checkpoint (kept open: weights can be re-materialised in another storage type) and

@@ -130,9 +130,6 @@ class SdFamily final : public FamilyModel {
   }
 
   void prepare(const GenerationRequest& r) override {
-    if (r.weight_budget && !model_->device().is_cpu()) {
-      throw InputError("--weight-budget: streaming to a CUDA device is not built yet; use auto (all resident)");
-    }
     if (r.storage != model_->storage() || r.weight_budget != model_->weight_budget() || !model_->reload_error().empty()) {
       const auto start = std::chrono::steady_clock::now();
       // auto: every block resident (an SD model's weights are small beside its working memory)

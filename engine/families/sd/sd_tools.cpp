@@ -77,6 +77,10 @@ WeightBytes sd_estimate(const LoadOptions& o, const StorageSpec& storage) {
   return w;
 }
 
+ResidencyPlan sd_plan(const LoadOptions& o, const StorageSpec& storage, uint64_t budget) {
+  return unet_residency_plan(SafetensorsFile(o.checkpoint), storage, budget);
+}
+
 StorageSpec sd_auto_storage(const SafetensorsFile& file) { return default_storage(inspect_checkpoint(file)); }
 
 SyntheticWriters sd_synthetic_writers() {
@@ -99,6 +103,6 @@ SyntheticWriters sd_synthetic_writers() {
 
 }  // namespace
 
-FamilyTools sd_tools() { return {sd_estimate, sd_auto_storage, sd_probe_stages(), sd_synthetic_writers()}; }
+FamilyTools sd_tools() { return {sd_estimate, sd_auto_storage, sd_plan, sd_probe_stages(), sd_synthetic_writers()}; }
 
 }  // namespace fp8s
