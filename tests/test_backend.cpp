@@ -430,7 +430,7 @@ class TestBackend : public QObject {
     struct Case { backend::KernelOptions kernels; ComputeType compute; QString attention, conv; };
     const QString best = backend::has_fused_attention() ? "fused" : kernels::amx_attention_available() ? "amx" : "sliced";
     const QString packed = backend::has_packed_conv() ? "packed (oneDNN blocked)" : "channels_last";
-    for (const Case c : {Case{{backend::AttentionKernel::Sliced, true}, ComputeType::BF16, "sliced", packed},
+    for (const Case& c : {Case{{backend::AttentionKernel::Sliced, true}, ComputeType::BF16, "sliced", packed},
                          Case{{backend::AttentionKernel::Auto, false}, ComputeType::BF16, best, "channels_last"},
                          Case{{backend::AttentionKernel::Auto, true}, ComputeType::FP32, backend::has_fused_attention() ? "fused" : "sliced", "NCHW"}}) {
       LoadOptions o;

@@ -19,6 +19,8 @@
 
 namespace fp8s {
 
+class SafetensorsFile;
+
 // What a network calls around each of its blocks (numbered in its execution order).
 class BlockHooks {
  public:
@@ -125,10 +127,12 @@ class BlockStreamer : public BlockHooks {
   StreamStats stats_;
 };
 
-// A network's streaming as its model holds it: the plan and the transport (none: all resident).
+// A network's streaming as its model holds it: the plan, the transport (none: all resident) and
+// the file its blocks stream from (kept open while they do; may be unset when the model holds it).
 struct NetworkStreaming {
   ResidencyPlan plan;
   std::unique_ptr<BlockStreamer> streamer;
+  std::shared_ptr<const SafetensorsFile> file;
   StreamStats stats() const { return streamer ? streamer->stats() : StreamStats{}; }
   void reset_stats() {
     if (streamer) streamer->reset_stats();
@@ -138,6 +142,7 @@ struct NetworkStreaming {
   }
   void clear() {  // the streamer first: its reader joins before the blocks go
     streamer.reset();
+    file.reset();
     plan = {};
   }
 };

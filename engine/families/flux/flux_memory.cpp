@@ -94,11 +94,13 @@ std::optional<uint64_t> flux_weight_budget(const std::function<FluxComponentByte
                                            int batch, uint64_t available, std::optional<uint64_t> requested) {
   const auto b = bytes_of(storage);
   const uint64_t staging = 2 * flux_largest_block_bytes(hidden_size, storage);
-  const uint64_t working = flux_working_bytes(width, height, batch, hidden_size);
-  // the transformer phase with its resident weights capped at `budget` (+ two staged blocks)
+  // T5-XXL's 24 layers stream under the budget too (its embedding counted in: an upper bound)
+  const uint64_t t5_staging = 2 * (b.t5 / 24);
+  // the phases with their resident weights capped at `budget` (+ two staged blocks)
   auto peak_with = [&](uint64_t budget) {
     FluxComponentBytes capped = b;
     capped.transformer = std::min(b.transformer, budget + staging);
+    capped.t5 = std::min(b.t5, budget + t5_staging);
     return flux_peak_bytes(capped, width, height, batch, hidden_size);
   };
   const std::string what = storage_label(storage) + " Flux at " + std::to_string(width) + "x" + std::to_string(height);

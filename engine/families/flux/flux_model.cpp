@@ -164,10 +164,29 @@ auto load_component(const ComponentSource& c, const std::string& missing, const 
   return m;
 }
 
-ResidencyPlan flux_residency_plan(FluxImpl& m, const SafetensorsFile& file, const std::string& prefix,
-                                  const StorageSpec& storage, uint64_t budget) {
-  // the layers outside the blocks (embedders, final layer) stay resident
-  return plan_network(m, m.blocks(), file, prefix, storage, true, true, budget);
+// A component whose blocks (Flux's double and single blocks, T5's layers) stream under `budget`
+// (models/streaming.h): planned from the header, the layers outside the blocks and the resident
+// blocks loaded, the streamed ones staged by the transport from the file, which stays open.
+template <typename Make>
+auto load_streamed(const ComponentSource& c, const std::string& missing, const StorageSpec& storage,
+                   const std::vector<std::string>& ignorable, const at::Device& device, uint64_t budget, uint64_t& bytes,
+                   double& ms, NetworkStreaming& streaming, Make make) {
+  if (!c.found()) throw InputError(missing);
+  const auto start = std::chrono::steady_clock::now();
+  streaming.clear();
+  auto file = std::make_shared<SafetensorsFile>(c.path);
+  const BuildOn on(device);
+  auto m = make(*file, c.prefix);
+  streaming.plan = plan_network(*m, m->blocks(), *file, c.prefix, storage, true, true, budget);
+  bytes = load_module_weights(*m, *file, c.prefix, storage, true, ignorable, {}, device, true, streamed_prefixes(streaming.plan)).bytes;
+  file->release_mapping();
+  if (streaming.plan.any()) {
+    streaming.streamer = network_streamer(streaming.plan, m->blocks(), *file, c.prefix, storage, true, true, device);
+    m->set_block_hooks(streaming.streamer.get());
+    streaming.file = file;
+  }
+  ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return m;
 }
 
 }  // namespace
@@ -271,53 +290,49 @@ void FluxModel::set_t5_device(const at::Device& device) {
 FluxModel::~FluxModel() = default;
 
 FluxImpl& FluxModel::flux() {
-  if (!flux_ && budget_) {
-    load_streamed_transformer();
-  } else if (!flux_) {
+  if (!flux_) {
     const auto& c = files_.transformer;
-    flux_ = load_component(c, c.path + ": no Flux transformer", storage_, true, {}, device_, bytes_.transformer, load_ms_,
-                           [&](const SafetensorsFile& f, const std::string& p) {
-                             return std::make_shared<FluxImpl>(flux_config(f, p, files_.dev));
-                           });
+    auto make = [&](const SafetensorsFile& f, const std::string& p) { return std::make_shared<FluxImpl>(flux_config(f, p, files_.dev)); };
+    flux_ = budget_ ? load_streamed(c, c.path + ": no Flux transformer", storage_, {}, device_, *budget_, bytes_.transformer,
+                                    load_ms_, streaming_, make)
+                    : load_component(c, c.path + ": no Flux transformer", storage_, true, {}, device_, bytes_.transformer,
+                                     load_ms_, make);
+    if (budget_) {
+      log().info("Flux transformer, {} budget {:.1f} GB: {}", weight_type_name(storage_.weights),
+                 static_cast<double>(*budget_) / 1e9, streaming_.plan.describe());
+    }
     set_fp8_compute(fp8_compute_);
     apply_loras(*flux_, false);
   }
   return *flux_;
 }
 
-void FluxModel::load_streamed_transformer() {
-  const auto& c = files_.transformer;
-  if (!c.found()) throw InputError(c.path + ": no Flux transformer");
-  const auto start = std::chrono::steady_clock::now();
-  auto file = std::make_shared<SafetensorsFile>(c.path);
-  const BuildOn on(device_);
-  auto m = std::make_shared<FluxImpl>(flux_config(*file, c.prefix, files_.dev));
-  streaming_.plan = flux_residency_plan(*m, *file, c.prefix, storage_, *budget_);
-  bytes_.transformer =
-      load_module_weights(*m, *file, c.prefix, storage_, true, {}, {}, device_, true, streamed_prefixes(streaming_.plan)).bytes;
-  file->release_mapping();
-  streaming_.streamer = network_streamer(streaming_.plan, m->blocks(), *file, c.prefix, storage_, true, true, device_);
-  m->set_block_hooks(streaming_.streamer.get());
-  stream_file_ = file;
-  flux_ = m;
-  load_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  log().info("Flux transformer, {} budget {:.1f} GB: {}", weight_type_name(storage_.weights), static_cast<double>(*budget_) / 1e9,
-             streaming_.plan.describe());
-  set_fp8_compute(fp8_compute_);
-  apply_loras(*flux_, false);
-}
-
 void FluxModel::set_weight_budget(std::optional<uint64_t> budget) {
   if (budget == budget_) return;
   budget_ = budget;
   release_transformer();
+  release_text_encoders();
 }
 
-StreamStats FluxModel::stream_stats() const { return streaming_.stats(); }
+StreamStats FluxModel::stream_stats() const {
+  StreamStats s = streaming_.stats();
+  const StreamStats t = t5_streaming_.stats();
+  s.bytes_read += t.bytes_read;
+  s.loads += t.loads;
+  s.read_ms += t.read_ms;
+  s.wait_ms += t.wait_ms;
+  return s;
+}
 
-void FluxModel::end_streaming() { streaming_.end(); }
+void FluxModel::end_streaming() {
+  streaming_.end();
+  t5_streaming_.end();
+}
 
-void FluxModel::reset_stream_stats() { streaming_.reset_stats(); }
+void FluxModel::reset_stream_stats() {
+  streaming_.reset_stats();
+  t5_streaming_.reset_stats();
+}
 
 void FluxModel::load_all() {
   flux();
@@ -338,7 +353,6 @@ void FluxModel::load_sampling() {
 
 void FluxModel::release_transformer() {
   streaming_.clear();  // the reader joined before the blocks it stages go
-  stream_file_.reset();
   flux_.reset();
   bytes_.transformer = 0;
   lora_touched_[0].clear();
@@ -365,9 +379,14 @@ T5EncoderImpl& FluxModel::t5() {
   if (!t5_) {
     const auto& c = files_.t5;
     // (the tied copy of the embedding that some files carry is ignored)
-    t5_ = load_component(c, files_.transformer.path + ": no T5-XXL text encoder; pass --t5 t5xxl_fp16.safetensors (or t5xxl_fp8_e4m3fn*)",
-                         component_storage(c), true, {"encoder.embed_tokens.weight"}, t5_device_, bytes_.t5, load_ms_,
-                         [](const SafetensorsFile& f, const std::string& p) { return std::make_shared<T5EncoderImpl>(t5_config(f, p)); });
+    const std::string missing = files_.transformer.path + ": no T5-XXL text encoder; pass --t5 t5xxl_fp16.safetensors (or t5xxl_fp8_e4m3fn*)";
+    const std::vector<std::string> ignorable{"encoder.embed_tokens.weight"};
+    auto make = [](const SafetensorsFile& f, const std::string& p) { return std::make_shared<T5EncoderImpl>(t5_config(f, p)); };
+    // under a weight budget its layers stream too (the text phase and the sampling phase take turns)
+    t5_ = budget_ ? load_streamed(c, missing, component_storage(c), ignorable, t5_device_, *budget_, bytes_.t5, load_ms_,
+                                  t5_streaming_, make)
+                  : load_component(c, missing, component_storage(c), true, ignorable, t5_device_, bytes_.t5, load_ms_, make);
+    if (t5_streaming_.plan.any()) log().info("T5-XXL, budget {:.1f} GB: {}", static_cast<double>(*budget_) / 1e9, t5_streaming_.plan.describe());
   }
   return *t5_;
 }
@@ -398,6 +417,7 @@ StorageSpec FluxModel::component_storage(const ComponentSource& c) const {
 }
 
 void FluxModel::release_text_encoders() {
+  t5_streaming_.clear();
   t5_.reset();
   clip_.reset();
   bytes_.t5 = bytes_.clip_l = 0;
@@ -481,7 +501,8 @@ ResidencyPlan flux_residency_plan(const ComponentSource& transformer, bool dev, 
   if (!transformer.found()) throw InputError("no Flux transformer to plan");
   const SafetensorsFile file(transformer.path);
   FluxImpl m(flux_config(file, transformer.prefix, dev));  // placeholders: no weight is allocated
-  return flux_residency_plan(m, file, transformer.prefix, storage, budget);
+  // as load_streamed plans it; the layers outside the blocks (embedders, final layer) stay resident
+  return plan_network(m, m.blocks(), file, transformer.prefix, storage, true, true, budget);
 }
 
 }  // namespace fp8s

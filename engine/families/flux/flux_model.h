@@ -114,13 +114,14 @@ class FluxModel {
   // starts after its weights are in (a generation's load time is reported apart).
   void load_text_encoders();
   void load_sampling();
-  // The transformer's weight budget (models/streaming.h): the bytes its resident weights may take;
-  // the blocks beyond it stream from the file. Unset: every block resident. A change drops a
-  // loaded transformer (it loads again under the new plan when next used).
+  // The weight budget (models/streaming.h): the bytes the transformer's resident weights may take,
+  // and T5's in the text phase (the phases take turns under a budget); the blocks beyond it
+  // stream. Unset: every block resident. A change drops the loaded transformer and text encoders
+  // (they load again under the new plan when next used).
   void set_weight_budget(std::optional<uint64_t> budget);
   const std::optional<uint64_t>& weight_budget() const { return budget_; }
-  // The loaded transformer's plan (empty before a load or without a budget) and its streaming
-  // since the last reset.
+  // The loaded transformer's plan (empty before a load or without a budget), and the streaming of
+  // the transformer and T5 since the last reset.
   const ResidencyPlan& residency() const { return streaming_.plan; }
   StreamStats stream_stats() const;
   void reset_stream_stats();
@@ -164,7 +165,6 @@ class FluxModel {
 
  private:
   FluxImpl& flux();
-  void load_streamed_transformer();
   T5EncoderImpl& t5();
   TextEncoderImpl& clip();
   VaeImpl& vae();
@@ -191,8 +191,8 @@ class FluxModel {
   std::vector<LoraPlan> lora_plans_;  // point into lora_files_
   std::vector<std::string> lora_touched_[2];  // keys per component: [0] transformer, [1] CLIP-L
   std::optional<uint64_t> budget_;
-  std::shared_ptr<const SafetensorsFile> stream_file_;  // the transformer's file, open while it streams
-  NetworkStreaming streaming_;  // last: destroyed (its reader joined) before the modules
+  // the transformer's and T5's: last, destroyed (their readers joined) before the modules
+  NetworkStreaming streaming_, t5_streaming_;
 };
 
 }  // namespace fp8s

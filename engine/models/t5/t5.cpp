@@ -56,6 +56,7 @@ T5EncoderImpl::T5EncoderImpl(const T5Config& c) : config_(c) {
     blk.wo = ff->register_module("wo", QLinear(c.d_ff, d, false));
     blk.ln2 = container(*l1, "layer_norm")->register_parameter("weight", placeholder({d}), false);
     blocks_.push_back(blk);
+    network_blocks_.push_back({"encoder.block." + std::to_string(i), b, 1.0});
   }
   final_ln_ = container(*encoder, "final_layer_norm")->register_parameter("weight", placeholder({d}), false);
 }
@@ -82,7 +83,9 @@ at::Tensor T5EncoderImpl::forward(const at::Tensor& tokens, at::ScalarType compu
   const auto buckets = relative_buckets(L, c.buckets, c.max_distance).to(h.device());
   const auto bias = at::embedding(relative_bias_->weight, buckets).permute({2, 0, 1}).unsqueeze(0).to(compute);
   auto heads = [&](const at::Tensor& x) { return x.view({B, L, H, dk}).transpose(1, 2); };
-  for (const auto& b : blocks_) {
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    const BlockScope staged(hooks_, static_cast<int>(i));
+    const Block& b = blocks_[i];
     const auto n = rms_norm(h, b.ln1);
     const auto a = attention(heads(b.q->forward(n)), heads(b.k->forward(n)), heads(b.v->forward(n)), 1.0, bias);
     h = h + b.o->forward(a.transpose(1, 2).reshape({B, L, H * dk}));

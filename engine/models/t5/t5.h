@@ -30,6 +30,10 @@ class T5EncoderImpl : public torch::nn::Module {
   // bidirectional=True. [L, L] int64.
   static at::Tensor relative_buckets(int64_t length, int buckets, int max_distance);
 
+  // Its layers ("encoder.block.N") as the weight budget streams them (models/streaming.h).
+  const std::vector<NetworkBlock>& blocks() const { return network_blocks_; }
+  void set_block_hooks(BlockHooks* hooks) { hooks_ = hooks; }
+
  private:
   struct Block {
     at::Tensor ln1, ln2;  // RMS norm weights
@@ -38,6 +42,8 @@ class T5EncoderImpl : public torch::nn::Module {
   T5Config config_;
   Embedding shared_{nullptr}, relative_bias_{nullptr};
   std::vector<Block> blocks_;
+  std::vector<NetworkBlock> network_blocks_;
+  BlockHooks* hooks_ = nullptr;
   at::Tensor final_ln_;
 };
 TORCH_MODULE(T5Encoder);
