@@ -6,6 +6,7 @@ set(FP8S_CORE_SOURCES
   core/install_prefix.cpp
   core/files.cpp
   text/t5_tokenizer.cpp
+  text/qwen_tokenizer.cpp
   core/sha256.cpp
   io/safetensors.cpp
   io/png.cpp

@@ -2,10 +2,12 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QTemporaryDir>
 
 #include "core/error.h"
 #include "text/clip_tokenizer.h"
 #include "text/prompt_parser.h"
+#include "text/qwen_tokenizer.h"
 #include "text/t5_tokenizer.h"
 #include "support.h"
 
@@ -56,6 +58,74 @@ class TestTokenizer : public QObject {
     qunsetenv("FP8S_T5_TOKENIZER");
     QVERIFY2(r.exit_code == 0, qPrintable(r.err));
     QCOMPARE(QJsonDocument::fromJson(r.out.toUtf8()).object()["ids"].toArray(), c["ids"].toArray());
+  }
+
+  // Qwen3's byte-level BPE (Z-Image's text encoder) against transformers' Qwen2Tokenizer on every
+  // case of the reference folder (templated or not), and through the CLI
+  void qwenTokenizeCases() {
+    FP8S_REQUIRE_REFERENCE();
+    const std::string dir = test::reference_path("zimage/qwen_tokenizer");
+    const auto qwen = QwenTokenizer::load(dir);
+    QCOMPARE(qwen.pad(), 151643);
+    QCOMPARE(qwen.vocab_size(), std::size_t(151643 + 26));
+    const auto cases = load_json("zimage/qwen_tokenize_cases.json").array();
+    QVERIFY(cases.size() >= 10);
+    for (const auto& v : cases) {
+      const auto c = v.toObject();
+      std::vector<int32_t> want;
+      for (const auto& id : c["ids"].toArray()) want.push_back(id.toInt());
+      const std::string prompt = c["prompt"].toString().toStdString();
+      const auto got = qwen.encode(c["template"].toBool() ? QwenTokenizer::chat_template(prompt) : prompt);
+      QVERIFY2(got == want, qPrintable(c["prompt"].toString()));
+    }
+    qputenv("FP8S_QWEN_TOKENIZER", QByteArray::fromStdString(dir));
+    const auto c = cases[0].toObject();
+    QStringList args{"tokenize", "--qwen", "--json", c["prompt"].toString()};
+    if (c["template"].toBool()) args.insert(2, "--template");
+    const auto r = test::run_cli(args);
+    qunsetenv("FP8S_QWEN_TOKENIZER");
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    QCOMPARE(QJsonDocument::fromJson(r.out.toUtf8()).object()["ids"].toArray(), c["ids"].toArray());
+  }
+
+  // The pre-tokenizer's pieces, derived by hand from the regex of tokenizer.json: contractions in
+  // any case, a leading space or mark joined to letters, every digit alone, a space before
+  // punctuation, newline runs, and the last of several spaces kept for the next word; no
+  // tokenizer anywhere is an error naming where it looked
+  void qwenPreTokenizerAndErrors() {
+    auto pieces = [](const std::u32string& s) {
+      QStringList out;
+      for (const auto& p : QwenTokenizer::split(s)) out << QString::fromStdU32String(p);
+      return out;
+    };
+    QCOMPARE(pieces(U"It's a DOG'S life"), (QStringList{"It", "'s", " a", " DOG", "'S", " life"}));
+    QCOMPARE(pieces(U"year 2026!"), (QStringList{"year", " ", "2", "0", "2", "6", "!"}));
+    QCOMPARE(pieces(U"a  b"), (QStringList{"a", " ", " b"}));
+    QCOMPARE(pieces(U"end.\n\nNext ..."), (QStringList{"end", ".\n\n", "Next", " ..."}));
+    QCOMPARE(pieces(U"x \n y  "), (QStringList{"x", " \n", " y", "  "}));
+    QCOMPARE(pieces(U"(hi)"), (QStringList{"(hi", ")"}));
+    QCOMPARE(pieces(U"\t\tgo"), (QStringList{"\t", "\tgo"}));
+    QVERIFY(QwenTokenizer::split(U"").empty());
+    qputenv("XDG_DATA_HOME", "/nonexistent-fp8s");
+    try {
+      QwenTokenizer::find("", "/nonexistent-fp8s/models/z_image_turbo_bf16.safetensors");
+      QFAIL("found a tokenizer where there is none");
+    } catch (const MissingVocabulary& e) {
+      QVERIFY2(QString(e.what()).contains("/nonexistent-fp8s/models/qwen_tokenizer") && QString(e.what()).contains("--qwen-tokenizer"), e.what());
+    }
+    qunsetenv("XDG_DATA_HOME");
+    QTemporaryDir dir;
+    const QString junk = dir.path() + "/tokenizer.json";
+    QFile f(junk);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}");
+    f.close();
+    try {
+      QwenTokenizer::load(junk.toStdString());
+      QFAIL("a Unigram tokenizer.json was taken for Qwen's");
+    } catch (const InputError& e) {
+      QVERIFY2(QString(e.what()).contains("not a Qwen byte-level BPE") && QString(e.what()).contains("Unigram"), e.what());
+    }
   }
 
   // Hand-built inputs with known answers: the NFKC map (full-width letters, the ligature ﬁ,

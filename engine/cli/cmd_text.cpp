@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "text/clip_tokenizer.h"
 #include "text/prompt_parser.h"
+#include "text/qwen_tokenizer.h"
 #include "text/t5_tokenizer.h"
 
 namespace fp8s::cli {
@@ -13,12 +14,12 @@ namespace fp8s::cli {
 void register_tokenize(CLI::App& app) {
   struct Opts {
     CommonOptions common;
-    std::string prompt, vocab, t5_tokenizer;
-    bool raw = false, t5 = false;
+    std::string prompt, vocab, t5_tokenizer, qwen_tokenizer;
+    bool raw = false, t5 = false, qwen = false, chat = false;
     int length = 512;
   };
   auto o = std::make_shared<Opts>();
-  auto* sub = app.add_subcommand("tokenize", "CLIP token ids of a prompt (A1111 windows and weights)");
+  auto* sub = app.add_subcommand("tokenize", "token ids of a prompt: CLIP (A1111 windows and weights), T5 or Qwen");
   add_common_options(*sub, o->common, true);
   sub->add_option("prompt", o->prompt, "the prompt")->required();
   sub->add_flag("--raw", o->raw, "BPE ids only: no emphasis parsing, BOS/EOS or padding");
@@ -26,7 +27,17 @@ void register_tokenize(CLI::App& app) {
   sub->add_flag("--t5", o->t5, "T5 ids (Flux's second text encoder) instead of CLIP: the prompt's pieces, </s>, padding");
   sub->add_option("--length", o->length, "with --t5: the padded length (Flux dev 512, schnell 256)")->check(CLI::Range(1, 4096));
   sub->add_option("--t5-tokenizer", o->t5_tokenizer, "with --t5: the T5 tokenizer.json (or its folder)");
+  sub->add_flag("--qwen", o->qwen, "Qwen ids (Z-Image's Qwen3 text encoder) instead of CLIP: byte-level BPE, no BOS/EOS");
+  sub->add_flag("--template", o->chat, "with --qwen: the prompt in the chat template Z-Image uses");
+  sub->add_option("--qwen-tokenizer", o->qwen_tokenizer, "with --qwen: the Qwen tokenizer.json (or its folder)");
   sub->callback([o] {
+    if (o->qwen) {
+      const auto tokenizer = QwenTokenizer::find(o->qwen_tokenizer, "");
+      const auto ids = tokenizer.encode(o->chat ? QwenTokenizer::chat_template(o->prompt) : o->prompt);
+      const nlohmann::json j{{"prompt", o->prompt}, {"ids", ids}};
+      std::cout << (o->common.json ? j.dump() : j["ids"].dump()) << "\n";
+      return;
+    }
     if (o->t5) {
       const auto tokenizer = T5Tokenizer::find(o->t5_tokenizer, "");
       const auto ids = o->raw ? tokenizer.encode(o->prompt) : tokenizer.encode_padded(o->prompt, o->length);

@@ -105,9 +105,7 @@ ClipTokenizer ClipTokenizer::load(const std::string& path_in) {
     t.vocab_["<|startoftext|>"] = id++;
     t.vocab_["<|endoftext|>"] = id++;
   }
-  for (std::size_t r = 0; r < merges.size(); ++r) {
-    t.ranks_[merges[r].first + " " + merges[r].second] = static_cast<int32_t>(r);
-  }
+  for (std::size_t r = 0; r < merges.size(); ++r) t.ranks_.add(merges[r].first, merges[r].second, static_cast<int32_t>(r));
   auto id_of = [&](const std::string& tok) {
     auto it = t.vocab_.find(tok);
     if (it == t.vocab_.end()) throw InputError(path + ": the vocabulary lacks '" + tok + "'");
@@ -162,31 +160,7 @@ std::vector<int32_t> ClipTokenizer::bpe(const std::string& symbols_key) const {
     if (sep == std::string::npos) break;
     start = sep + 1;
   }
-  while (word.size() > 1) {
-    int32_t best = std::numeric_limits<int32_t>::max();
-    std::string best_pair;
-    for (std::size_t i = 0; i + 1 < word.size(); ++i) {
-      auto it = ranks_.find(word[i] + " " + word[i + 1]);
-      if (it != ranks_.end() && it->second < best) {
-        best = it->second;
-        best_pair = it->first;
-      }
-    }
-    if (best == std::numeric_limits<int32_t>::max()) break;
-    const auto space = best_pair.find(' ');
-    const std::string a = best_pair.substr(0, space), b = best_pair.substr(space + 1);
-    std::vector<std::string> merged;
-    for (std::size_t i = 0; i < word.size();) {
-      if (i + 1 < word.size() && word[i] == a && word[i + 1] == b) {
-        merged.push_back(a + b);
-        i += 2;
-      } else {
-        merged.push_back(word[i]);
-        ++i;
-      }
-    }
-    word = std::move(merged);
-  }
+  word = ranks_.merge(std::move(word));
   std::vector<int32_t> ids;
   for (const auto& w : word) {
     auto it = vocab_.find(w);

@@ -10,6 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "text/bpe.h"
+
 namespace fp8s {
 
 // OpenAI CLIP's bytes_to_unicode(): (byte, symbol) in vocabulary order — the printable bytes stand
@@ -46,7 +48,7 @@ class ClipTokenizer {
   std::vector<int32_t> bpe(const std::string& piece_symbols_utf8) const;
 
   std::unordered_map<std::string, int32_t> vocab_;   // token (byte symbols, UTF-8) -> id
-  std::unordered_map<std::string, int32_t> ranks_;   // "a b" -> merge rank
+  text::BpeRanks ranks_;
   std::string byte_symbol_[256];                     // byte -> its symbol (UTF-8)
   int32_t bos_ = -1, eos_ = -1, comma_ = -1;
   std::string source_;
