@@ -1,4 +1,4 @@
-// Replays every case of ../shared/reference/<FOLDER>/cases.json (sd1, sdxl, flux) through fp8studio-cli
+// Replays every case of ../shared/reference/<FOLDER>/cases.json (sd1, sdxl, flux, zimage) through fp8studio-cli
 // (the code the CLI uses), in FP32 against the reference tolerance and in BF16 against a derived
 // one (issues 3 and 6). Built once per folder (FP8S_CASES_FOLDER).
 #include <QJsonArray>
@@ -10,6 +10,7 @@
 #include "io/png.h"
 #include "io/safetensors.h"
 #include "models/convert.h"
+#include "families/family.h"
 #include "families/flux/flux_model.h"
 #include "support.h"
 
@@ -60,6 +61,16 @@ class TestReferenceCases : public QObject {
     return role != "generate" && role != "tokenize";
   }
 
+  // Z-Image is built in steps (issue 42): a case whose role no family answers yet, or its
+  // generate cases before the family generates, is skipped with the reason (never passed).
+  static QString unbuilt(const QJsonObject& c) {
+    const QString role = c["role"].toString();
+    if (kFolder != "zimage" || role == "tokenize") return {};
+    if (role == "generate") return "role generate: Z-Image's generation is not built yet (issue 42)";
+    if (!find_probe_family(role.toStdString())) return "role " + role + ": not built yet (issue 42)";
+    return {};
+  }
+
   // Runs a model-role case; returns {name -> (mine, ref, rtol)} comparisons.
   void replay(const QJsonObject& c, const QString& compute, double bf16_tolerance) {
     const QString folder = test::reference_dir() + "/" + kFolder + "/";
@@ -105,6 +116,7 @@ class TestReferenceCases : public QObject {
     QFETCH(QJsonObject, c);
     if (c.isEmpty()) QSKIP("../shared/reference/ is absent: reference comparisons skipped");
     const QString role = c["role"].toString();
+    if (const QString why = unbuilt(c); !why.isEmpty()) QSKIP(qPrintable(why));
     if (role == "tokenize") {
       auto r = test::run_cli({"tokenize", "--json", "--vocab", test::reference_dir() + "/clip", "--",
                               c["prompt"].toString()});
@@ -153,7 +165,7 @@ class TestReferenceCases : public QObject {
       QVERIFY(mine.parameters.find("Seed: ") != std::string::npos);
       return;
     }
-    if (c.contains("timesteps")) {
+    if (c.contains("timesteps") && kFolder == "flux") {
       // BFL's get_schedule on the case's token count (the noise's h/2 · w/2), FP32 in the reference
       const QString folder = test::reference_dir() + "/" + kFolder + "/";
       const SafetensorsFile cases((folder + c["tensors"].toString()).toStdString());
@@ -185,6 +197,7 @@ class TestReferenceCases : public QObject {
     QFETCH(QJsonObject, c);
     if (c.isEmpty()) QSKIP("../shared/reference/ is absent: reference comparisons skipped");
     const QString role = c["role"].toString();
+    if (const QString why = unbuilt(c); !why.isEmpty()) QSKIP(qPrintable(why));
     replay(c, "bf16", role == "sample" || role == "flux-sample" ? kBf16SampleTolerance : kBf16PassTolerance);
   }
 };

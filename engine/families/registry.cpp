@@ -9,6 +9,7 @@
 #include "pipeline/engine.h"
 #include "families/flux/flux_family.h"
 #include "families/sd/sd_family.h"
+#include "families/zimage/zimage_family.h"
 
 namespace fp8s {
 namespace {
@@ -21,7 +22,7 @@ std::mutex& registry_mutex() {
 // Asked newest first: the built-in checkpoint family (SD), which names what it cannot run, is
 // registered first and so asked last.
 std::vector<FamilyEntry>& registry() {
-  static std::vector<FamilyEntry> entries{sd_family_entry(), flux_family_entry()};
+  static std::vector<FamilyEntry> entries{sd_family_entry(), flux_family_entry(), zimage_family_entry()};
   return entries;
 }
 

@@ -1,0 +1,78 @@
+#include "families/zimage/zimage_family.h"
+
+#include "core/error.h"
+#include "families/zimage/qwen3.h"
+#include "pipeline/engine.h"
+#include "pipeline/run_support.h"
+
+namespace fp8s {
+namespace {
+
+// The transformer's prefix in a file (none, as ComfyUI's diffusion_models file, or an all-in-one
+// file's `model.diffusion_model.`), when the file holds Z-Image's layout: the Lumina-2 caption
+// embedder and refiners, with Z-Image's bare adaLN Linear.
+std::optional<std::string> zimage_prefix(const SafetensorsFile& file) {
+  for (const std::string p : {"", "model.diffusion_model."}) {
+    if (file.find(p + "cap_embedder.1.weight") && file.find(p + "noise_refiner.0.attention.k_norm.weight") &&
+        file.find(p + "layers.0.adaLN_modulation.0.weight")) {
+      return p;
+    }
+  }
+  return std::nullopt;
+}
+
+// A Qwen3 text encoder's prefix: Hugging Face's `model.`, or inside a ComfyUI all-in-one file.
+std::string qwen3_prefix(const SafetensorsFile& file) {
+  for (const std::string p : {"model.", "text_encoders.qwen3_4b.transformer.model."}) {
+    if (file.find(p + "layers.0.self_attn.q_norm.weight")) return p;
+  }
+  throw InputError(file.path() + ": not a Qwen3 text encoder (no model.layers.0.self_attn.q_norm.weight)");
+}
+
+std::map<std::string, at::Tensor> run_zimage_probe(const std::string& role, const ProbeSetup& s, const ProbeInputs& read) {
+  if (role != "qwen3") throw InputError("probe " + role + ": not a Z-Image role");
+  const SafetensorsFile file(s.model);
+  const std::string prefix = qwen3_prefix(file);
+  const BuildOn on(s.device);
+  Qwen3Encoder encoder(qwen3_config(file, prefix));
+  load_module_weights(*encoder, file, prefix, s.storage, is_fp8(s.storage.weights), encoder->ignorable_keys(), {}, s.device, true);
+  auto in = read({{"tokens", 2}, {"mask", 2}});
+  return {{"hidden", encoder->forward(in["tokens"].to(at::kLong), in["mask"], compute_dtype(s.compute, s.device))}};
+}
+
+FamilyTraits zimage_traits() {
+  FamilyTraits t;
+  t.id = "zimage-turbo";
+  t.name = "Z-Image Turbo";
+  t.native_size = 1024;
+  t.size_multiple = 16;
+  t.samplers = {Sampler::Euler};
+  t.default_steps = 8;
+  t.default_cfg = 1.0f;
+  t.clip_skip = false;
+  t.latent.channels = 16;
+  t.latent.scale = 0.3611f;
+  t.latent.shift = 0.1159f;
+  t.denoiser_label = "Transformer";
+  t.encode_label = "Qwen3 encode";
+  t.sample_label = "transformer steps";
+  return t;
+}
+
+}  // namespace
+
+FamilyEntry zimage_family_entry() {
+  FamilyEntry e;
+  e.id = "zimage";
+  e.detect = [](const SafetensorsFile& file) { return zimage_prefix(file).has_value(); };
+  e.traits = [](const SafetensorsFile&) { return zimage_traits(); };
+  e.open = [](const LoadOptions& o, const at::Device&) -> std::unique_ptr<FamilyModel> {
+    throw InputError(o.checkpoint + ": a Z-Image Turbo transformer; this version reads its tokenizer (tokenize --qwen) and "
+                     "its Qwen3 text encoder but cannot generate with it yet (the transformer is the next step)");
+    return nullptr;
+  };
+  e.tools.probe = {{"qwen3"}, run_zimage_probe};
+  return e;
+}
+
+}  // namespace fp8s
