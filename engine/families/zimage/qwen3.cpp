@@ -4,10 +4,12 @@
 
 #include "core/error.h"
 #include "models/config_json.h"
-#include "models/op_profile.h"
+#include "families/zimage/zimage_ops.h"
 
 namespace fp8s {
 namespace {
+
+using zimage::rms_norm;
 
 int64_t dim(const SafetensorsFile& f, const std::string& key, std::size_t d) {
   const auto* rec = f.find(key);
@@ -16,12 +18,6 @@ int64_t dim(const SafetensorsFile& f, const std::string& key, std::size_t d) {
   return rec->shape[d];
 }
 
-// Qwen3RMSNorm: x · rsqrt(mean(x²) + eps) in FP32, back to the input type, times the weight.
-at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
-  const OpTimer timer(OpKind::Norm);
-  const auto x32 = x.to(at::kFloat);
-  return (x32 * at::rsqrt(x32.pow(2).mean(-1, true) + eps)).to(x.scalar_type()) * w.to(x.scalar_type());
-}
 
 at::Tensor rotate_half(const at::Tensor& x) {
   const auto halves = x.chunk(2, -1);

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "families/zimage/qwen3.h"
+#include "families/zimage/zimage_transformer.h"
 #include "pipeline/engine.h"
 #include "pipeline/run_support.h"
 
@@ -30,8 +31,18 @@ std::string qwen3_prefix(const SafetensorsFile& file) {
 }
 
 std::map<std::string, at::Tensor> run_zimage_probe(const std::string& role, const ProbeSetup& s, const ProbeInputs& read) {
-  if (role != "qwen3") throw InputError("probe " + role + ": not a Z-Image role");
   const SafetensorsFile file(s.model);
+  if (role == "zimage") {
+    const auto prefix = zimage_prefix(file);
+    if (!prefix) throw InputError(s.model + ": not a Z-Image transformer (no cap_embedder.1.weight with noise_refiner.* and layers.*)");
+    const BuildOn on(s.device);
+    ZImageTransformer m(zimage_config(file, *prefix));
+    load_module_weights(*m, file, *prefix, s.storage, true, ZImageTransformerImpl::ignorable_keys(), {}, s.device, true);
+    auto in = read({{"x", 4}, {"t", 1}, {"cap", 3}, {"cap_len", 1}});
+    const auto len = in["cap_len"].to(at::kLong).reshape({-1}).contiguous();
+    const std::vector<int64_t> cap_len(len.data_ptr<int64_t>(), len.data_ptr<int64_t>() + len.numel());
+    return {{"pred", m->forward(in["x"], in["t"], in["cap"], cap_len, compute_dtype(s.compute, s.device))}};
+  }
   const std::string prefix = qwen3_prefix(file);
   const BuildOn on(s.device);
   Qwen3Encoder encoder(qwen3_config(file, prefix));
@@ -67,11 +78,11 @@ FamilyEntry zimage_family_entry() {
   e.detect = [](const SafetensorsFile& file) { return zimage_prefix(file).has_value(); };
   e.traits = [](const SafetensorsFile&) { return zimage_traits(); };
   e.open = [](const LoadOptions& o, const at::Device&) -> std::unique_ptr<FamilyModel> {
-    throw InputError(o.checkpoint + ": a Z-Image Turbo transformer; this version reads its tokenizer (tokenize --qwen) and "
-                     "its Qwen3 text encoder but cannot generate with it yet (the transformer is the next step)");
+    throw InputError(o.checkpoint + ": a Z-Image Turbo transformer; this version runs its tokenizer, text encoder and "
+                     "transformer (tokenize --qwen, probe qwen3 / zimage) but cannot generate with it yet");
     return nullptr;
   };
-  e.tools.probe = {{"qwen3"}, run_zimage_probe};
+  e.tools.probe = {{"qwen3", "zimage"}, run_zimage_probe};
   return e;
 }
 

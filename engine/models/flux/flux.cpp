@@ -30,6 +30,16 @@ FluxConfig parse_flux_config(const std::string& json_text, bool guidance, const 
   return c;
 }
 
+at::Tensor flux_apply_rope(const at::Tensor& x, const std::pair<at::Tensor, at::Tensor>& pe) {
+  auto sizes = x.sizes().vec();
+  sizes.back() /= 2;
+  sizes.push_back(2);
+  const auto p = x.to(at::kFloat).reshape(sizes);
+  const auto x0 = p.select(-1, 0), x1 = p.select(-1, 1);
+  const auto& [c, s] = pe;
+  return at::stack({c * x0 - s * x1, s * x0 + c * x1}, -1).reshape(x.sizes()).to(x.scalar_type());
+}
+
 at::Tensor flux_timestep_embedding(const at::Tensor& t_in, int64_t dim) {
   const auto t = t_in.to(at::kFloat) * 1000.0;
   const int64_t half = dim / 2;
@@ -65,17 +75,6 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& scale) {
 at::Tensor plain_layer_norm(const at::Tensor& x) {
   const OpTimer timer(OpKind::Norm);
   return at::layer_norm(x.to(at::kFloat), {x.size(-1)}, {}, {}, 1e-6).to(x.scalar_type());
-}
-
-// apply_rope: each pair (x0, x1) of the head dimension rotated by its angle, in FP32.
-at::Tensor rope(const at::Tensor& x, const std::pair<at::Tensor, at::Tensor>& pe) {
-  auto sizes = x.sizes().vec();
-  sizes.back() /= 2;
-  sizes.push_back(2);
-  const auto p = x.to(at::kFloat).reshape(sizes);
-  const auto x0 = p.select(-1, 0), x1 = p.select(-1, 1);
-  const auto& [c, s] = pe;
-  return at::stack({c * x0 - s * x1, s * x0 + c * x1}, -1).reshape(x.sizes()).to(x.scalar_type());
 }
 
 // [B, L, 3·H·D] -> q, k, v [B, H, L, D]
@@ -166,7 +165,7 @@ at::Tensor FluxImpl::forward(const at::Tensor& img_in, const at::Tensor& img_ids
   const auto pe = flux_rope(at::cat({txt_ids, img_ids}, 1).to(device), c.axes_dim, c.theta);
   const auto silu_vec = at::silu(vec);
   auto attend = [&](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-    const auto a = attention(rope(q, pe), rope(k, pe), v, scale);  // [B, H, N, D]
+    const auto a = attention(flux_apply_rope(q, pe), flux_apply_rope(k, pe), v, scale);  // [B, H, N, D]
     return a.transpose(1, 2).flatten(2);
   };
   int block = 0;

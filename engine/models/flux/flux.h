@@ -31,6 +31,9 @@ FluxConfig parse_flux_config(const std::string& json_text, bool guidance, const 
 at::Tensor flux_timestep_embedding(const at::Tensor& t, int64_t dim);
 // EmbedND + rope: (cos, sin) [B, 1, N, head_dim/2] of the position ids [B, N, 3], FP32.
 std::pair<at::Tensor, at::Tensor> flux_rope(const at::Tensor& ids, const std::vector<int>& axes_dim, double theta);
+// apply_rope: each interleaved pair (2k, 2k+1) of x's last dimension rotated by its angle (flux_rope's
+// cos, sin), in FP32, back in x's type.
+at::Tensor flux_apply_rope(const at::Tensor& x, const std::pair<at::Tensor, at::Tensor>& pe);
 
 class FluxImpl : public torch::nn::Module {
  public:
