@@ -1,0 +1,57 @@
+// The released files' key lists (../shared/reference/keys) and sparse safetensors files of exactly
+// those headers: full-size layouts loaded on the meta device without real weights.
+#pragma once
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QString>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "support.h"
+
+namespace fp8s::test {
+
+inline QJsonObject load_keys(const char* name) {
+  const auto text = read_bytes(reference_path(QString("keys/") + name));
+  return QJsonDocument::fromJson(QByteArray::fromStdString(text)).object();
+}
+
+inline int64_t dtype_bytes(const QString& d) {
+  if (d == "F32") return 4;
+  if (d == "F16" || d == "BF16") return 2;
+  return 1;
+}
+
+// A safetensors file with exactly `keys`' tensors (the released header) whose data is a hole: it
+// takes no disk space and reads as zeros. `drop` leaves one key out.
+inline std::string sparse_file(const QString& dir, const char* name, const QJsonObject& keys, const QString& drop = {}) {
+  QJsonObject header;
+  int64_t offset = 0;
+  for (auto it = keys.begin(); it != keys.end(); ++it) {
+    if (it.key() == drop) continue;
+    const auto v = it.value().toObject();
+    int64_t n = dtype_bytes(v["dtype"].toString());
+    for (const auto& d : v["shape"].toArray()) n *= d.toInteger();
+    header[it.key()] = QJsonObject{{"dtype", v["dtype"]}, {"shape", v["shape"]}, {"data_offsets", QJsonArray{double(offset), double(offset + n)}}};
+    offset += n;
+  }
+  QByteArray json = QJsonDocument(header).toJson(QJsonDocument::Compact);
+  while (json.size() % 8) json.append(' ');
+  const std::string path = (dir + "/" + name).toStdString();
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const uint64_t n = static_cast<uint64_t>(json.size());
+  bool ok = fd >= 0 && ::write(fd, &n, 8) == 8 && ::write(fd, json.constData(), json.size()) == json.size() &&
+            ::ftruncate(fd, static_cast<off_t>(8 + n + static_cast<uint64_t>(offset))) == 0;
+  if (fd >= 0) ::close(fd);
+  if (!ok) throw std::runtime_error("cannot write " + path);
+  return path;
+}
+
+
+}  // namespace fp8s::test
