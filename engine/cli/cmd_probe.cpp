@@ -72,6 +72,7 @@ struct ModelProbeOptions {
   bool overwrite = false;
   float guidance = 3.5f;  // a distilled model's sampling role
   bool no_shift = false;  // a shifted schedule unshifted
+  float shift = 3.0f, cfg_norm = 0.0f, cfg_truncation = 1.0f, strength = 1.0f;  // Z-Image's sampling role
 };
 
 // Reads the case's input tensors by role (`--input ROLE=NAME` overrides the prefixed name), each
@@ -145,6 +146,10 @@ void probe_model(const std::string& role, const ModelProbeOptions& o) {
   s.seed = o.seed;
   s.guidance = o.guidance;
   s.no_shift = o.no_shift;
+  s.shift = o.shift;
+  s.cfg_norm = o.cfg_norm;
+  s.cfg_truncation = o.cfg_truncation;
+  s.strength = o.strength;
   const auto out = family->tools.probe.run(role, s, [&](const std::map<std::string, int64_t>& dims) {
     return read_case_inputs(role, dims, o);
   });
@@ -193,6 +198,12 @@ void register_probe(CLI::App& app) {
   sub->add_option("--seed", o->m.seed, "seed of the step noise")->capture_default_str();
   sub->add_option("--guidance", o->m.guidance, "sampling roles of a distilled model: its guidance")->capture_default_str();
   sub->add_flag("--no-shift", o->m.no_shift, "sampling roles of a shifted schedule: without the shift");
+  sub->add_option("--shift", o->m.shift, "zimage-sample: the schedule's shift (Turbo: 3)")->capture_default_str();
+  sub->add_option("--cfg-norm", o->m.cfg_norm, "zimage-sample: cap the guided prediction's norm at K times the positive one's (0: off)")
+      ->capture_default_str();
+  sub->add_option("--cfg-truncation", o->m.cfg_truncation, "zimage-sample: no CFG on steps whose t = 1 - sigma exceeds it (1: never)")
+      ->capture_default_str();
+  sub->add_option("--strength", o->m.strength, "zimage-sample img2img: the strength (1: txt2img)")->capture_default_str();
   sub->add_option("--lora", o->m.loras, "FILE:MULT")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("--lora-mode", o->m.lora_mode, "auto, merge, merge-stochastic, online")
       ->check(CLI::IsMember({"auto", "merge", "merge-stochastic", "online"}))

@@ -126,6 +126,9 @@ struct ProbeSetup {
   uint64_t seed = 0;
   float guidance = 3.5f;  // distilled guidance
   bool no_shift = false;  // a shifted schedule without its shift
+  // a flow model's sampling role (Z-Image): the schedule's shift, CFG normalisation and truncation,
+  // and the img2img strength
+  float shift = 3.0f, cfg_norm = 0.0f, cfg_truncation = 1.0f, strength = 1.0f;
 };
 // Reads a case's input tensors by role, each checked to have the given number of dimensions
 // (0: any; 1 also takes a tensor of one element per row).

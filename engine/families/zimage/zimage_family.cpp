@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "families/zimage/qwen3.h"
+#include "families/zimage/zimage_sampling.h"
 #include "families/zimage/zimage_transformer.h"
 #include "pipeline/engine.h"
 #include "pipeline/run_support.h"
@@ -32,12 +33,21 @@ std::string qwen3_prefix(const SafetensorsFile& file) {
 
 std::map<std::string, at::Tensor> run_zimage_probe(const std::string& role, const ProbeSetup& s, const ProbeInputs& read) {
   const SafetensorsFile file(s.model);
-  if (role == "zimage") {
+  if (role == "zimage" || role == "zimage-sample") {
     const auto prefix = zimage_prefix(file);
     if (!prefix) throw InputError(s.model + ": not a Z-Image transformer (no cap_embedder.1.weight with noise_refiner.* and layers.*)");
     const BuildOn on(s.device);
     ZImageTransformer m(zimage_config(file, *prefix));
     load_module_weights(*m, file, *prefix, s.storage, true, ZImageTransformerImpl::ignorable_keys(), {}, s.device, true);
+    if (role == "zimage-sample") {
+      std::map<std::string, int64_t> dims{{"noise", 4}, {"cap", 3}};
+      if (s.cfg > 1) dims["neg"] = 3;
+      if (s.strength < 1) dims["init"] = 4;
+      auto in = read(dims);
+      const ZImageSampling z{s.steps, s.shift, s.cfg, s.cfg_norm, s.cfg_truncation, s.strength};
+      return {{"latent", zimage_sample(*m, in["noise"], in["cap"], in.count("neg") ? in["neg"] : at::Tensor(),
+                                       in.count("init") ? in["init"] : at::Tensor(), z, compute_dtype(s.compute, s.device))}};
+    }
     auto in = read({{"x", 4}, {"t", 1}, {"cap", 3}, {"cap_len", 1}});
     const auto len = in["cap_len"].to(at::kLong).reshape({-1}).contiguous();
     const std::vector<int64_t> cap_len(len.data_ptr<int64_t>(), len.data_ptr<int64_t>() + len.numel());
@@ -82,7 +92,7 @@ FamilyEntry zimage_family_entry() {
                      "transformer (tokenize --qwen, probe qwen3 / zimage) but cannot generate with it yet");
     return nullptr;
   };
-  e.tools.probe = {{"qwen3", "zimage"}, run_zimage_probe};
+  e.tools.probe = {{"qwen3", "zimage", "zimage-sample"}, run_zimage_probe};
   return e;
 }
 
