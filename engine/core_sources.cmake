@@ -23,6 +23,8 @@ set(FP8S_CORE_SOURCES
   models/fp8_files.cpp
   models/streaming.cpp
   models/flux/flux_files.cpp
+  families/weight_budget.cpp
+  families/zimage/zimage_files.cpp
   lora/lora_keys.cpp
   lora/flux_lora_keys.cpp
   lora/lora_library.cpp

@@ -61,15 +61,6 @@ class TestReferenceCases : public QObject {
     return role != "generate" && role != "tokenize";
   }
 
-  // Z-Image is built in steps (issue 42): a case whose role no family answers yet, or its
-  // generate cases before the family generates, is skipped with the reason (never passed).
-  static QString unbuilt(const QJsonObject& c) {
-    const QString role = c["role"].toString();
-    if (kFolder != "zimage" || role == "tokenize") return {};
-    if (role == "generate") return "role generate: Z-Image's generation is not built yet (issue 42)";
-    if (!find_probe_family(role.toStdString())) return "role " + role + ": not built yet (issue 42)";
-    return {};
-  }
 
   // Runs a model-role case; returns {name -> (mine, ref, rtol)} comparisons.
   void replay(const QJsonObject& c, const QString& compute, double bf16_tolerance) {
@@ -116,7 +107,6 @@ class TestReferenceCases : public QObject {
     QFETCH(QJsonObject, c);
     if (c.isEmpty()) QSKIP("../shared/reference/ is absent: reference comparisons skipped");
     const QString role = c["role"].toString();
-    if (const QString why = unbuilt(c); !why.isEmpty()) QSKIP(qPrintable(why));
     if (role == "tokenize") {
       auto r = test::run_cli({"tokenize", "--json", "--vocab", test::reference_dir() + "/clip", "--",
                               c["prompt"].toString()});
@@ -131,7 +121,8 @@ class TestReferenceCases : public QObject {
       QStringList args{"generate", "--model", folder + c["model"].toString(), "--outdir", outdir,
                        "--vocab", test::reference_dir() + "/clip"};
       const auto components = c["components"].toObject();
-      for (const auto& [key, flag] : {std::pair{"t5", "--t5"}, std::pair{"clip_l", "--clip-l"}, std::pair{"vae", "--vae"}}) {
+      for (const auto& [key, flag] : {std::pair{"t5", "--t5"}, std::pair{"clip_l", "--clip-l"}, std::pair{"vae", "--vae"},
+                                      std::pair{"text_encoder", "--text-encoder"}, std::pair{"qwen_tokenizer", "--qwen-tokenizer"}}) {
         if (components.contains(key)) args << flag << folder + components[key].toString();
       }
       for (const auto& a : c["args"].toArray()) args << a.toString();
@@ -197,7 +188,6 @@ class TestReferenceCases : public QObject {
     QFETCH(QJsonObject, c);
     if (c.isEmpty()) QSKIP("../shared/reference/ is absent: reference comparisons skipped");
     const QString role = c["role"].toString();
-    if (const QString why = unbuilt(c); !why.isEmpty()) QSKIP(qPrintable(why));
     replay(c, "bf16", role == "sample" || role == "flux-sample" ? kBf16SampleTolerance : kBf16PassTolerance);
   }
 };

@@ -1,8 +1,15 @@
 // Z-Image (issue 42): the released layouts of the transformer and of Qwen3-4B (reference/keys)
 // read into the configurations the shapes give and loaded on the meta device without a missing or
-// unexpected key; a file that is not the layout is refused by name.
+// unexpected key, and written by make-synthetic exactly; a file that is not the layout is refused
+// by name. Generation through the engine: the components found in a ComfyUI models folder give
+// the image the explicit files give, every block streamed gives it bit for bit, and what is
+// missing or unsupported is refused by name.
+#include <QDir>
+#include <QFile>
+
 #include "core/error.h"
 #include "families/family.h"
+#include "pipeline/engine.h"
 #include "families/zimage/qwen3.h"
 #include "families/zimage/zimage_transformer.h"
 #include "keys_files.h"
@@ -27,6 +34,37 @@ class TestZImage : public QObject {
     uint64_t n = 0;
     for (const auto& p : m.parameters(true)) n += static_cast<uint64_t>(p.numel());
     return n;
+  }
+
+  // Generation through the engine on the tiny reference files
+  static QString ref(const char* name) { return test::reference_dir() + "/zimage/" + name; }
+  static LoadOptions tiny_options() {
+    LoadOptions o;
+    o.checkpoint = ref("tiny-zimage-turbo.safetensors").toStdString();
+    o.components["text_encoder"] = ref("tiny-qwen3.safetensors").toStdString();
+    o.components["vae"] = ref("tiny-ae.safetensors").toStdString();
+    o.components["qwen_tokenizer"] = ref("qwen_tokenizer").toStdString();
+    o.storage = {WeightType::BF16, Fp8Scale::None, false};
+    o.device = "cpu";
+    return o;
+  }
+  static GenerationRequest tiny_request() {
+    GenerationRequest r;
+    r.prompt = "a lighthouse on a cliff at dusk";
+    r.seed = 7;
+    r.steps = 4;
+    r.width = 32;
+    r.height = 24;
+    r.cfg = 1.0f;
+    r.sampler = Sampler::Euler;
+    r.schedule = Schedule::Normal;
+    r.compute = ComputeType::FP32;
+    r.storage = {WeightType::BF16, Fp8Scale::None, false};
+    return r;
+  }
+  static std::vector<uint8_t> pixels(Engine& engine, const GenerationRequest& r) {
+    std::atomic<bool> cancel{false};
+    return engine.generate(r, nullptr, cancel).images.at(0).image.pixels;
   }
 
  private Q_SLOTS:
@@ -67,7 +105,7 @@ class TestZImage : public QObject {
     {
       const BuildOn on(at::Device(at::kMeta));
       Qwen3Encoder enc(qc);
-      load_module_weights(*enc, q, "model.", {WeightType::BF16, Fp8Scale::None, false}, false, enc->ignorable_keys(), {},
+      load_module_weights(*enc, q, "model.", {WeightType::BF16, Fp8Scale::None, false}, false, Qwen3EncoderImpl::ignorable_keys(enc->config()), {},
                           at::Device(at::kMeta), true);
       // all but the last layer and the final norm (hidden_states[-2] never reads them)
       QCOMPARE(module_params(*enc), params_of(qkeys, [](const QString& k) {
@@ -85,6 +123,83 @@ class TestZImage : public QObject {
     } catch (const InputError& e) {
       QVERIFY2(QString(e.what()).contains("layers.7.feed_forward.w2.weight"), e.what());
     }
+  }
+  void syntheticLayoutsAreTheReleasedOnes() {
+    FP8S_REQUIRE_REFERENCE();
+    for (const auto& [arch, keys_file] : {std::pair{"zimage-turbo", "zimage-turbo.json"}, std::pair{"qwen3-4b", "qwen3-4b.json"}}) {
+      const auto keys = test::load_keys(keys_file);
+      const auto* family = find_synthetic_family(arch);
+      QVERIFY(family != nullptr);
+      std::map<std::string, std::string> metadata;
+      const auto layout = family->tools.synthetic.layout(arch, SyntheticLayoutOptions{}, metadata);
+      QCOMPARE(int(layout.size()), int(keys.size()));
+      for (const auto& e : layout) {
+        const auto want = keys[QString::fromStdString(e.name)].toObject();
+        QVERIFY2(!want.isEmpty(), e.name.c_str());
+        QCOMPARE(QString(dtype_name(e.dtype)), want["dtype"].toString());
+        const auto shape = want["shape"].toArray();
+        QCOMPARE(int(e.shape.size()), int(shape.size()));
+        for (int i = 0; i < shape.size(); ++i) QCOMPARE(e.shape[std::size_t(i)], shape[i].toInteger());
+      }
+    }
+  }
+
+  void comfyFolderFindsTheComponents() {
+    FP8S_REQUIRE_REFERENCE();
+    // models/diffusion_models/MODEL, models/text_encoders/qwen_3_4b*, models/vae/ae*, the tokenizer beside the model
+    const QString root = m_dir.path() + "/comfy/models";
+    for (const char* d : {"diffusion_models", "text_encoders", "vae"}) QVERIFY(QDir().mkpath(root + "/" + d));
+    QVERIFY(QFile::link(ref("tiny-zimage-turbo.safetensors"), root + "/diffusion_models/z_image_turbo_bf16.safetensors"));
+    QVERIFY(QFile::link(ref("tiny-qwen3.safetensors"), root + "/text_encoders/qwen_3_4b.safetensors"));
+    QVERIFY(QFile::link(ref("tiny-ae.safetensors"), root + "/vae/ae.safetensors"));
+    QVERIFY(QFile::link(ref("qwen_tokenizer"), root + "/diffusion_models/qwen_tokenizer"));
+    LoadOptions found;
+    found.checkpoint = (root + "/diffusion_models/z_image_turbo_bf16.safetensors").toStdString();
+    found.storage = {WeightType::BF16, Fp8Scale::None, false};
+    found.device = "cpu";
+    Engine a(found), b(tiny_options());
+    const auto info = a.info();
+    QCOMPARE(QString::fromStdString(info.architecture), QString("Z-Image Turbo"));
+    QCOMPARE(int(info.components.size()), 3);
+    QVERIFY(QString::fromStdString(info.components[1].path).endsWith("text_encoders/qwen_3_4b.safetensors"));
+    QVERIFY(QString::fromStdString(info.components[2].path).endsWith("vae/ae.safetensors"));
+    QVERIFY(pixels(a, tiny_request()) == pixels(b, tiny_request()));
+    // without the text encoder: refused naming the option
+    QVERIFY(QFile::remove(root + "/text_encoders/qwen_3_4b.safetensors"));
+    try {
+      Engine c(found);
+      QFAIL("a Z-Image model without its text encoder loaded");
+    } catch (const InputError& e) {
+      QVERIFY2(QString(e.what()).contains("--text-encoder"), e.what());
+    }
+  }
+
+  void streamedEqualsResidentBitForBit() {
+    FP8S_REQUIRE_REFERENCE();
+    for (const WeightType storage : {WeightType::BF16, WeightType::FP8_E4M3}) {
+      auto o = tiny_options();
+      o.storage.weights = storage;
+      Engine engine(o);
+      auto r = tiny_request();
+      r.storage.weights = storage;
+      r.cfg = 3.0f;  // both captions through the streamed blocks
+      r.negative = "blurry";
+      const auto resident = pixels(engine, r);
+      QCOMPARE(engine.info().streamed_blocks, 0);
+      r.weight_budget = 0;
+      const auto streamed = pixels(engine, r);
+      // two layers, one noise and one context refiner
+      QCOMPARE(engine.info().streamed_blocks, 4);
+      QVERIFY(streamed == resident);
+    }
+  }
+
+  void lorasAreRefusedByName() {
+    FP8S_REQUIRE_REFERENCE();
+    Engine engine(tiny_options());
+    auto r = tiny_request();
+    r.loras.push_back({"/nowhere/style.safetensors", 1.0, 1.0});
+    QVERIFY(test::refusal(engine, r).contains("LoRAs on Z-Image"));
   }
 };
 

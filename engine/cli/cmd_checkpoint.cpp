@@ -175,8 +175,26 @@ void register_inspect(CLI::App& app) {
     }
     nlohmann::json json = o->common.json ? inspect_report_json(report) : nlohmann::json();
     std::string text = o->common.json ? std::string() : format_inspect_report(report);
+    const FamilyEntry* family = find_family(file);
+    if (family) {  // the family the engine loads it as, and the files its components come from
+      const std::string name = family->traits(file).name;
+      json["family"] = name;
+      text += "  family:       " + name + "\n";
+      if (family->tools.components) {
+        LoadOptions load;
+        load.checkpoint = model;
+        try {
+          for (const auto& c : family->tools.components(load)) {
+            json["family_components"][c.name] = c.path;
+            text += "    " + c.name + ": " + c.path + "\n";
+          }
+        } catch (const InputError& e) {
+          json["family_components_error"] = e.what();
+          text += "    components: " + std::string(e.what()) + "\n";
+        }
+      }
+    }
     if (budget) {
-      const FamilyEntry* family = find_family(file);
       if (!family || !family->tools.plan) throw InputError(model + ": no model family plans streaming for this file");
       StorageSpec storage = o->weights == "auto" ? auto_storage_for(model)
                                                  : StorageSpec{*parse_weight_type(o->weights), *parse_fp8_scale(o->scale), false};

@@ -40,9 +40,10 @@ std::string model_or_demo(const std::string& model_flag);
 // --model, --vocab, --device (and --lora-dir) of the subcommands that run an engine.
 struct ModelFlags {
   std::string model, vocab, lora_dir, device = "auto";
-  // a model's other files: --component ROLE=FILE, and the aliases --t5, --clip-l, --vae, --t5-tokenizer
+  // a model's other files: --component ROLE=FILE, and the aliases --t5, --clip-l, --vae,
+  // --t5-tokenizer, --text-encoder, --qwen-tokenizer
   std::vector<std::string> components;
-  std::string t5, clip_l, vae, t5_tokenizer;
+  std::string t5, clip_l, vae, t5_tokenizer, text_encoder, qwen_tokenizer;
   bool t5_on_cpu = false;
   std::string embeddings_dir;  // empty: the user data folder's embeddings/
 };

@@ -37,7 +37,8 @@ LoadOptions load_options(const ModelFlags& flags) {
   load.embeddings_dir = flags.embeddings_dir;
   load.t5_on_cpu = flags.t5_on_cpu;
   const std::pair<const char*, const std::string*> aliases[] = {
-      {"t5xxl", &flags.t5}, {"clip_l", &flags.clip_l}, {"vae", &flags.vae}, {"t5_tokenizer", &flags.t5_tokenizer}};
+      {"t5xxl", &flags.t5}, {"clip_l", &flags.clip_l}, {"vae", &flags.vae}, {"t5_tokenizer", &flags.t5_tokenizer},
+      {"text_encoder", &flags.text_encoder}, {"qwen_tokenizer", &flags.qwen_tokenizer}};
   for (const auto& [role, path] : aliases) {
     if (!path->empty()) load.components[role] = *path;
   }

@@ -112,6 +112,10 @@ void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flag
   sub.add_option("--guidance", r.guidance, "Flux dev: distilled guidance (Forge's Distilled CFG Scale)")->capture_default_str();
   sub.add_option("--t5-max-length", r.t5_max_length, "Flux: T5's padded length (0: 512 dev, 256 schnell)")->capture_default_str();
   sub.add_flag("--no-shift", r.no_shift, "Flux: the schedule without the resolution shift (as schnell)");
+  sub.add_option("--shift", r.shift, "Z-Image: the schedule's shift (0: the model's, 3)")->capture_default_str();
+  sub.add_option("--cfg-norm", r.cfg_norm, "Z-Image with CFG: cap the guided prediction's norm at K times the prompt's (0: off)")->capture_default_str();
+  sub.add_option("--cfg-truncation", r.cfg_truncation, "Z-Image with CFG: steps past this t (1 - sigma) run without CFG (1: never)")->capture_default_str();
+  sub.add_option("--qwen-max-length", r.text_max_length, "Z-Image: the templated prompt's token limit (0: 512)")->capture_default_str();
   sub.add_option("--seed", r.seed, "seed (-1: random); batch count N uses seed, seed+1, ...")->capture_default_str();
   sub.add_option("--width", r.width, "width in pixels, a multiple of 8 (0: the model's native size)");
   sub.add_option("--height", r.height, "height in pixels, a multiple of 8 (0: the model's native size)");
@@ -173,11 +177,13 @@ void add_model_options(CLI::App& sub, ModelFlags& flags, bool lora_dir) {
   sub.add_option("--vocab", flags.vocab, "CLIP vocabulary (.txt.gz, vocab.json, or a folder)");
   if (lora_dir) sub.add_option("--lora-dir", flags.lora_dir, "folder where <lora:NAME:W> prompt tags are looked up");
   sub.add_option("--component", flags.components,
-                 "a model's other file by role, ROLE=FILE (roles: t5xxl, clip_l, vae, t5_tokenizer); repeatable");
+                 "a model's other file by role, ROLE=FILE (roles: t5xxl, clip_l, vae, t5_tokenizer, text_encoder, qwen_tokenizer); repeatable");
   sub.add_option("--t5", flags.t5, "= --component t5xxl=FILE (t5xxl_fp16 / _fp8_e4m3fn[_scaled].safetensors)");
   sub.add_option("--clip-l", flags.clip_l, "= --component clip_l=FILE (clip_l.safetensors)");
   sub.add_option("--vae", flags.vae, "= --component vae=FILE (ae.safetensors)");
   sub.add_option("--t5-tokenizer", flags.t5_tokenizer, "= --component t5_tokenizer=FILE (tokenizer.json or its folder)");
+  sub.add_option("--text-encoder", flags.text_encoder, "= --component text_encoder=FILE (Z-Image: qwen_3_4b.safetensors)");
+  sub.add_option("--qwen-tokenizer", flags.qwen_tokenizer, "= --component qwen_tokenizer=FILE (Z-Image: Qwen's tokenizer.json or its folder)");
   sub.add_flag("--t5-cpu", flags.t5_on_cpu, "on a GPU: keep a T5 text encoder on the CPU (default: only when the components do not fit in VRAM together)");
   sub.add_option("--embeddings-dir", flags.embeddings_dir,
                  "textual inversions (NAME.safetensors, used by writing NAME in a prompt; default "

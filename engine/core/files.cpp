@@ -1,7 +1,9 @@
 #include "core/files.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -24,6 +26,19 @@ bool is_dir(const std::string& p) {
 std::string dirname_of(const std::string& p) {
   auto slash = p.find_last_of('/');
   return slash == std::string::npos ? "." : p.substr(0, slash);
+}
+
+std::vector<std::string> safetensors_in(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (const dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0) out.push_back(name);
+    }
+    ::closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 std::string read_file(const std::string& path) {

@@ -9,6 +9,8 @@ namespace fp8s {
 bool is_file(const std::string& p);
 bool is_dir(const std::string& p);
 std::string dirname_of(const std::string& p);
+// The names (not paths) of the .safetensors files in `dir`, sorted; empty when it cannot be read.
+std::vector<std::string> safetensors_in(const std::string& dir);
 // The whole file; InputError naming it when it cannot be read.
 std::string read_file(const std::string& path);
 // The per-user and installed data folders for `sub` (e.g. "clip"): $XDG_DATA_HOME/fp8studio/sub

@@ -175,6 +175,9 @@ struct FamilyTools {
   std::function<ResidencyPlan(const LoadOptions& options, const StorageSpec& storage, uint64_t budget)> plan;
   ProbeStages probe;
   SyntheticWriters synthetic;
+  // The files a load of `options` would use, by component (name, path; inspect lists them), from
+  // the headers (optional).
+  std::function<std::vector<ComponentInfo>(const LoadOptions& options)> components;
 };
 
 struct FamilyEntry {

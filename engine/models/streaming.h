@@ -87,6 +87,13 @@ struct StreamStats {
   uint64_t loads = 0;       // blocks staged
   double read_ms = 0;       // the reader's time staging them
   double wait_ms = 0;       // the compute's time waiting for a block
+  StreamStats& operator+=(const StreamStats& o) {  // two networks' streaming (a denoiser and its text encoder)
+    bytes_read += o.bytes_read;
+    loads += o.loads;
+    read_ms += o.read_ms;
+    wait_ms += o.wait_ms;
+    return *this;
+  }
 };
 
 // The CPU transport: the streamed blocks' weights stay in the file; a reader thread stages the

@@ -31,20 +31,31 @@ std::string format_infotext(const GenerationRequest& r, uint64_t seed, const std
   if (!r.negative.empty()) o << "Negative prompt: " << r.negative << "\n";
   o << "Steps: " << r.steps << ", Sampler: " << sampler_display_name(r.sampler)
     << ", Schedule type: " << (r.schedule == Schedule::Karras ? "Karras" : "Automatic")
-    << ", CFG scale: " << r.cfg << ", Seed: " << seed << ", Size: " << width << "x" << height;
-  if (!model_hash.empty()) o << ", Model hash: " << model_hash;
-  o << ", Model: " << model_name;
+    << ", CFG scale: " << r.cfg << seed_model_infotext_fields(seed, width, height, model_name, model_hash);
   if (r.clip_skip != 1) o << ", Clip skip: " << r.clip_skip;
-  o << image_infotext_fields(r, width, height);
-  o << ", FP8 weight: "
-    << (is_fp8(r.storage.weights) ? std::string(weight_type_name(r.storage.weights)) : "Disable");
+  o << image_infotext_fields(r, width, height) << fp8_weight_infotext_field(r);
   if (is_fp8(r.storage.weights) && r.storage.scale != Fp8Scale::None) {
     o << ", FP8 scale: " << fp8_scale_name(r.storage.scale);
   }
-  o << lora_infotext_fields(r);
-  o << ", Weights: " << weight_type_name(r.storage.weights)
-    << ", Compute: " << compute_type_name(r.compute);
+  o << lora_infotext_fields(r) << storage_infotext_fields(r);
   return o.str();
+}
+
+std::string seed_model_infotext_fields(uint64_t seed, int width, int height, const std::string& model_name,
+                                       const std::string& model_hash) {
+  std::ostringstream o;
+  o << ", Seed: " << seed << ", Size: " << width << "x" << height;
+  if (!model_hash.empty()) o << ", Model hash: " << model_hash;
+  o << ", Model: " << model_name;
+  return o.str();
+}
+
+std::string fp8_weight_infotext_field(const GenerationRequest& r) {
+  return std::string(", FP8 weight: ") + (is_fp8(r.storage.weights) ? weight_type_name(r.storage.weights) : "Disable");
+}
+
+std::string storage_infotext_fields(const GenerationRequest& r) {
+  return std::string(", Weights: ") + weight_type_name(r.storage.weights) + ", Compute: " + compute_type_name(r.compute);
 }
 
 std::string image_infotext_fields(const GenerationRequest& r, int width, int height) {

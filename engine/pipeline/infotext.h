@@ -16,6 +16,13 @@ std::string format_infotext(const GenerationRequest& request, uint64_t seed,
 // The request's LoRA fields (", LoRA: \"name: mult, ...\", LoRA mode: ..."; "" without LoRAs), which
 // SD's and Flux's infotext share.
 std::string lora_infotext_fields(const GenerationRequest& request);
+// ", Seed: S, Size: WxH, Model hash: H, Model: NAME" (no hash field when `model_hash` is empty).
+std::string seed_model_infotext_fields(uint64_t seed, int width, int height, const std::string& model_name,
+                                       const std::string& model_hash);
+// ", FP8 weight: fp8-e4m3" or ", FP8 weight: Disable" (Forge's field).
+std::string fp8_weight_infotext_field(const GenerationRequest& request);
+// ", Weights: STORAGE, Compute: TYPE": ours, which reading the text back restores.
+std::string storage_infotext_fields(const GenerationRequest& request);
 // The img2img, inpainting and hires fields (A1111's names) of a first pass of `width` x `height`.
 std::string image_infotext_fields(const GenerationRequest& request, int width, int height);
 

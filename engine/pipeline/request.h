@@ -63,6 +63,14 @@ struct GenerationRequest {
   float guidance = 3.5f;
   int t5_max_length = 0;
   bool no_shift = false;  // Flux: get_schedule without the resolution shift (schnell never shifts)
+  // Flow models with a fixed schedule shift (Z-Image): the shift (0: the family's, 3 for Z-Image
+  // Turbo), diffusers' CFG normalisation (K > 0: the guided prediction's norm capped at K times the
+  // positive one's) and truncation (a step whose t = 1 - sigma exceeds it runs without CFG), and the
+  // text encoder's token limit (0: the family's, 512 for Z-Image's Qwen3).
+  float shift = 0;
+  float cfg_norm = 0;
+  float cfg_truncation = 1;
+  int text_max_length = 0;
 
   // img2img (A1111's StableDiffusionProcessingImg2Img): the init image is resized to the request's
   // size (0: the image's own, rounded down to a multiple of 8), encoded, noised to the first sigma

@@ -37,24 +37,6 @@ for r in $(seq "$rounds"); do
     --vae "$work/ae.safetensors" --device cpu --modes bf16,fp8-e4m3 --width 512 --height 512 --steps 2 --repeat 1 \
     --seed 1 --prompt "a lighthouse on a cliff at dusk" --json --log-level warn > "$work/ours-$r.json"
 done
-"$venv/bin/python" - "$work" "$rounds" "$depth" "$single" <<'PY'
-import json, statistics, sys
-work, rounds, depth, single = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-peer, ours, paired = [], {}, {}
-for r in range(1, rounds + 1):
-    p = json.load(open(f"{work}/peer-{r}.json"))
-    peer.extend(p["forward_ms"])
-    for m in json.load(open(f"{work}/ours-{r}.json"))["generate"]:
-        ours.setdefault(m["mode"], []).extend(m["step_ms"])
-        paired.setdefault(m["mode"], []).append(statistics.median(m["step_ms"]) / statistics.median(p["forward_ms"]))
-ref = statistics.median(peer)
-print(f"Flux dev, {depth} double + {single} single blocks at full width, one 512x512 call (1024 image + 512 text tokens), "
-      f"BF16 compute, {rounds} alternated rounds; PyTorch {p['torch']}, {p['threads']} threads")
-print("| implementation | median ms | range ms | / diffusers BF16 (per-round ratios) |")
-print("|---|---|---|---|")
-print(f"| diffusers FluxTransformer2DModel, BF16 | {ref:.0f} | {min(peer):.0f}-{max(peer):.0f} | 1.00 |")
-for mode, v in ours.items():
-    ratios = paired[mode]
-    print(f"| fp8studio {mode} | {statistics.median(v):.0f} | {min(v):.0f}-{max(v):.0f} | "
-          f"{statistics.median(v) / ref:.2f} ({min(ratios):.2f}-{max(ratios):.2f}) |")
-PY
+"$venv/bin/python" scripts/peer-bench/table.py "$work" "$rounds" \
+  "Flux dev, $depth double + $single single blocks at full width, one 512x512 call (1024 image + 512 text tokens)" \
+  "diffusers FluxTransformer2DModel"

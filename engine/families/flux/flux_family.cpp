@@ -87,15 +87,11 @@ std::string format_flux_infotext(const GenerationRequest& r, uint64_t seed, cons
   if (!r.negative.empty() && r.cfg != 1.0f) o << "Negative prompt: " << r.negative << "\n";
   o << "Steps: " << r.steps << ", Sampler: " << sampler_display_name(r.sampler) << ", Schedule type: Simple, CFG scale: " << r.cfg;
   if (dev) o << ", Distilled CFG Scale: " << r.guidance;
-  o << ", Seed: " << seed << ", Size: " << r.width << "x" << r.height;
-  if (!model_hash.empty()) o << ", Model hash: " << model_hash;
-  o << ", Model: " << model_name;
-  o << ", FP8 weight: " << (is_fp8(r.storage.weights) ? std::string(weight_type_name(r.storage.weights)) : "Disable");
+  o << seed_model_infotext_fields(seed, r.width, r.height, model_name, model_hash) << fp8_weight_infotext_field(r);
   if (r.t5_max_length > 0) o << ", T5 length: " << r.t5_max_length;
   o << image_infotext_fields(r, r.width, r.height);
   if (dev && r.no_shift) o << ", Shift: off";
-  o << lora_infotext_fields(r);
-  o << ", Weights: " << weight_type_name(r.storage.weights) << ", Compute: " << compute_type_name(r.compute);
+  o << lora_infotext_fields(r) << storage_infotext_fields(r);
   return o.str();
 }
 
@@ -108,6 +104,21 @@ const std::vector<float> kFluxRgb = {
     -0.0245f, 0.0250f,  0.1180f,  0.1008f,  0.0755f,  -0.0421f, -0.0515f, 0.0201f,  0.0011f,  0.0428f,  -0.0012f, -0.0036f,
     0.0817f,  0.0765f,  0.0749f,  -0.1264f, -0.0522f, -0.1103f, -0.0280f, -0.0881f, -0.0499f, -0.1262f, -0.0982f, -0.0778f};
 const std::vector<float> kFluxRgbBias = {-0.0329f, -0.0718f, -0.0851f};
+
+}  // namespace
+
+LatentFormat flux_latent_format(int vae_factor) {
+  LatentFormat f;
+  f.channels = 16;
+  f.factor = vae_factor;
+  f.scale = 0.3611f;
+  f.shift = 0.1159f;
+  f.rgb_factors = kFluxRgb;
+  f.rgb_bias = kFluxRgbBias;
+  return f;
+}
+
+namespace {
 
 // What the headers say, read once at load.
 struct FluxShapes {
@@ -147,12 +158,7 @@ FamilyTraits flux_traits(bool dev, const FluxShapes& shapes) {
   t.default_guidance = 3.5f;
   t.clip_skip = false;
   t.components = {{"t5xxl", "T5-XXL", {"t5xxl"}}, {"clip_l", "CLIP-L", {"clip_l"}}, {"vae", "autoencoder", {"ae", "flux_vae", "flux-vae"}}};
-  t.latent.channels = 16;
-  t.latent.factor = shapes.vae_factor;
-  t.latent.scale = 0.3611f;
-  t.latent.shift = 0.1159f;
-  t.latent.rgb_factors = kFluxRgb;
-  t.latent.rgb_bias = kFluxRgbBias;
+  t.latent = flux_latent_format(shapes.vae_factor);
   t.compare_modes = "fp16,fp8-e4m3,fp8-e5m2";  // E4M3 against E5M2, and FP16 where it fits
   t.fp32_probe = false;  // FP32 storage of a 12 B transformer does not fit beside the run
   t.denoiser_label = "Transformer";

@@ -13,7 +13,18 @@ namespace fp8s {
 
 // What a process holds besides the weights and the working memory (LibTorch, Qt, the rest).
 constexpr uint64_t kFluxProcessBytes = 600ull << 20;
+// The Flux.1 autoencoder's latent format (16 channels, scale 0.3611, shift 0.1159, ComfyUI's
+// preview factors) for an autoencoder downsampling `vae_factor` times; Z-Image uses it too.
+LatentFormat flux_latent_format(int vae_factor);
+// What `--weights auto` means for a file whose released weight `key` decides it: its FP8 format
+// when that weight is FP8, else BF16.
+StorageSpec released_storage(const SafetensorsFile& file, const std::string& key);
 // flux_memory.cpp:
+// The bytes one component's tensors under its prefix take in `storage`: FP8 one byte for each 2-D
+// or 4-D weight when `quantised` (embeddings excepted), else the storage's float width (with
+// `keep_file_type`, a 16-bit storage keeps the file's 16-bit type: flux_component_storage); the
+// FP8 files' scale tensors are not counted. From the header alone; 0 when the component is absent.
+uint64_t component_weight_bytes(const ComponentSource& c, const StorageSpec& storage, bool quantised, bool keep_file_type);
 // Bytes a component set takes in a storage (FP8: one byte per transformer/T5/CLIP Linear weight,
 // 16 bits for the rest), from the file headers alone.
 FluxComponentBytes flux_storage_bytes(const FluxFiles& files, const StorageSpec& storage);

@@ -9,14 +9,12 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "families/flux/flux_family.h"
+#include "families/weight_budget.h"
 #include "io/safetensors.h"
 
 namespace fp8s {
-namespace {
 
-
-// Bytes of one component's tensors under `prefix` in `storage`.
-uint64_t component_bytes(const ComponentSource& c, const StorageSpec& storage_in, bool quantised, bool keep_file_type) {
+uint64_t component_weight_bytes(const ComponentSource& c, const StorageSpec& storage_in, bool quantised, bool keep_file_type) {
   if (!c.found()) return 0;
   const SafetensorsFile f(c.path);
   const StorageSpec storage = keep_file_type ? flux_component_storage(f, c.prefix, storage_in) : storage_in;
@@ -38,29 +36,12 @@ uint64_t component_bytes(const ComponentSource& c, const StorageSpec& storage_in
   return total;
 }
 
-std::string gb(uint64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f GB", static_cast<double>(bytes) / 1e9);
-  return buf;
-}
-
-std::string storage_label(const StorageSpec& s) {
-  switch (s.weights) {
-    case WeightType::FP32: return "FP32";
-    case WeightType::FP16: return "FP16";
-    case WeightType::BF16: return "BF16";
-    default: return "FP8";
-  }
-}
-
-}  // namespace
-
 FluxComponentBytes flux_storage_bytes(const FluxFiles& files, const StorageSpec& storage) {
   FluxComponentBytes b;
-  b.transformer = component_bytes(files.transformer, storage, true, false);
-  b.t5 = component_bytes(files.t5, storage, true, true);
-  b.clip_l = component_bytes(files.clip_l, storage, true, true);
-  b.vae = component_bytes(files.vae, storage, storage.fp8_vae, true);
+  b.transformer = component_weight_bytes(files.transformer, storage, true, false);
+  b.t5 = component_weight_bytes(files.t5, storage, true, true);
+  b.clip_l = component_weight_bytes(files.clip_l, storage, true, true);
+  b.vae = component_weight_bytes(files.vae, storage, storage.fp8_vae, true);
   return b;
 }
 
@@ -93,47 +74,22 @@ std::optional<uint64_t> flux_weight_budget(const std::function<FluxComponentByte
                                            int hidden_size, const StorageSpec& storage, int width, int height,
                                            int batch, uint64_t available, std::optional<uint64_t> requested) {
   const auto b = bytes_of(storage);
-  const uint64_t staging = 2 * flux_largest_block_bytes(hidden_size, storage);
-  // T5-XXL's 24 layers stream under the budget too (its embedding counted in: an upper bound)
-  const uint64_t t5_staging = 2 * (b.t5 / 24);
-  // the phases with their resident weights capped at `budget` (+ two staged blocks)
-  auto peak_with = [&](uint64_t budget) {
-    FluxComponentBytes capped = b;
-    capped.transformer = std::min(b.transformer, budget + staging);
-    capped.t5 = std::min(b.t5, budget + t5_staging);
-    return flux_peak_bytes(capped, width, height, batch, hidden_size);
-  };
+  PhaseBytes p;
+  p.denoiser = b.transformer;
+  p.text = b.t5 + b.clip_l;
+  p.vae = b.vae;
+  p.working = flux_working_bytes(width, height, batch, hidden_size);
+  p.process = kFluxProcessBytes;
+  p.denoiser_staging = 2 * flux_largest_block_bytes(hidden_size, storage);
+  // T5-XXL's 24 layers stream under the budget too (its embedding counted in: an upper bound);
+  // CLIP-L stays whole
+  p.text_staging = 2 * (b.t5 / 24) + b.clip_l;
   const std::string what = storage_label(storage) + " Flux at " + std::to_string(width) + "x" + std::to_string(height);
-  if (available == 0) return requested;  // unknown: as asked
-  if (requested) {
-    if (peak_with(*requested) > available) {
-      throw DoesNotFit(what + " with a " + gb(*requested) + " weight budget needs " + gb(peak_with(*requested)) +
-                       ", this machine has " + gb(available) + "; use a smaller --weight-budget, or auto");
-    }
-    return requested;
-  }
-  if (flux_peak_bytes(b, width, height, batch, hidden_size) <= available) return std::nullopt;  // all resident
-  if (peak_with(0) > available) {
-    std::string msg = what + " needs " + gb(peak_with(0)) + " even with every block streamed (working memory, " +
-                      "text encoders, autoencoder and two staged blocks), this machine has " + gb(available);
-    if (!is_fp8(storage.weights)) {
-      StorageSpec fp8 = storage;
-      fp8.weights = WeightType::FP8_E4M3;
-      const uint64_t need8 = flux_peak_bytes(bytes_of(fp8), width, height, batch, hidden_size);
-      msg += "; FP8 needs " + gb(need8) + (need8 <= available ? " (use --weights fp8-e4m3)" : "");
-    } else {
-      msg += "; use a smaller size or batch";
-    }
-    throw DoesNotFit(msg);
-  }
-  // auto: the most the resident blocks may take beside everything else
-  uint64_t lo = 0, hi = b.transformer;
-  while (lo < hi) {
-    const uint64_t mid = lo + (hi - lo + 1) / 2;
-    if (peak_with(mid) <= available) lo = mid;
-    else hi = mid - 1;
-  }
-  return lo;
+  return choose_weight_budget(p, available, requested, what, is_fp8(storage.weights), [&] {
+    StorageSpec fp8 = storage;
+    fp8.weights = WeightType::FP8_E4M3;
+    return flux_peak_bytes(bytes_of(fp8), width, height, batch, hidden_size);
+  });
 }
 
 void check_flux_fits(const FluxFiles& files, const StorageSpec& storage, int width, int height, int batch,

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/strings.h"
+#include "models/component_load.h"
 #include "models/flux/flux.h"
 #include "models/t5/t5.h"
 #include "models/text_encoder.h"
@@ -122,7 +123,9 @@ TextEncoderConfig clip_config(const SafetensorsFile& f, const std::string& p) {
   return c;
 }
 
-VaeConfig ae_config(const SafetensorsFile& f, const std::string& p) {
+}  // namespace
+
+VaeConfig flux_ae_config(const SafetensorsFile& f, const std::string& p) {
   VaeConfig c;
   c.quant_convs = false;
   c.scale_factor = 0.3611f;
@@ -148,48 +151,6 @@ VaeConfig ae_config(const SafetensorsFile& f, const std::string& p) {
   return c;
 }
 
-// One component loaded from its file: `make(file, prefix)` builds the module on `device`, the
-// loader fills it (every Linear quantisable when `quantise`), the time is added to `ms`.
-template <class Make>
-auto load_component(const ComponentSource& c, const std::string& missing, const StorageSpec& storage, bool quantise,
-                    const std::vector<std::string>& ignorable, const at::Device& device, uint64_t& bytes, double& ms,
-                    Make make) {
-  if (!c.found()) throw InputError(missing);
-  const auto start = std::chrono::steady_clock::now();
-  const SafetensorsFile f(c.path);
-  const BuildOn on(device);
-  auto m = make(f, c.prefix);
-  bytes = load_module_weights(*m, f, c.prefix, storage, quantise, ignorable, {}, device, true).bytes;
-  ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  return m;
-}
-
-// A component whose blocks (Flux's double and single blocks, T5's layers) stream under `budget`
-// (models/streaming.h): planned from the header, the layers outside the blocks and the resident
-// blocks loaded, the streamed ones staged by the transport from the file, which stays open.
-template <typename Make>
-auto load_streamed(const ComponentSource& c, const std::string& missing, const StorageSpec& storage,
-                   const std::vector<std::string>& ignorable, const at::Device& device, uint64_t budget, uint64_t& bytes,
-                   double& ms, NetworkStreaming& streaming, Make make) {
-  if (!c.found()) throw InputError(missing);
-  const auto start = std::chrono::steady_clock::now();
-  streaming.clear();
-  auto file = std::make_shared<SafetensorsFile>(c.path);
-  const BuildOn on(device);
-  auto m = make(*file, c.prefix);
-  streaming.plan = plan_network(*m, m->blocks(), *file, c.prefix, storage, true, true, budget);
-  bytes = load_module_weights(*m, *file, c.prefix, storage, true, ignorable, {}, device, true, streamed_prefixes(streaming.plan)).bytes;
-  file->release_mapping();
-  if (streaming.plan.any()) {
-    streaming.streamer = network_streamer(streaming.plan, m->blocks(), *file, c.prefix, storage, true, true, device);
-    m->set_block_hooks(streaming.streamer.get());
-    streaming.file = file;
-  }
-  ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  return m;
-}
-
-}  // namespace
 
 StorageSpec flux_component_storage(const SafetensorsFile& file, const std::string& prefix, const StorageSpec& storage) {
   if (storage.weights != WeightType::FP16 && storage.weights != WeightType::BF16) return storage;
@@ -202,69 +163,6 @@ StorageSpec flux_component_storage(const SafetensorsFile& file, const std::strin
     break;
   }
   return s;
-}
-
-const std::vector<std::string>& flux_family_archs() {
-  static const std::vector<std::string> names{"flux-dev", "flux-schnell", "t5xxl", "clip-l", "flux-ae"};
-  return names;
-}
-
-std::vector<LayoutEntry> flux_family_layout(const std::string& arch, std::optional<Dtype> dtype, int depth,
-                                            int single_depth) {
-  const BuildOn on(at::Device(at::kMeta));
-  std::shared_ptr<torch::nn::Module> m;
-  Dtype base = Dtype::F16;
-  const bool flux = arch == "flux-dev" || arch == "flux-schnell";
-  if ((depth > 0 && !flux && arch != "t5xxl") || (single_depth > 0 && !flux)) {
-    throw InputError("make-synthetic: --depth applies to flux-dev, flux-schnell and t5xxl, --single-depth to Flux");
-  }
-  if (flux) {
-    auto c = parse_flux_config("", arch == "flux-dev", arch);
-    if (depth > 0) c.depth = depth;
-    if (single_depth > 0) c.depth_single_blocks = single_depth;
-    m = std::make_shared<FluxImpl>(c);
-    base = Dtype::BF16;
-  } else if (arch == "t5xxl") {
-    T5Config c;
-    if (depth > 0) c.num_layers = depth;
-    m = std::make_shared<T5EncoderImpl>(c);
-  } else if (arch == "clip-l") {
-    TextEncoderConfig c;
-    c.name = "clip_l";
-    c.position_ids = false;
-    m = std::make_shared<TextEncoderImpl>(c);
-  } else if (arch == "flux-ae") {
-    VaeConfig c;
-    c.quant_convs = false;
-    c.z_channels = c.embed_dim = 16;
-    m = std::make_shared<VaeImpl>(c);
-    base = Dtype::F32;
-    if (dtype && is_fp8_dtype(*dtype)) throw InputError("make-synthetic: the Flux autoencoder is written in fp16, bf16 or fp32");
-  } else {
-    throw InputError("unknown Flux-family layout '" + arch + "'");
-  }
-  const bool fp8 = dtype && is_fp8_dtype(*dtype);
-  const Dtype floats = dtype && !fp8 ? *dtype : base;
-  std::vector<LayoutEntry> out;
-  for (const auto& item : m->named_parameters(true)) {
-    const std::string& name = item.key();
-    LayoutEntry e;
-    e.name = name;
-    e.shape = item.value().sizes().vec();
-    const bool embedding = name.find("embedding") != std::string::npos || name == "shared.weight" ||
-                           name.find("relative_attention_bias") != std::string::npos;
-    const bool ends_weight = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
-    const bool ends_bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
-    if (embedding) e.role = TensorRole::Embedding;
-    else if (ends_bias) e.role = e.shape.size() == 1 && name.find("norm") != std::string::npos ? TensorRole::NormBias : TensorRole::Bias;
-    else if (ends_weight && e.shape.size() == 2) e.role = TensorRole::LinearWeight;
-    else if (ends_weight && e.shape.size() == 4) e.role = TensorRole::ConvWeight;
-    else e.role = TensorRole::NormWeight;  // norm weights and RMS scales
-    e.dtype = fp8 && e.role == TensorRole::LinearWeight ? *dtype : floats;
-    out.push_back(std::move(e));
-  }
-  std::sort(out.begin(), out.end(), [](const LayoutEntry& a, const LayoutEntry& b) { return a.name < b.name; });
-  return out;
 }
 
 bool flux_t5_on_cpu(const at::Device& device, const FluxComponentBytes& b, uint64_t device_bytes, uint64_t working_bytes) {
@@ -316,11 +214,7 @@ void FluxModel::set_weight_budget(std::optional<uint64_t> budget) {
 
 StreamStats FluxModel::stream_stats() const {
   StreamStats s = streaming_.stats();
-  const StreamStats t = t5_streaming_.stats();
-  s.bytes_read += t.bytes_read;
-  s.loads += t.loads;
-  s.read_ms += t.read_ms;
-  s.wait_ms += t.wait_ms;
+  s += t5_streaming_.stats();
   return s;
 }
 
@@ -407,7 +301,7 @@ VaeImpl& FluxModel::vae() {
     const auto& c = files_.vae;
     vae_ = load_component(c, files_.transformer.path + ": no Flux autoencoder; pass --vae ae.safetensors", component_storage(c),
                           storage_.fp8_vae, {}, device_, bytes_.vae, load_ms_,
-                          [](const SafetensorsFile& f, const std::string& p) { return std::make_shared<VaeImpl>(ae_config(f, p)); });
+                          [](const SafetensorsFile& f, const std::string& p) { return std::make_shared<VaeImpl>(flux_ae_config(f, p)); });
   }
   return *vae_;
 }

@@ -33,6 +33,7 @@ class QuantisedLayer;
 class T5EncoderImpl;
 class TextEncoderImpl;
 class VaeImpl;
+struct VaeConfig;
 
 // BFL's get_schedule: linspace(1, 0, steps + 1), time-shifted when `shift` (dev) by
 // mu = lerp(0.5 at 256 tokens, 1.15 at 4096) of the image token count: exp(mu) / (exp(mu) + 1/t − 1).
@@ -57,6 +58,11 @@ struct FluxGuidance {
 // type (F16, BF16 or F32: converting between 16-bit types or rounding F32 saves nothing worth the
 // change of numbers), else `storage` (FP8, FP32). The transformer always takes `storage`.
 StorageSpec flux_component_storage(const SafetensorsFile& file, const std::string& prefix, const StorageSpec& storage);
+
+// The Flux.1 autoencoder's configuration (BFL names under `prefix`) from the file's shapes, its
+// scale and shift from `ae.config` metadata (the tiny reference files) else 0.3611 / 0.1159. Z-Image
+// uses the same autoencoder.
+VaeConfig flux_ae_config(const SafetensorsFile& file, const std::string& prefix);
 
 struct FluxComponentBytes {
   uint64_t transformer = 0, t5 = 0, clip_l = 0, vae = 0;

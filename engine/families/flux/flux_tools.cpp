@@ -1,15 +1,74 @@
 // Flux's hooks for the CLI's tools (docs/architecture.md): the probe roles, each reading the
 // component it needs from the probe's file (a component file or an all-in-one checkpoint), and the
 // synthetic layouts of its components and LoRAs.
+#include <algorithm>
+
 #include "core/error.h"
 #include "families/flux/flux_family.h"
 #include "families/flux/flux_model.h"
 #include "io/safetensors.h"
+#include "models/component_load.h"
+#include "models/flux/flux.h"
+#include "models/t5/t5.h"
+#include "models/text_encoder.h"
+#include "models/vae.h"
 #include "lora/lora_library.h"
 #include "pipeline/engine.h"
 #include "pipeline/run_support.h"
 
 namespace fp8s {
+
+StorageSpec released_storage(const SafetensorsFile& file, const std::string& key) {
+  // the weight's FP8 format when it is FP8, else BF16 (the released type)
+  const auto* w = file.find(key);
+  if (w && is_fp8_dtype(w->dtype)) {
+    return {fp8_format_of(w->dtype) == Fp8Format::E5M2 ? WeightType::FP8_E5M2 : WeightType::FP8_E4M3, Fp8Scale::None, false};
+  }
+  return {WeightType::BF16, Fp8Scale::None, false};
+}
+
+const std::vector<std::string>& flux_family_archs() {
+  static const std::vector<std::string> names{"flux-dev", "flux-schnell", "t5xxl", "clip-l", "flux-ae"};
+  return names;
+}
+
+std::vector<LayoutEntry> flux_family_layout(const std::string& arch, std::optional<Dtype> dtype, int depth,
+                                            int single_depth) {
+  const BuildOn on(at::Device(at::kMeta));
+  std::shared_ptr<torch::nn::Module> m;
+  Dtype base = Dtype::F16;
+  const bool flux = arch == "flux-dev" || arch == "flux-schnell";
+  if ((depth > 0 && !flux && arch != "t5xxl") || (single_depth > 0 && !flux)) {
+    throw InputError("make-synthetic: --depth applies to flux-dev, flux-schnell and t5xxl, --single-depth to Flux");
+  }
+  if (flux) {
+    auto c = parse_flux_config("", arch == "flux-dev", arch);
+    if (depth > 0) c.depth = depth;
+    if (single_depth > 0) c.depth_single_blocks = single_depth;
+    m = std::make_shared<FluxImpl>(c);
+    base = Dtype::BF16;
+  } else if (arch == "t5xxl") {
+    T5Config c;
+    if (depth > 0) c.num_layers = depth;
+    m = std::make_shared<T5EncoderImpl>(c);
+  } else if (arch == "clip-l") {
+    TextEncoderConfig c;
+    c.name = "clip_l";
+    c.position_ids = false;
+    m = std::make_shared<TextEncoderImpl>(c);
+  } else if (arch == "flux-ae") {
+    VaeConfig c;
+    c.quant_convs = false;
+    c.z_channels = c.embed_dim = 16;
+    m = std::make_shared<VaeImpl>(c);
+    base = Dtype::F32;
+    if (dtype && is_fp8_dtype(*dtype)) throw InputError("make-synthetic: the Flux autoencoder is written in fp16, bf16 or fp32");
+  } else {
+    throw InputError("unknown Flux-family layout '" + arch + "'");
+  }
+  return module_layout(*m, base, dtype);
+}
+
 namespace {
 
 std::map<std::string, at::Tensor> run_flux_probe(const std::string& role, const ProbeSetup& s, const ProbeInputs& read) {
@@ -84,13 +143,7 @@ ResidencyPlan flux_plan(const LoadOptions& o, const StorageSpec& storage, uint64
 
 StorageSpec flux_auto_storage(const SafetensorsFile& file) {
   const auto c = flux_contents(file);
-  if (!c.transformer) return {WeightType::BF16, Fp8Scale::None, false};
-  // the transformer's FP8 format when its weights are FP8, else BF16 (the released type)
-  const auto* qkv = file.find(*c.transformer + "double_blocks.0.img_attn.qkv.weight");
-  if (qkv && is_fp8_dtype(qkv->dtype)) {
-    return {fp8_format_of(qkv->dtype) == Fp8Format::E5M2 ? WeightType::FP8_E5M2 : WeightType::FP8_E4M3, Fp8Scale::None, false};
-  }
-  return {WeightType::BF16, Fp8Scale::None, false};
+  return c.transformer ? released_storage(file, *c.transformer + "double_blocks.0.img_attn.qkv.weight") : StorageSpec{WeightType::BF16};
 }
 
 SyntheticWriters flux_synthetic_writers() {
@@ -110,8 +163,14 @@ SyntheticWriters flux_synthetic_writers() {
 
 }  // namespace
 
+std::vector<ComponentInfo> flux_components(const LoadOptions& o) {
+  const auto f = files_of(o);
+  auto row = [](const char* name, const ComponentSource& c) { return ComponentInfo{name, c.found() ? c.path : "not found", "", 0}; };
+  return {row("transformer", f.transformer), row("T5-XXL", f.t5), row("CLIP-L", f.clip_l), row("autoencoder", f.vae)};
+}
+
 FamilyTools flux_tools() {
-  return {flux_estimate, flux_auto_storage, flux_plan, flux_probe_stages(), flux_synthetic_writers()};
+  return {flux_estimate, flux_auto_storage, flux_plan, flux_probe_stages(), flux_synthetic_writers(), flux_components};
 }
 
 }  // namespace fp8s

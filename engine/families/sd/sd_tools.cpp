@@ -103,6 +103,9 @@ SyntheticWriters sd_synthetic_writers() {
 
 }  // namespace
 
-FamilyTools sd_tools() { return {sd_estimate, sd_auto_storage, sd_plan, sd_probe_stages(), sd_synthetic_writers()}; }
+FamilyTools sd_tools() {
+  // an SD checkpoint holds its components (inspect's table lists them)
+  return {sd_estimate, sd_auto_storage, sd_plan, sd_probe_stages(), sd_synthetic_writers(), {}};
+}
 
 }  // namespace fp8s

@@ -75,8 +75,8 @@ Qwen3EncoderImpl::Qwen3EncoderImpl(const Qwen3Config& c) : config_(c) {
   }
 }
 
-std::vector<std::string> Qwen3EncoderImpl::ignorable_keys() const {
-  const std::string last = "layers." + std::to_string(config_.layers - 1) + ".";
+std::vector<std::string> Qwen3EncoderImpl::ignorable_keys(const Qwen3Config& config) {
+  const std::string last = "layers." + std::to_string(config.layers - 1) + ".";
   std::vector<std::string> keys{"norm.weight"};
   for (const char* k : {"input_layernorm.weight", "post_attention_layernorm.weight", "self_attn.q_proj.weight",
                         "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight",

@@ -31,8 +31,9 @@ class Qwen3EncoderImpl : public torch::nn::Module {
   // are masked for every query.
   at::Tensor forward(const at::Tensor& tokens, const at::Tensor& mask, at::ScalarType compute);
   const Qwen3Config& config() const { return config_; }
-  // The keys of the file that this encoder does not hold: the last layer and the final norm.
-  std::vector<std::string> ignorable_keys() const;
+  // The keys of a file of this configuration that the encoder does not hold: the last layer and
+  // the final norm.
+  static std::vector<std::string> ignorable_keys(const Qwen3Config& config);
 
   const std::vector<NetworkBlock>& blocks() const { return network_blocks_; }
   void set_block_hooks(BlockHooks* hooks) { hooks_ = hooks; }

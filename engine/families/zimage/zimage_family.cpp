@@ -1,7 +1,12 @@
 #include "families/zimage/zimage_family.h"
 
+#include <algorithm>
+
 #include "core/error.h"
+#include "models/component_load.h"
 #include "families/zimage/qwen3.h"
+#include "families/zimage/zimage_files.h"
+#include "families/zimage/zimage_model.h"
 #include "families/zimage/zimage_sampling.h"
 #include "families/zimage/zimage_transformer.h"
 #include "pipeline/engine.h"
@@ -10,24 +15,11 @@
 namespace fp8s {
 namespace {
 
-// The transformer's prefix in a file (none, as ComfyUI's diffusion_models file, or an all-in-one
-// file's `model.diffusion_model.`), when the file holds Z-Image's layout: the Lumina-2 caption
-// embedder and refiners, with Z-Image's bare adaLN Linear.
-std::optional<std::string> zimage_prefix(const SafetensorsFile& file) {
-  for (const std::string p : {"", "model.diffusion_model."}) {
-    if (file.find(p + "cap_embedder.1.weight") && file.find(p + "noise_refiner.0.attention.k_norm.weight") &&
-        file.find(p + "layers.0.adaLN_modulation.0.weight")) {
-      return p;
-    }
-  }
-  return std::nullopt;
-}
+std::optional<std::string> zimage_prefix(const SafetensorsFile& file) { return zimage_contents(file).transformer; }
 
 // A Qwen3 text encoder's prefix: Hugging Face's `model.`, or inside a ComfyUI all-in-one file.
 std::string qwen3_prefix(const SafetensorsFile& file) {
-  for (const std::string p : {"model.", "text_encoders.qwen3_4b.transformer.model."}) {
-    if (file.find(p + "layers.0.self_attn.q_norm.weight")) return p;
-  }
+  if (const auto p = zimage_contents(file).text_encoder) return *p;
   throw InputError(file.path() + ": not a Qwen3 text encoder (no model.layers.0.self_attn.q_norm.weight)");
 }
 
@@ -56,28 +48,37 @@ std::map<std::string, at::Tensor> run_zimage_probe(const std::string& role, cons
   const std::string prefix = qwen3_prefix(file);
   const BuildOn on(s.device);
   Qwen3Encoder encoder(qwen3_config(file, prefix));
-  load_module_weights(*encoder, file, prefix, s.storage, is_fp8(s.storage.weights), encoder->ignorable_keys(), {}, s.device, true);
+  load_module_weights(*encoder, file, prefix, s.storage, is_fp8(s.storage.weights), Qwen3EncoderImpl::ignorable_keys(encoder->config()), {}, s.device, true);
   auto in = read({{"tokens", 2}, {"mask", 2}});
   return {{"hidden", encoder->forward(in["tokens"].to(at::kLong), in["mask"], compute_dtype(s.compute, s.device))}};
 }
 
-FamilyTraits zimage_traits() {
-  FamilyTraits t;
-  t.id = "zimage-turbo";
-  t.name = "Z-Image Turbo";
-  t.native_size = 1024;
-  t.size_multiple = 16;
-  t.samplers = {Sampler::Euler};
-  t.default_steps = 8;
-  t.default_cfg = 1.0f;
-  t.clip_skip = false;
-  t.latent.channels = 16;
-  t.latent.scale = 0.3611f;
-  t.latent.shift = 0.1159f;
-  t.denoiser_label = "Transformer";
-  t.encode_label = "Qwen3 encode";
-  t.sample_label = "transformer steps";
-  return t;
+// make-synthetic's layouts: the transformer as ComfyUI's diffusion_models file (BF16; --depth:
+// fewer layers) and Qwen3-4B as text_encoders/qwen_3_4b.safetensors (BF16, every layer and the
+// final norm, no lm_head; --depth: fewer layers). An FP8 --dtype makes the 2-D Linear weights FP8.
+std::vector<LayoutEntry> zimage_layout(const std::string& arch, const SyntheticLayoutOptions& o) {
+  if (o.single_depth > 0) throw InputError("make-synthetic: --single-depth applies to Flux, not " + arch);
+  const BuildOn on(at::Device(at::kMeta));
+  if (arch == "zimage-turbo") {
+    ZImageConfig c;
+    if (o.depth > 0) c.layers = o.depth;
+    ZImageTransformerImpl m(c);
+    return module_layout(m, Dtype::BF16, o.dtype);
+  }
+  Qwen3Config c;
+  if (o.depth > 0) c.layers = o.depth;
+  Qwen3Config all = c;
+  all.layers = c.layers + 1;  // the encoder builds every layer but the last: one more lists them all
+  Qwen3EncoderImpl m(all);
+  auto out = module_layout(m, Dtype::BF16, o.dtype, "model.");
+  LayoutEntry norm;
+  norm.name = "model.norm.weight";
+  norm.shape = {c.hidden};
+  norm.role = TensorRole::NormWeight;
+  norm.dtype = o.dtype && !is_fp8_dtype(*o.dtype) ? *o.dtype : Dtype::BF16;
+  out.push_back(norm);
+  std::sort(out.begin(), out.end(), [](const LayoutEntry& a, const LayoutEntry& b) { return a.name < b.name; });
+  return out;
 }
 
 }  // namespace
@@ -86,13 +87,24 @@ FamilyEntry zimage_family_entry() {
   FamilyEntry e;
   e.id = "zimage";
   e.detect = [](const SafetensorsFile& file) { return zimage_prefix(file).has_value(); };
-  e.traits = [](const SafetensorsFile&) { return zimage_traits(); };
-  e.open = [](const LoadOptions& o, const at::Device&) -> std::unique_ptr<FamilyModel> {
-    throw InputError(o.checkpoint + ": a Z-Image Turbo transformer; this version runs its tokenizer, text encoder and "
-                     "transformer (tokenize --qwen, probe qwen3 / zimage) but cannot generate with it yet");
-    return nullptr;
+  e.traits = [](const SafetensorsFile& file) {
+    const auto c = zimage_contents(file);
+    const int dim = c.transformer ? static_cast<int>(file.at(*c.transformer + "x_embedder.weight").shape.at(0)) : 3840;
+    return zimage_traits(dim, dim < 3840 ? 2 : 8);  // the tiny reference files' autoencoder downsamples 2x
   };
+  e.open = open_zimage;
+  e.tools.estimate = zimage_estimate;
+  e.tools.auto_storage = zimage_auto_storage;
   e.tools.probe = {{"qwen3", "zimage", "zimage-sample"}, run_zimage_probe};
+  e.tools.components = [](const LoadOptions& o) {
+    const auto f = zimage_files(o);
+    return std::vector<ComponentInfo>{{"transformer", f.transformer.path, "", 0}, {"Qwen3 text encoder", f.text_encoder.path, "", 0},
+                                      {"autoencoder", f.vae.path, "", 0}};
+  };
+  e.tools.synthetic.archs = {"zimage-turbo", "qwen3-4b"};
+  e.tools.synthetic.layout = [](const std::string& arch, const SyntheticLayoutOptions& o, std::map<std::string, std::string>&) {
+    return zimage_layout(arch, o);
+  };
   return e;
 }
 

@@ -1,7 +1,5 @@
 #include "models/flux/flux_files.h"
 
-#include <dirent.h>
-
 #include <algorithm>
 
 #include "core/error.h"
@@ -18,19 +16,6 @@ std::optional<std::string> prefix_of(const SafetensorsFile& file, const std::vec
     if (file.find(p + key)) return p;
   }
   return std::nullopt;
-}
-
-std::vector<std::string> safetensors_in(const std::string& dir) {
-  std::vector<std::string> out;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (const dirent* e = ::readdir(d)) {
-      const std::string name = e->d_name;
-      if (ends_with(name, ".safetensors")) out.push_back(name);
-    }
-    ::closedir(d);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 }  // namespace

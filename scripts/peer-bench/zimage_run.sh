@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The Z-Image peer benchmark (issue 42; not run in CI): one transformer call at 512x512 (1024 image
+# tokens, a 32-row caption) of a full-width, reduced-depth synthetic Z-Image Turbo (default 2
+# layers, the 2 + 2 refiners), PyTorch 2.x + diffusers' ZImageTransformer2DModel in BF16 against
+# fp8studio-cli's step (= one transformer call: Turbo has no CFG) in BF16 and FP8 E4M3 storage, on
+# the same file, alternated in one run: peer, ours, peer, ours, ... Prints a table of medians,
+# ranges and ratios.
+#
+#   scripts/peer-bench/zimage_run.sh [--rounds 3] [--depth 2] [--cli build/engine/fp8studio-cli]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+rounds=3 depth=2 cli=build/engine/fp8studio-cli
+while (($#)); do
+  case "$1" in
+    --rounds) rounds=$2; shift 2 ;;
+    --depth) depth=$2; shift 2 ;;
+    --cli) cli=$2; shift 2 ;;
+    *) echo "zimage peer-bench: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+venv=.venv-cuda
+[ -x "$venv/bin/python" ] || venv=.venv-peer
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/python" -c 'import torch, diffusers, safetensors' 2>/dev/null ||
+  "$venv/bin/pip" install --quiet --disable-pip-version-check torch diffusers safetensors
+tokenizer=${FP8S_QWEN_TOKENIZER:-../shared/reference/zimage/qwen_tokenizer}
+[ -e "$tokenizer" ] || { echo "zimage peer-bench: the Qwen tokenizer is needed: set FP8S_QWEN_TOKENIZER" >&2; exit 2; }
+work=${ZIMAGE_PEER_DIR:-$(mktemp -d)}
+mkdir -p "$work"
+model=$work/zimage-turbo-d$depth.safetensors
+[ -f "$model" ] || "$cli" make-synthetic --arch zimage-turbo --depth "$depth" --out "$model" --log-level warn
+[ -f "$work/qwen3-2layers.safetensors" ] || "$cli" make-synthetic --arch qwen3-4b --depth 2 --out "$work/qwen3-2layers.safetensors" --log-level warn
+[ -f "$work/ae.safetensors" ] || "$cli" make-synthetic --arch flux-ae --out "$work/ae.safetensors" --log-level warn
+# a prompt whose templated tokens fill one 32-row caption block, as the peer's caption
+prompt="a lighthouse on a cliff at dusk, oil painting, warm light"
+for r in $(seq "$rounds"); do
+  echo "zimage peer-bench: round $r/$rounds" >&2
+  "$venv/bin/python" scripts/peer-bench/zimage_transformer.py --model "$model" --repeat 2 2>/dev/null > "$work/peer-$r.json"
+  "$cli" bench --section generate --model "$model" --text-encoder "$work/qwen3-2layers.safetensors" --vae "$work/ae.safetensors" \
+    --qwen-tokenizer "$tokenizer" --device cpu --modes bf16,fp8-e4m3 --width 512 --height 512 --steps 2 --repeat 1 \
+    --seed 1 --prompt "$prompt" --json --log-level warn > "$work/ours-$r.json"
+done
+"$venv/bin/python" scripts/peer-bench/table.py "$work" "$rounds" \
+  "Z-Image Turbo, $depth layers + 2 + 2 refiners at full width, one 512x512 call (1024 image tokens, a 32-row caption)" \
+  "diffusers ZImageTransformer2DModel"
