@@ -82,7 +82,8 @@ if [ -z "$cli" ]; then
     ./scripts/build-cuda.sh
   cli=$PWD/build-device/engine/fp8studio-cli
 fi
-ldd "$cli" | grep -q libtorch_cuda || echo "device-check: warning: $cli does not link libtorch_cuda" >&2
+libs=$(ldd "$cli" 2>&1) || true
+grep -q libtorch_cuda <<<"$libs" || echo "device-check: warning: $cli does not link libtorch_cuda" >&2
 
 "$cli" device-test --device "$device"
 ((quick)) && exit 0

@@ -5,8 +5,12 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ./scripts/build-cuda.sh
-if ! ldd build-cuda/engine/fp8studio-cli | grep -q libtorch_cuda; then
-  echo "test-cuda: build-cuda/engine/fp8studio-cli does not link libtorch_cuda" >&2
+# ldd's list is read whole before it is searched: `ldd | grep -q` under pipefail fails at random
+# when grep stops reading early and ldd dies of SIGPIPE
+libs=$(ldd build-cuda/engine/fp8studio-cli 2>&1) || true
+if ! grep -q libtorch_cuda <<<"$libs"; then
+  echo "test-cuda: build-cuda/engine/fp8studio-cli does not link libtorch_cuda; ldd printed:" >&2
+  echo "$libs" >&2
   exit 1
 fi
 labels=(-LE slow)

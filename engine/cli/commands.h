@@ -30,7 +30,7 @@ struct RequestFlags {
               compute = "bf16", lora_mode = "auto";
   std::string init_image, mask;  // PNG paths, read by finish_request
   // the options whose defaults are the model family's when not given (FamilyTraits)
-  CLI::Option *sampler_option = nullptr, *schedule_option = nullptr, *cfg_option = nullptr;
+  CLI::Option *sampler_option = nullptr, *schedule_option = nullptr, *cfg_option = nullptr, *steps_option = nullptr;
 };
 void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flags);
 // The checkpoint a subcommand runs on: `--model` when given, else the shipped demo model
