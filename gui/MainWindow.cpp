@@ -1,4 +1,5 @@
 #include "MainWindow.h"
+#include "core/threads.h"
 #include "ScrollFit.h"
 
 #include <QDir>
@@ -229,6 +230,12 @@ void MainWindow::buildUi() {
   m_loraState = m_lora->settings();
   m_img2img->fillRequest(m_imageState);
   connect(m_precision, &PrecisionPanel::deviceChanged, this, [this] { loadModel(m_loadedPath); });
+  // the thread count is set on the engine's own thread (OpenMP keeps one per thread), between runs
+  auto applyThreads = [this](int n) {
+    QMetaObject::invokeMethod(m_worker, [n] { log().info("threads: {}", describe(init_threads(n))); });
+  };
+  connect(m_precision, &PrecisionPanel::threadsChanged, this, applyThreads);
+  applyThreads(m_precision->threads());
   auto toImg2Img = [this](const QImage& image) {
     m_img2img->setInitImage(image);
     showImg2Img();

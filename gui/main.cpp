@@ -14,6 +14,7 @@
 #include "panels/PromptPanel.h"
 
 #include <QPlainTextEdit>
+#include "core/openmp_preinit.h"
 #include "core/threads.h"
 #include "memory/tracking_allocator.h"
 #include "core/version.h"

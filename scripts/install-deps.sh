@@ -19,13 +19,46 @@ for p in "${packages[@]}"; do
   [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
 done
 
+# apt-get, waiting while another package manager holds its lock (unattended-upgrades often does on
+# a freshly booted desktop): apt's own words name the holder; after FP8S_APT_LOCK_WAIT seconds
+# (default 600) it fails with what to do.
+apt_wait=${FP8S_APT_LOCK_WAIT:-600}
+apt_run() {
+  local start=$SECONDS said=0 err rc holder
+  err=$(mktemp)
+  while :; do
+    rc=0
+    "${sudo_cmd[@]}" apt-get "$@" 2>"$err" || rc=$?
+    if ((rc == 0)); then cat "$err" >&2; rm -f "$err"; return 0; fi
+    if ! grep -qE "Could not get lock|Unable to acquire the dpkg frontend lock|Unable to lock" "$err"; then
+      cat "$err" >&2
+      rm -f "$err"
+      echo "install-deps: error: apt-get $1 failed (exit $rc); see apt's message above" >&2
+      return "$rc"
+    fi
+    holder=$(grep -oE "held by process [0-9]+( \([^)]*\))?" "$err" | head -n 1 || true)
+    if ((SECONDS - start >= apt_wait)); then
+      rm -f "$err"
+      echo "install-deps: error: the package manager's lock is still ${holder:-held} after ${apt_wait} s;" \
+           "let the other apt (or unattended-upgrades) finish, or stop it, then run this again" >&2
+      return 1
+    fi
+    if ((!said)); then
+      echo "install-deps: waiting for the package manager's lock (${holder:-held by another apt}): another" \
+           "install or unattended-upgrades is running; waiting up to ${apt_wait} s (FP8S_APT_LOCK_WAIT)" >&2
+      said=1
+    fi
+    sleep "${FP8S_APT_LOCK_POLL:-5}"
+  done
+}
+
 if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}" >&2
   sudo_cmd=()
   [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
   export DEBIAN_FRONTEND=noninteractive
-  "${sudo_cmd[@]}" apt-get update -qq
-  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  apt_run update -qq
+  apt_run install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "install-deps: all packages present" >&2
 fi

@@ -11,6 +11,8 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "core/threads.h"
+#include "support.h"
 #include "fp8/codec.h"
 #include "fp8/quantize.h"
 #include "kernels/attention_amx.h"
@@ -325,6 +327,46 @@ class TestBackend : public QObject {
         QVERIFY2(at::allclose(y32, ref32, 1e-5, 1e-4), qPrintable(how + " FP32 fallback"));
       }
     }
+  }
+
+  // Threads on a shared machine (issue 44): a cgroup quota read as cores, by hand.
+  void cgroupQuotasReadAsCores() {
+    QCOMPARE(cgroup_v2_cores("max 100000"), std::optional<int>());
+    QCOMPARE(cgroup_v2_cores("200000 100000"), std::optional<int>(2));
+    QCOMPARE(cgroup_v2_cores("150000 100000\n"), std::optional<int>(2));  // 1.5 cores: two threads
+    QCOMPARE(cgroup_v2_cores("50000 100000"), std::optional<int>(1));
+    QCOMPARE(cgroup_v2_cores(""), std::optional<int>());
+    QCOMPARE(cgroup_v2_cores("junk 100000"), std::optional<int>());
+    QCOMPARE(cgroup_v1_cores("-1", "100000"), std::optional<int>());
+    QCOMPARE(cgroup_v1_cores("400000", "100000"), std::optional<int>(4));
+    QCOMPARE(cgroup_v1_cores("", ""), std::optional<int>());
+    const auto u = usable_cores();
+    QVERIFY(u.cores >= 1);
+    QVERIFY(u.affinity >= 1);
+    QVERIFY(u.cores <= u.affinity);
+    if (u.quota) QVERIFY(u.cores <= *u.quota);
+  }
+
+  // The CLI starts with bounded OpenMP and OpenBLAS waits unless the user chose (libgomp itself
+  // reports what it read: OMP_DISPLAY_ENV), logs its thread choice, and --threads sets the count.
+  void cliStartsWithBoundedWaitsAndLogsItsThreads() {
+    auto env = QProcessEnvironment::systemEnvironment();
+    for (const char* v : {"GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT", "FP8S_DEFAULT_WAITS", "OMP_NUM_THREADS"}) {
+      env.remove(QString::fromLatin1(v));
+    }
+    env.insert(QStringLiteral("OMP_DISPLAY_ENV"), QStringLiteral("verbose"));
+    auto r = test::run_cli({"inspect", "--threads", "1"}, QString(), 120000, env);
+    QCOMPARE(r.exit_code, 0);
+    QVERIFY2(r.err.contains(QStringLiteral("GOMP_SPINCOUNT = '%1'").arg(QString::fromLatin1(kDefaultGompSpinCount))), qPrintable(r.err));
+    QVERIFY2(r.err.contains(QStringLiteral("threads: 1 thread (--threads; this process may use %1 core").arg(usable_cores().cores)), qPrintable(r.err));
+    QVERIFY2(r.err.contains(QStringLiteral("OpenMP wait GOMP_SPINCOUNT=%1 (default)").arg(QString::fromLatin1(kDefaultGompSpinCount))), qPrintable(r.err));
+    env.insert(QStringLiteral("GOMP_SPINCOUNT"), QStringLiteral("777"));  // the user's choice is kept
+    r = test::run_cli({"inspect"}, QString(), 120000, env);
+    QCOMPARE(r.exit_code, 0);
+    QVERIFY2(r.err.contains(QStringLiteral("GOMP_SPINCOUNT = '777'")), qPrintable(r.err));
+    QVERIFY2(r.err.contains(QStringLiteral("OpenMP wait GOMP_SPINCOUNT=777\n")), qPrintable(r.err));
+    QVERIFY2(r.err.contains(QStringLiteral("threads: %1 thread").arg(usable_cores().cores)), qPrintable(r.err));
+    test::expect_one_line_error(test::run_cli({"inspect", "--threads", "-2"}), 2, "--threads");
   }
 
   void deviceChoicesAreCheckedWithClearErrors() {

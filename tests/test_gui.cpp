@@ -20,11 +20,13 @@
 #include <QStatusBar>
 #include <QTableWidget>
 #include <QTemporaryDir>
+#include <QProcess>
 #include <QThread>
 #include <QtTest>
 #include <qcustomplot.h>
 
 #include "MainWindow.h"
+#include "core/openmp_preinit.h"  // the waits the app runs with (issue 44)
 #include "gui_support.h"
 #include "io/png.h"
 #include "lora/lora_library.h"
@@ -460,7 +462,9 @@ class TestGui : public QObject {
       QVERIFY(arrived(finished, 60000));
       QTRY_VERIFY(!w->isBusy());
     }
-    {  // the UI thread stays responsive while the engine works (one-second bound)
+    // the UI thread stays responsive while the engine works (one-second bound): alone, and beside
+    // a background load that takes both cores (issue 44: a desktop shares its machine)
+    auto responsive = [&](const char* when) {
       child<QSpinBox>(w.get(), "stepsSpin")->setValue(40);
       QSignalSpy finished(worker, &EngineWorker::finished);
       QSignalSpy started(worker, &EngineWorker::runStarted);
@@ -476,10 +480,26 @@ class TestGui : public QObject {
       });
       w->generate();
       QTRY_VERIFY_WITH_TIMEOUT(fired, 1000);
-      QVERIFY2(t.elapsed() < 1000, qPrintable(QString("the UI thread was blocked for %1 ms").arg(t.elapsed())));
+      QVERIFY2(t.elapsed() < 1000, qPrintable(QString("%1: the UI thread was blocked for %2 ms").arg(when).arg(t.elapsed())));
       QCOMPARE(finished_when_fired, 0);
       QVERIFY(started.count() == 1 || started.wait(5000));  // the engine really was working meanwhile
-      QVERIFY(arrived(finished, 60000));
+      QVERIFY(arrived(finished, 120000));
+      QTRY_VERIFY(!w->isBusy());
+    };
+    responsive("idle");
+    if (QTest::currentTestFailed()) return;
+    {
+      std::vector<std::unique_ptr<QProcess>> load;
+      for (int i = 0; i < QThread::idealThreadCount(); ++i) {
+        load.push_back(std::make_unique<QProcess>());
+        load.back()->start(QStringLiteral("/bin/sh"), {QStringLiteral("-c"), QStringLiteral("while :; do :; done")});
+        QVERIFY(load.back()->waitForStarted(5000));
+      }
+      responsive("beside a busy loop on every core");
+      for (auto& p : load) {
+        p->kill();
+        p->waitForFinished(5000);
+      }
     }
   }
 

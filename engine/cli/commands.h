@@ -21,8 +21,12 @@ std::string parse_size_pair(const std::string& v, char sep, int& a, int& b);
 struct CommonOptions {
   std::string log_level = "info";
   bool json = false;
+  int threads = 0;  // --threads: 0 = the usable cores (core/threads.h)
 };
 void add_common_options(CLI::App& sub, CommonOptions& common, bool reports);
+// What a subcommand's --threads does once parsed (main.cpp: core/threads.h's init_threads; this
+// file stays free of LibTorch for the fuzz targets). Empty: nothing.
+std::function<void(int)>& threads_hook();
 
 // The request flags shared by generate, compare and bench, and their conversion.
 struct RequestFlags {

@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/openmp_preinit.h"
 #include "core/threads.h"
 #include "memory/tracking_allocator.h"
 #include "backend/backend.h"
@@ -65,6 +66,9 @@ int main(int argc, char** argv) {
   // instead of killing the program mid-file.
   std::signal(SIGXFSZ, SIG_IGN);
   fp8s::init_threads();
+  fp8s::cli::threads_hook() = [](int threads) {
+    fp8s::log().info("threads: {}", fp8s::describe(fp8s::init_threads(threads)));
+  };
   fp8s::install_tracking_allocator();
   CLI::App app{"FP8 Studio command line: Stable Diffusion with FP8 weight storage, measured.",
                "fp8studio-cli"};

@@ -48,11 +48,22 @@ std::vector<LoraRequest> parse_lora_flags(const std::vector<std::string>& flags)
   return out;
 }
 
+std::function<void(int)>& threads_hook() {
+  static std::function<void(int)> hook;
+  return hook;
+}
+
 void add_common_options(CLI::App& sub, CommonOptions& common, bool reports) {
   sub.add_option("--log-level", common.log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
   if (reports) sub.add_flag("--json", common.json, "print the report as JSON on stdout");
-  sub.parse_complete_callback([&common] { set_log_level(common.log_level); });
+  sub.add_option("--threads", common.threads, "CPU threads for the arithmetic (0: the cores this process may use)")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
+  sub.parse_complete_callback([&common] {
+    set_log_level(common.log_level);
+    if (const auto& apply = threads_hook()) apply(common.threads);
+  });
 }
 
 namespace {

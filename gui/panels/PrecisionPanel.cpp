@@ -10,6 +10,7 @@
 #include <QSignalBlocker>
 #include <QHBoxLayout>
 #include <QSlider>
+#include <QSpinBox>
 #include <QVBoxLayout>
 
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "ModelPanel.h"
+#include "core/threads.h"
 #include "models/inspect.h"
 #include "pipeline/engine.h"
 
@@ -84,6 +86,14 @@ PrecisionPanel::PrecisionPanel(QWidget* parent) : QWidget(parent) {
   m_device->setToolTip(tr("Where the model runs. On a GPU the charts show VRAM; changing it reloads the model."));
   connect(m_device, &QComboBox::currentIndexChanged, this, [this] { Q_EMIT deviceChanged(device()); });
   form->addRow(tr("Device"), m_device);
+  m_threads = new QSpinBox(this);
+  m_threads->setObjectName(QStringLiteral("threadsSpin"));
+  m_threads->setRange(0, 1024);
+  m_threads->setSpecialValueText(tr("Auto (%1)").arg(usable_cores().cores));
+  m_threads->setToolTip(tr("CPU threads for the arithmetic. Auto uses the cores this process may use (its "
+                           "affinity and cgroup quota); fewer leave room for other work on this machine."));
+  connect(m_threads, &QSpinBox::valueChanged, this, [this](int n) { Q_EMIT threadsChanged(n); });
+  form->addRow(tr("CPU threads"), m_threads);
   form->addRow(tr("Weights"), m_storage);
   form->addRow(tr("FP8 scaling"), m_scale);
   form->addRow(tr("Compute"), m_compute);
@@ -185,6 +195,10 @@ void PrecisionPanel::setReport(const InspectReport* report) {
 
 QString PrecisionPanel::predictionText() const { return m_prediction->text(); }
 
+int PrecisionPanel::threads() const { return m_threads->value(); }
+
+void PrecisionPanel::setThreads(int threads) { m_threads->setValue(std::clamp(threads, 0, m_threads->maximum())); }
+
 QString PrecisionPanel::device() const { return m_device->currentData().toString(); }
 
 void PrecisionPanel::setDevice(const QString& id) {
@@ -220,6 +234,7 @@ void PrecisionPanel::saveSettings(QSettings& s) const {
   s.setValue(QStringLiteral("precision/compute"), QString::fromLatin1(compute_type_name(p.compute)));
   s.setValue(QStringLiteral("precision/fp8_vae"), m_vae->currentData().toBool());
   s.setValue(QStringLiteral("precision/device"), device());
+  s.setValue(QStringLiteral("precision/threads"), threads());
   s.setValue(QStringLiteral("precision/weight_budget"),
              p.weightBudget ? QString::number(qulonglong(*p.weightBudget)) : QStringLiteral("auto"));
 }
@@ -236,6 +251,7 @@ void PrecisionPanel::restoreSettings(const QSettings& s) {
   if (number) p.weightBudget = bytes;
   setSettings(p);
   setDevice(s.value(QStringLiteral("precision/device"), QStringLiteral("auto")).toString());
+  setThreads(s.value(QStringLiteral("precision/threads"), 0).toInt());
 }
 
 }  // namespace fp8s::gui

@@ -16,6 +16,7 @@
 
 class QComboBox;
 class QSlider;
+class QSpinBox;
 class QLabel;
 class QSettings;
 
@@ -58,6 +59,9 @@ class PrecisionPanel : public QWidget {
   // Where the model runs: "auto", "cpu" or "cuda:N" (a change reloads the model).
   QString device() const;
   void setDevice(const QString& id);
+  // CPU threads for the arithmetic: 0 = auto (the cores this process may use, core/threads.h).
+  int threads() const;
+  void setThreads(int threads);
 
   void saveSettings(QSettings& s) const;
   void restoreSettings(const QSettings& s);
@@ -66,6 +70,7 @@ class PrecisionPanel : public QWidget {
   void changed(const fp8s::gui::PrecisionSettings& settings);
   void compareRequested();
   void deviceChanged(const QString& device);
+  void threadsChanged(int threads);
 
  private:
   void update();
@@ -77,6 +82,7 @@ class PrecisionPanel : public QWidget {
   QSlider* m_budget;        // half-GiB steps; the last position is auto
   QLabel* m_budgetLabel;
   QComboBox* m_device;
+  QSpinBox* m_threads;
   QLabel* m_prediction;
   WeightEstimate m_estimate;
   std::string m_followedPath;  // the FP8 checkpoint whose storage setReport last followed
