@@ -6,6 +6,9 @@
 // missing or unsupported is refused by name.
 #include <QDir>
 #include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QRegularExpression>
 
 #include "core/error.h"
 #include "families/family.h"
@@ -171,6 +174,166 @@ class TestZImage : public QObject {
       QFAIL("a Z-Image model without its text encoder loaded");
     } catch (const InputError& e) {
       QVERIFY2(QString(e.what()).contains("--text-encoder"), e.what());
+    }
+  }
+
+  // (helpers, not tests)
+ private:
+  // A diffusers model folder written from the tiny files by the names diffusers gives them
+  // (../shared/reference/zimage/README.md: convert_z_image_transformer_checkpoint_to_diffusers and
+  // convert_ldm_vae_checkpoint, spelled out here on their own): q/k/v split into three tensors,
+  // the autoencoder's blocks renamed and its up blocks reversed, the attention's 1x1 convolutions
+  // as Linear weights; the transformer and the text encoder in shards with their index.
+  static std::string diffusers_transformer_name(const std::string& n) {
+    static const std::pair<const char*, const char*> renames[] = {
+        {"x_embedder.", "all_x_embedder.2-1."}, {"final_layer.", "all_final_layer.2-1."},
+        {".attention.out.", ".attention.to_out.0."}, {".attention.q_norm.", ".attention.norm_q."},
+        {".attention.k_norm.", ".attention.norm_k."}};
+    std::string out = n;
+    for (const auto& [from, to] : renames) {
+      const auto at = out.find(from);
+      if (at != std::string::npos && (from[0] == '.' || at == 0)) out.replace(at, std::string(from).size(), to);
+    }
+    return out;
+  }
+  static std::string diffusers_vae_name(const std::string& n, int levels) {
+    QString s = QString::fromStdString(n);
+    QRegularExpressionMatch m;
+    if ((m = QRegularExpression("^encoder\\.down\\.(\\d+)\\.block\\.(\\d+)\\.(.*)$").match(s)).hasMatch()) {
+      s = "encoder.down_blocks." + m.captured(1) + ".resnets." + m.captured(2) + "." + m.captured(3);
+    } else if ((m = QRegularExpression("^encoder\\.down\\.(\\d+)\\.downsample\\.(.*)$").match(s)).hasMatch()) {
+      s = "encoder.down_blocks." + m.captured(1) + ".downsamplers.0." + m.captured(2);
+    } else if ((m = QRegularExpression("^decoder\\.up\\.(\\d+)\\.block\\.(\\d+)\\.(.*)$").match(s)).hasMatch()) {
+      s = "decoder.up_blocks." + QString::number(levels - 1 - m.captured(1).toInt()) + ".resnets." + m.captured(2) + "." + m.captured(3);
+    } else if ((m = QRegularExpression("^decoder\\.up\\.(\\d+)\\.upsample\\.(.*)$").match(s)).hasMatch()) {
+      s = "decoder.up_blocks." + QString::number(levels - 1 - m.captured(1).toInt()) + ".upsamplers.0." + m.captured(2);
+    }
+    s.replace(".mid.block_1.", ".mid_block.resnets.0.").replace(".mid.block_2.", ".mid_block.resnets.1.");
+    s.replace(".mid.attn_1.norm.", ".mid_block.attentions.0.group_norm.").replace(".mid.attn_1.q.", ".mid_block.attentions.0.to_q.");
+    s.replace(".mid.attn_1.k.", ".mid_block.attentions.0.to_k.").replace(".mid.attn_1.v.", ".mid_block.attentions.0.to_v.");
+    s.replace(".mid.attn_1.proj_out.", ".mid_block.attentions.0.to_out.0.").replace(".nin_shortcut.", ".conv_shortcut.");
+    s.replace("encoder.norm_out.", "encoder.conv_norm_out.").replace("decoder.norm_out.", "decoder.conv_norm_out.");
+    return s.toStdString();
+  }
+  // Writes `tensors` (name -> source record and its shape here) from `src` into `shards` files of
+  // `dir` with an index named `index` (none when empty), each tensor's rows [row0, row0 + rows).
+  struct Out {
+    std::string name;
+    const TensorRecord* rec;
+    std::vector<int64_t> shape;
+    int64_t row0 = 0;
+  };
+  static void write_shards(const SafetensorsFile& src, const std::vector<Out>& tensors, const QString& dir,
+                           const QString& stem, int shards, const QString& index) {
+    QVERIFY(QDir().mkpath(dir));
+    QJsonObject weight_map;
+    for (int k = 0; k < shards; ++k) {
+      const QString name = shards == 1 ? stem + ".safetensors"
+                                       : QString("%1-%2-of-%3.safetensors").arg(stem).arg(k + 1, 5, 10, QChar('0')).arg(shards, 5, 10, QChar('0'));
+      std::vector<TensorSpec> specs;
+      std::vector<const Out*> mine;
+      for (std::size_t i = k; i < tensors.size(); i += shards) {
+        specs.push_back({tensors[i].name, tensors[i].rec->dtype, tensors[i].shape});
+        mine.push_back(&tensors[i]);
+        weight_map[QString::fromStdString(tensors[i].name)] = name;
+      }
+      SafetensorsWriter w((dir + "/" + name).toStdString(), specs, {{"format", "pt"}});
+      for (const Out* o : mine) {
+        std::vector<uint8_t> bytes(o->rec->nbytes());
+        src.read(*o->rec, bytes.data());
+        const uint64_t row_bytes = o->rec->nbytes() / static_cast<uint64_t>(o->rec->shape.at(0));
+        uint64_t want = 1;
+        for (auto d : o->shape) want *= static_cast<uint64_t>(d);
+        w.append(bytes.data() + o->row0 * row_bytes, want * dtype_size(o->rec->dtype));
+      }
+      w.commit();
+    }
+    if (!index.isEmpty()) {
+      QFile f(dir + "/" + index);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(QJsonDocument(QJsonObject{{"metadata", QJsonObject{}}, {"weight_map", weight_map}}).toJson());
+    }
+  }
+  static void write_config(const SafetensorsFile& src, const char* key, const QString& path, QJsonObject extra = {}) {
+    QJsonObject config = QJsonDocument::fromJson(QByteArray::fromStdString(src.metadata().at(key))).object();
+    for (auto it = extra.begin(); it != extra.end(); ++it) config[it.key()] = it.value();
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(QJsonDocument(config).toJson());
+  }
+
+ private Q_SLOTS:
+  void diffusersFolderGivesTheSplitFilesImage() {
+    FP8S_REQUIRE_REFERENCE();
+    const QString root = m_dir.path() + "/Z-Image-Turbo";
+    {  // transformer/: q, k, v as three tensors, 3 shards
+      const SafetensorsFile t(ref("tiny-zimage-turbo.safetensors").toStdString());
+      std::vector<Out> out;
+      for (const auto& r : t.tensors()) {
+        const auto qkv = r.name.find(".attention.qkv.");
+        if (qkv == std::string::npos) {
+          out.push_back({diffusers_transformer_name(r.name), &r, r.shape});
+          continue;
+        }
+        const int64_t third = r.shape[0] / 3;
+        const char* parts[] = {"to_q.", "to_k.", "to_v."};
+        for (int i = 0; i < 3; ++i) {
+          auto shape = r.shape;
+          shape[0] = third;
+          out.push_back({r.name.substr(0, qkv) + ".attention." + parts[i] + r.name.substr(qkv + 15), &r, shape, i * third});
+        }
+      }
+      write_shards(t, out, root + "/transformer", "diffusion_pytorch_model", 3, "diffusion_pytorch_model.safetensors.index.json");
+      write_config(t, "zimage.config", root + "/transformer/config.json", {{"_class_name", "ZImageTransformer2DModel"}});
+    }
+    {  // text_encoder/: transformers' names as they are, 2 shards
+      const SafetensorsFile q(ref("tiny-qwen3.safetensors").toStdString());
+      std::vector<Out> out;
+      for (const auto& r : q.tensors()) out.push_back({r.name, &r, r.shape});
+      write_shards(q, out, root + "/text_encoder", "model", 2, "model.safetensors.index.json");
+      write_config(q, "qwen3.config", root + "/text_encoder/config.json", {{"model_type", "qwen3"}});
+    }
+    {  // vae/: AutoencoderKL's names, one file
+      const SafetensorsFile v(ref("tiny-ae.safetensors").toStdString());
+      int levels = 0;
+      while (v.find("decoder.up." + std::to_string(levels) + ".block.0.conv1.weight")) ++levels;
+      std::vector<Out> out;
+      for (const auto& r : v.tensors()) {
+        auto shape = r.shape;
+        if (r.name.find(".mid.attn_1.") != std::string::npos && shape.size() == 4) shape = {shape[0], shape[1]};
+        out.push_back({diffusers_vae_name(r.name, levels), &r, shape});
+      }
+      write_shards(v, out, root + "/vae", "diffusion_pytorch_model", 1, "");
+      const auto ae = QJsonDocument::fromJson(QByteArray::fromStdString(v.metadata().at("ae.config"))).object();
+      QFile f(root + "/vae/config.json");
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(QJsonDocument(QJsonObject{{"_class_name", "AutoencoderKL"}, {"scaling_factor", ae["scale_factor"]},
+                                        {"shift_factor", ae["shift_factor"]}}).toJson());
+    }
+    QVERIFY(QFile::link(ref("qwen_tokenizer"), root + "/tokenizer"));
+    {
+      QFile f(root + "/model_index.json");
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(R"({"_class_name": "ZImagePipeline"})");
+    }
+    LoadOptions folder;
+    folder.checkpoint = root.toStdString();
+    folder.storage = {WeightType::BF16, Fp8Scale::None, false};
+    folder.device = "cpu";
+    Engine a(folder), b(tiny_options());
+    const auto info = a.info();
+    QCOMPARE(QString::fromStdString(info.architecture), QString("Z-Image Turbo"));
+    QCOMPARE(QString::fromStdString(info.components[1].path), root + "/text_encoder");
+    QCOMPARE(QString::fromStdString(info.components[2].path), root + "/vae");
+    QCOMPARE(info.unet_bytes + info.text_bytes + info.vae_bytes, b.info().unet_bytes + b.info().text_bytes + b.info().vae_bytes);
+    QVERIFY(pixels(a, tiny_request()) == pixels(b, tiny_request()));
+    // a missing shard is named with what to do
+    QVERIFY(QFile::remove(root + "/transformer/diffusion_pytorch_model-00002-of-00003.safetensors"));
+    try {
+      Engine c(folder);
+      QFAIL("a folder with a missing shard loaded");
+    } catch (const InputError& e) {
+      QVERIFY2(QString(e.what()).contains("00002-of-00003.safetensors, which is missing"), e.what());
     }
   }
 

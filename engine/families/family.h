@@ -178,6 +178,9 @@ struct FamilyTools {
   // The files a load of `options` would use, by component (name, path; inspect lists them), from
   // the headers (optional).
   std::function<std::vector<ComponentInfo>(const LoadOptions& options)> components;
+  // How a model folder's tensors in this family's other layouts (diffusers' names) read as its
+  // files' names (io/safetensors.h); registered with the family, asked for every folder opened.
+  std::vector<FolderRenamer> folder_names;
 };
 
 struct FamilyEntry {

@@ -26,6 +26,16 @@ std::vector<FamilyEntry>& registry() {
   return entries;
 }
 
+std::vector<FolderRenamer> family_folder_names() {
+  const std::lock_guard<std::mutex> lock(registry_mutex());
+  std::vector<FolderRenamer> out;
+  for (const auto& e : registry()) out.insert(out.end(), e.tools.folder_names.begin(), e.tools.folder_names.end());
+  return out;
+}
+
+// before main() (a pointer only: the families are built at their first use)
+[[maybe_unused]] const bool g_folder_names_source = (set_folder_renamer_source(&family_folder_names), true);
+
 }  // namespace
 
 void register_family(FamilyEntry entry) {

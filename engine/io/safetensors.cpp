@@ -242,6 +242,11 @@ std::atomic<uint64_t> g_headers_read{0};
 uint64_t SafetensorsFile::headers_read() { return g_headers_read.load(); }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  struct stat dir {};
+  if (::stat(path.c_str(), &dir) == 0 && S_ISDIR(dir.st_mode)) {
+    open_folder(path);
+    return;
+  }
   g_headers_read.fetch_add(1);
   refuse_pickle_checkpoint(path);
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -308,6 +313,8 @@ SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
     map_ = std::exchange(other.map_, nullptr);
     index_ = std::move(other.index_);
     by_name_ = std::move(other.by_name_);
+    parts_ = std::move(other.parts_);
+    pieces_ = std::move(other.pieces_);
   }
   return *this;
 }
@@ -324,11 +331,24 @@ const TensorRecord& SafetensorsFile::at(const std::string& name) const {
 }
 
 const uint8_t* SafetensorsFile::view(const TensorRecord& record) const {
+  if (is_folder()) {
+    const auto& pieces = pieces_.at(by_name_.at(record.name));
+    if (pieces.size() != 1) throw RuntimeFailure(path_ + ": tensor '" + record.name + "' is assembled from several; read() it");
+    return parts_[pieces[0].part]->view(pieces[0].record);
+  }
   if (!map_) throw RuntimeFailure(path_ + ": the file mapping was released");
   return map_ + 8 + index_.header_bytes + record.begin;
 }
 
 void SafetensorsFile::read(const TensorRecord& record, void* dst) const {
+  if (is_folder()) {
+    auto* out = static_cast<uint8_t*>(dst);
+    for (const auto& piece : pieces_.at(by_name_.at(record.name))) {
+      parts_[piece.part]->read(piece.record, out);
+      out += piece.record.nbytes();
+    }
+    return;
+  }
   uint64_t offset = 8 + index_.header_bytes + record.begin;
   uint64_t remaining = record.nbytes();
   auto* out = static_cast<uint8_t*>(dst);
@@ -348,6 +368,8 @@ void SafetensorsFile::read(const TensorRecord& record, void* dst) const {
 }
 
 void SafetensorsFile::check_unchanged() const {
+  for (const auto& part : parts_) part->check_unchanged();
+  if (is_folder()) return;
   struct stat st {};
   const bool same = ::fstat(fd_, &st) == 0 && static_cast<uint64_t>(st.st_size) == file_size_ &&
                     static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec == mtime_ns_;
@@ -358,11 +380,16 @@ void SafetensorsFile::check_unchanged() const {
 }
 
 void SafetensorsFile::drop_cached_pages(const TensorRecord& record) const {
+  if (is_folder()) {
+    for (const auto& piece : pieces_.at(by_name_.at(record.name))) parts_[piece.part]->drop_cached_pages(piece.record);
+    return;
+  }
   ::posix_fadvise(fd_, static_cast<off_t>(8 + index_.header_bytes + record.begin), static_cast<off_t>(record.nbytes()),
                   POSIX_FADV_DONTNEED);
 }
 
 void SafetensorsFile::release_mapping() {
+  for (const auto& part : parts_) part->release_mapping();
   if (map_) {
     ::munmap(const_cast<uint8_t*>(map_), file_size_);
     map_ = nullptr;

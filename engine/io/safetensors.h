@@ -3,7 +3,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,10 +51,34 @@ struct SafetensorsIndex {
 SafetensorsIndex parse_safetensors(const uint8_t* bytes, uint64_t available, uint64_t file_size,
                                    const std::string& label);
 
+// A tensor of a model folder as this app reads it (io/safetensors_folder.cpp): `name` with `shape`,
+// its bytes those of `sources` in order (each a folder tensor, or rows of one), i.e. the sources
+// concatenated along dim 0: diffusers keeps Z-Image's and Flux's fused q/k/v as three tensors.
+struct FolderSource {
+  std::string name;
+  int64_t row_start = 0;
+  int64_t rows = -1;  // -1: all of it
+};
+struct FolderTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<FolderSource> sources;
+};
+// A family's reading of a folder's tensors in its own layout (diffusers' names onto the released
+// files' names): nullopt when the tensors are not that layout. The families' (FamilyTools::
+// folder_names) are asked in order; a folder none recognises keeps its names.
+using FolderRenamer = std::function<std::optional<std::vector<FolderTensor>>(const std::map<std::string, TensorRecord>& tensors)>;
+// Where the renamers come from: families/registry.cpp sets its collector before main().
+void set_folder_renamer_source(std::vector<FolderRenamer> (*source)());
+
 // A read-only safetensors file. Opening validates the whole layout; tensor data is read lazily.
 class SafetensorsFile {
  public:
   // Throws InputError when the file is missing, unreadable, a pickle checkpoint, or malformed.
+  // A folder opens as one file: a diffusers model folder (model_index.json) as its transformer/
+  // (or unet/), a component folder as its shards (*.safetensors.index.json, or its .safetensors),
+  // renamed by the families' FolderRenamers, its config.json as metadata "config.json"; its tensors
+  // are read piece by piece from the shards.
   explicit SafetensorsFile(const std::string& path);
   ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
@@ -61,6 +87,7 @@ class SafetensorsFile {
   SafetensorsFile& operator=(SafetensorsFile&& other) noexcept;
 
   const std::string& path() const { return path_; }
+  bool is_folder() const { return !parts_.empty(); }
   uint64_t file_size() const { return file_size_; }
   const SafetensorsIndex& index() const { return index_; }
   const std::vector<TensorRecord>& tensors() const { return index_.tensors; }
@@ -90,6 +117,13 @@ class SafetensorsFile {
   static uint64_t headers_read();
 
  private:
+  void open_folder(const std::string& dir);
+  struct Piece {
+    std::size_t part;
+    TensorRecord record;  // the part's record, narrowed to the rows used
+  };
+  std::vector<std::unique_ptr<SafetensorsFile>> parts_;  // a folder's shards
+  std::vector<std::vector<Piece>> pieces_;               // per tensor of index_, for a folder
   std::string path_;
   int fd_ = -1;
   uint64_t file_size_ = 0;

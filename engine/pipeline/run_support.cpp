@@ -39,6 +39,7 @@ std::string legacy_model_hash(const std::string& path) {
   std::vector<uint8_t> buf(0x10000);
   const ssize_t n = ::pread(fd, buf.data(), buf.size(), 0x100000);
   ::close(fd);
+  if (n < 0) return "";  // a model folder has no such hash (a file under 1 MiB hashes nothing, as in A1111)
   Sha256 h;
   if (n > 0) h.update(buf.data(), static_cast<std::size_t>(n));
   return h.hex().substr(0, 8);

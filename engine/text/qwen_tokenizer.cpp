@@ -131,6 +131,7 @@ std::vector<std::string> QwenTokenizer::search_paths(const std::string& explicit
   std::vector<std::string> paths;
   if (!explicit_path.empty()) paths.push_back(explicit_path);
   if (!model.empty()) {
+    if (is_dir(model)) paths.push_back(model + "/tokenizer");  // a diffusers model folder
     paths.push_back(dirname_of(model) + "/qwen_tokenizer");
     paths.push_back(dirname_of(model) + "/tokenizer");
   }

@@ -3,6 +3,7 @@
 // encoders dropped when the transformer's phase would not fit beside them, the transformer as a
 // denoiser over the flow (pipeline/flux_model), the 16-channel autoencoder, Forge's infotext.
 #include "families/flux/flux_family.h"
+#include "models/flux/flux_files.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -422,6 +423,7 @@ FamilyEntry flux_family_entry() {
     return std::make_unique<FluxFamily>(o, device);
   };
   e.tools = flux_tools();
+  e.tools.folder_names = {diffusers_autoencoder_names};
   return e;
 }
 

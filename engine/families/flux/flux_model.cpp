@@ -147,6 +147,14 @@ VaeConfig flux_ae_config(const SafetensorsFile& f, const std::string& p) {
     } catch (const nlohmann::json::exception& e) {
       throw InputError(f.path() + ": malformed ae.config metadata (" + e.what() + ")");
     }
+  } else if (const auto config = metadata(f, "config.json"); !config.empty()) {  // diffusers' vae/config.json
+    try {
+      const auto j = nlohmann::json::parse(config);
+      c.scale_factor = j.value("scaling_factor", c.scale_factor);
+      if (j.contains("shift_factor") && j["shift_factor"].is_number()) c.shift_factor = j["shift_factor"].get<float>();
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(f.path() + "/config.json: malformed (" + e.what() + ")");
+    }
   }
   return c;
 }

@@ -28,9 +28,11 @@ at::Tensor rotate_half(const at::Tensor& x) {
 
 Qwen3Config qwen3_config(const SafetensorsFile& f, const std::string& p) {
   Qwen3Config c;
-  const auto meta = f.metadata().find("qwen3.config");
+  // the tiny files' own metadata, else a model folder's config.json (the same names)
+  auto meta = f.metadata().find("qwen3.config");
+  if (meta == f.metadata().end()) meta = f.metadata().find("config.json");
   if (meta != f.metadata().end()) {
-    read_config_json(meta->second, f.path(), "qwen3.config", [&](const nlohmann::json& j) {
+    read_config_json(meta->second, f.path(), meta->first.c_str(), [&](const nlohmann::json& j) {
       c.eps = j.value("rms_norm_eps", c.eps);
       c.rope_theta = j.value("rope_theta", c.rope_theta);
     });

@@ -95,6 +95,7 @@ FamilyEntry zimage_family_entry() {
   e.open = open_zimage;
   e.tools.estimate = zimage_estimate;
   e.tools.auto_storage = zimage_auto_storage;
+  e.tools.folder_names = {zimage_diffusers_names};
   e.tools.probe = {{"qwen3", "zimage", "zimage-sample"}, run_zimage_probe};
   e.tools.components = [](const LoadOptions& o) {
     const auto f = zimage_files(o);

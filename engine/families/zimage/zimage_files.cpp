@@ -27,6 +27,39 @@ ZImageFileContents zimage_contents(const SafetensorsFile& file) {
   return c;
 }
 
+std::optional<std::vector<FolderTensor>> zimage_diffusers_names(const std::map<std::string, TensorRecord>& tensors) {
+  if (!tensors.count("all_x_embedder.2-1.weight") || !tensors.count("cap_embedder.1.weight")) return std::nullopt;
+  static const std::pair<const char*, const char*> renames[] = {
+      {"all_x_embedder.2-1.", "x_embedder."}, {"all_final_layer.2-1.", "final_layer."},
+      {".attention.to_out.0.", ".attention.out."}, {".attention.norm_q.", ".attention.q_norm."},
+      {".attention.norm_k.", ".attention.k_norm."}};
+  std::vector<FolderTensor> out;
+  for (const auto& [name, t] : tensors) {
+    const auto q = name.find(".attention.to_q.");
+    if (q != std::string::npos) {  // q, k and v become the rows of one qkv
+      const std::string head = name.substr(0, q) + ".attention.", tail = name.substr(q + 16);
+      FolderTensor qkv{head + "qkv." + tail, t.shape, {}};
+      qkv.shape[0] = 0;
+      for (const char* part : {"to_q.", "to_k.", "to_v."}) {
+        const auto it = tensors.find(head + part + tail);
+        if (it == tensors.end()) return std::nullopt;  // not the layout after all
+        qkv.shape[0] += it->second.shape.at(0);
+        qkv.sources.push_back({it->first, 0, -1});
+      }
+      out.push_back(std::move(qkv));
+      continue;
+    }
+    if (name.find(".attention.to_k.") != std::string::npos || name.find(".attention.to_v.") != std::string::npos) continue;
+    std::string n = name;
+    for (const auto& [from, to] : renames) {
+      const auto at = n.find(from);
+      if (at != std::string::npos) n.replace(at, std::string(from).size(), to);
+    }
+    out.push_back({n, t.shape, {{name, 0, -1}}});
+  }
+  return out;
+}
+
 ZImageFiles resolve_zimage_files(const std::string& model, const std::string& text_encoder, const std::string& vae) {
   ZImageFiles f;
   {
@@ -46,6 +79,15 @@ ZImageFiles resolve_zimage_files(const std::string& model, const std::string& te
   };
   if (!text_encoder.empty()) f.text_encoder = explicit_file(text_encoder, "Qwen3 text encoder", &ZImageFileContents::text_encoder);
   if (!vae.empty()) f.vae = explicit_file(vae, "Flux autoencoder (16 latent channels)", &ZImageFileContents::vae);
+  if (is_dir(model)) {  // a diffusers model folder: its own text_encoder/ and vae/
+    const std::pair<ComponentSource*, const char*> subs[] = {{&f.text_encoder, "text_encoder"}, {&f.vae, "vae"}};
+    for (const auto& [slot, sub] : subs) {
+      if (slot->found() || !is_dir(model + "/" + sub)) continue;
+      f.searched.push_back(model + "/" + sub);
+      *slot = explicit_file(model + "/" + sub, sub == std::string("vae") ? "Flux autoencoder (16 latent channels)" : "Qwen3 text encoder",
+                            sub == std::string("vae") ? &ZImageFileContents::vae : &ZImageFileContents::text_encoder);
+    }
+  }
   // ComfyUI's layout: models/{diffusion_models,unet,checkpoints}/MODEL, models/{text_encoders,clip,vae}/;
   // then the model's own folder
   const std::string here = dirname_of(model), root = dirname_of(here);

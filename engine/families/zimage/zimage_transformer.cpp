@@ -35,9 +35,11 @@ int64_t padded(int64_t n) { return (n + kTokenMultiple - 1) / kTokenMultiple * k
 
 ZImageConfig zimage_config(const SafetensorsFile& f, const std::string& p) {
   ZImageConfig c;
-  const auto meta = f.metadata().find("zimage.config");
+  // the tiny files' own metadata, else a model folder's config.json (the same names)
+  auto meta = f.metadata().find("zimage.config");
+  if (meta == f.metadata().end()) meta = f.metadata().find("config.json");
   if (meta != f.metadata().end()) {
-    read_config_json(meta->second, f.path(), "zimage.config", [&](const nlohmann::json& j) {
+    read_config_json(meta->second, f.path(), meta->first.c_str(), [&](const nlohmann::json& j) {
       c.axes_dims = j.value("axes_dims", c.axes_dims);
       c.rope_theta = j.value("rope_theta", c.rope_theta);
       c.t_scale = j.value("t_scale", c.t_scale);

@@ -1,5 +1,7 @@
 #include "models/flux/flux_files.h"
 
+#include <cctype>
+
 #include <algorithm>
 
 #include "core/error.h"
@@ -35,6 +37,63 @@ FluxFileContents flux_contents(const SafetensorsFile& file) {
 }
 
 bool is_flux_file(const SafetensorsFile& file) { return flux_contents(file).transformer.has_value(); }
+
+std::optional<std::vector<FolderTensor>> diffusers_autoencoder_names(const std::map<std::string, TensorRecord>& tensors) {
+  if (!tensors.count("decoder.mid_block.attentions.0.to_q.weight") || !tensors.count("encoder.down_blocks.0.resnets.0.conv1.weight")) {
+    return std::nullopt;
+  }
+  int ups = 0;
+  while (tensors.count("decoder.up_blocks." + std::to_string(ups) + ".resnets.0.conv1.weight")) ++ups;
+  auto index_after = [](const std::string& name, std::size_t at) {  // "12.rest" -> 12, position of rest
+    std::size_t end = at;
+    while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
+    return std::make_pair(end > at && end - at < 6 ? std::stoi(name.substr(at, end - at)) : -1, end + 1);
+  };
+  std::vector<FolderTensor> out;
+  for (const auto& [name, t] : tensors) {
+    std::string n = name;
+    std::vector<int64_t> shape = t.shape;
+    for (const std::string coder : {"encoder.", "decoder."}) {
+      if (!starts_with(n, coder)) continue;
+      const std::string rest = n.substr(coder.size());
+      const bool down = starts_with(rest, "down_blocks."), up = starts_with(rest, "up_blocks.");
+      if (down || up) {
+        const std::string head = down ? "down_blocks." : "up_blocks.";
+        auto [i, at] = index_after(rest, head.size());
+        if (i < 0 || at > rest.size()) break;
+        const int level = up ? ups - 1 - i : i;
+        std::string tail = rest.substr(at);
+        if (starts_with(tail, "resnets.")) tail = "block." + tail.substr(8);
+        else if (starts_with(tail, "downsamplers.0.")) tail = "downsample." + tail.substr(15);
+        else if (starts_with(tail, "upsamplers.0.")) tail = "upsample." + tail.substr(13);
+        n = coder + (down ? "down." : "up.") + std::to_string(level) + "." + tail;
+      } else if (starts_with(rest, "mid_block.resnets.0.")) {
+        n = coder + "mid.block_1." + rest.substr(20);
+      } else if (starts_with(rest, "mid_block.resnets.1.")) {
+        n = coder + "mid.block_2." + rest.substr(20);
+      } else if (starts_with(rest, "mid_block.attentions.0.")) {
+        std::string tail = rest.substr(23);
+        static const std::pair<const char*, const char*> attn[] = {
+            {"group_norm.", "norm."}, {"to_q.", "q."}, {"to_k.", "k."}, {"to_v.", "v."}, {"to_out.0.", "proj_out."}};
+        for (const auto& [from, to] : attn) {
+          if (starts_with(tail, from)) {
+            tail = to + tail.substr(std::string(from).size());
+            break;
+          }
+        }
+        if (shape.size() == 2) shape = {shape[0], shape[1], 1, 1};  // a Linear as the 1x1 convolution
+        n = coder + "mid.attn_1." + tail;
+      } else if (starts_with(rest, "conv_norm_out.")) {
+        n = coder + "norm_out." + rest.substr(14);
+      }
+      const auto shortcut = n.find(".conv_shortcut.");
+      if (shortcut != std::string::npos) n.replace(shortcut, 15, ".nin_shortcut.");
+      break;
+    }
+    out.push_back({n, shape, {{name, 0, -1}}});
+  }
+  return out;
+}
 
 FluxFiles resolve_flux_files(const std::string& model, const std::string& t5, const std::string& clip_l,
                              const std::string& vae) {

@@ -29,6 +29,12 @@ FluxFileContents flux_contents(const SafetensorsFile& file);
 // A Flux transformer (double_blocks.*) at any prefix.
 bool is_flux_file(const SafetensorsFile& file);
 
+// diffusers' AutoencoderKL names (a model folder's vae/) as BFL's / LDM's (ComfyUI's ae.safetensors):
+// down_blocks.i.resnets.j -> down.i.block.j, up_blocks.i -> up.(n-1-i), mid_block -> mid.block_1/2
+// and attn_1 (its Linear q/k/v/proj_out as 1x1 convolutions), conv_norm_out -> norm_out;
+// nullopt when the tensors are not that layout (a FolderRenamer).
+std::optional<std::vector<FolderTensor>> diffusers_autoencoder_names(const std::map<std::string, TensorRecord>& tensors);
+
 // What a user names of a Flux model beside its file: each empty one is the model file's own, else
 // found in a ComfyUI models folder around it (components) or searched as the CLIP vocabulary is
 // (the T5 tokenizer).
