@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "families/family.h"
+#include "models/inspect.h"
 #include "pipeline/engine.h"
 #include "families/zimage/qwen3.h"
 #include "families/zimage/zimage_transformer.h"
@@ -263,6 +264,24 @@ class TestZImage : public QObject {
   }
 
  private Q_SLOTS:
+  // inspect names the family and counts its Linear weights as FP8-able (the autoencoder's not)
+  void inspectNamesTheFamilyAndItsComponents() {
+    FP8S_REQUIRE_REFERENCE();
+    const SafetensorsFile t(ref("tiny-zimage-turbo.safetensors").toStdString());
+    const auto r = inspect_model_file(t);
+    QCOMPARE(QString::fromStdString(r.architecture()), QString("Z-Image Turbo"));
+    QCOMPARE(int(r.components.size()), 1);
+    QCOMPARE(QString::fromStdString(r.components[0].name), QString("transformer"));
+    uint64_t linear = 0;  // by hand: every 2-D weight of the transformer
+    for (const auto& rec : t.tensors()) linear += rec.shape.size() == 2 && rec.name.size() > 7 && rec.name.compare(rec.name.size() - 7, 7, ".weight") == 0;
+    QCOMPARE(r.components[0].quantisable_tensors, linear);
+    const SafetensorsFile q(ref("tiny-qwen3.safetensors").toStdString());
+    const auto rq = inspect_checkpoint(q, {"Z-Image Turbo", {{"text_encoder", "model.", true}}});
+    uint64_t q_linear = 0;  // the embedding stays 16-bit
+    for (const auto& rec : q.tensors()) q_linear += rec.shape.size() == 2 && rec.name.find("embed_tokens") == std::string::npos;
+    QCOMPARE(rq.components.at(0).quantisable_tensors, q_linear);
+  }
+
   void diffusersFolderGivesTheSplitFilesImage() {
     FP8S_REQUIRE_REFERENCE();
     const QString root = m_dir.path() + "/Z-Image-Turbo";

@@ -167,7 +167,7 @@ void register_inspect(CLI::App& app) {
   sub->callback([o] {
     const std::string model = model_or_demo(o->model);
     SafetensorsFile file(model);
-    const auto report = inspect_checkpoint(file);
+    const auto report = inspect_model_file(file);
     std::optional<uint64_t> budget;
     if (!o->budget.empty()) {
       budget = parse_weight_budget(o->budget);

@@ -15,6 +15,7 @@
 
 #include "families/family_traits.h"
 #include "models/checkpoint_layout.h"
+#include "models/inspect.h"
 #include "models/streaming.h"
 #include "pipeline/request.h"
 #include "pipeline/sampling_init.h"
@@ -181,6 +182,8 @@ struct FamilyTools {
   // How a model folder's tensors in this family's other layouts (diffusers' names) read as its
   // files' names (io/safetensors.h); registered with the family, asked for every folder opened.
   std::vector<FolderRenamer> folder_names;
+  // The file's components by prefix for inspect's report (optional: SD's names otherwise).
+  std::function<InspectParts(const SafetensorsFile& file)> inspect_parts;
 };
 
 struct FamilyEntry {

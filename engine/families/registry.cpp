@@ -61,6 +61,11 @@ const FamilyEntry* find_family(const SafetensorsFile& file) {
 
 const std::vector<FamilyEntry>& registered_families() { return registry(); }
 
+InspectReport inspect_model_file(const SafetensorsFile& file) {
+  const FamilyEntry* family = find_family(file);
+  return inspect_checkpoint(file, family && family->tools.inspect_parts ? family->tools.inspect_parts(file) : InspectParts{});
+}
+
 WeightBytes estimate_weight_bytes(const LoadOptions& options, const StorageSpec& storage) {
   const SafetensorsFile file(options.checkpoint);
   const FamilyEntry* family = find_family(file);

@@ -66,11 +66,12 @@ uint64_t predicted_bytes(const ComponentStats& c, const StorageSpec& storage) {
   }
 }
 
-InspectReport inspect_checkpoint(const SafetensorsFile& file) {
+InspectReport inspect_checkpoint(const SafetensorsFile& file, const InspectParts& family_parts) {
   InspectReport r;
   r.path = file.path();
   r.file_size = file.file_size();
   r.detection = detect_architecture(file);
+  r.family = family_parts.family;
   if (auto it = file.metadata().find("fp8s.quantization"); it != file.metadata().end()) {
     r.quantization_metadata = it->second;
   }
@@ -78,26 +79,38 @@ InspectReport inspect_checkpoint(const SafetensorsFile& file) {
   r.fp8 = read_fp8_scheme(file);
   std::map<std::string, ComponentStats> by_label;
   std::map<std::string, uint64_t> weight_dtypes;  // dtype census of quantisable weights
-  // Flux files: components by their prefixes; every Linear weight but the VAE's is quantisable
-  const bool flux = r.detection.arch == Arch::FLUX_DEV || r.detection.arch == Arch::FLUX_SCHNELL ||
-                    r.detection.arch == Arch::FLUX_PART;
-  const FluxFileContents parts = flux ? flux_contents(file) : FluxFileContents{};
-  auto label_of = [&](const std::string& name) -> std::string {
-    if (!flux) return component_label(name);
+  // components by their prefixes: the family's, or a Flux file's; every Linear weight but the
+  // autoencoder's is quantisable
+  std::vector<InspectPart> parts = family_parts.parts;
+  if (parts.empty() && (r.detection.arch == Arch::FLUX_DEV || r.detection.arch == Arch::FLUX_SCHNELL ||
+                        r.detection.arch == Arch::FLUX_PART)) {
+    const FluxFileContents c = flux_contents(file);
+    for (const auto& [label, p] : {std::pair{"transformer", c.transformer}, std::pair{"t5xxl", c.t5},
+                                   std::pair{"clip_l", c.clip_l}, std::pair{"vae", c.vae}}) {
+      if (p) parts.push_back({label, *p, std::string(label) != "vae"});
+    }
+  }
+  const bool by_prefix = !parts.empty();
+  auto part_of = [&](const std::string& name) -> const InspectPart* {
     // the longest matching prefix wins (an all-in-one file nests nothing, a component file has "")
-    std::string best = "other";
-    std::size_t best_len = 0;
-    for (const auto& [label, p] : {std::pair{"transformer", parts.transformer}, std::pair{"t5xxl", parts.t5},
-                                   std::pair{"clip_l", parts.clip_l}, std::pair{"vae", parts.vae}}) {
-      if (p && starts_with(name, *p) && (best == "other" || p->size() > best_len)) best = label, best_len = p->size();
+    const InspectPart* best = nullptr;
+    for (const auto& p : parts) {
+      if (starts_with(name, p.prefix) && (!best || p.prefix.size() > best->prefix.size())) best = &p;
     }
     return best;
   };
-  auto quantisable = [&](const TensorRecord& t, const std::string& label) {
-    if (!flux) return is_quantisable(t.name, t.shape, false);
-    const bool embedding = t.name.find("embed") != std::string::npos || ends_with(t.name, "shared.weight") ||
+  auto label_of = [&](const std::string& name) -> std::string {
+    if (!by_prefix) return component_label(name);
+    const auto* p = part_of(name);
+    return p ? p->label : "other";
+  };
+  auto quantisable = [&](const TensorRecord& t, const std::string&) {
+    if (!by_prefix) return is_quantisable(t.name, t.shape, false);
+    const bool embedding = t.name.find("embed_tokens") != std::string::npos || t.name.find("token_embedding") != std::string::npos ||
+                           t.name.find("position_embedding") != std::string::npos || ends_with(t.name, "shared.weight") ||
                            t.name.find("relative_attention_bias") != std::string::npos;
-    return label != "vae" && label != "other" && ends_with(t.name, ".weight") && t.shape.size() == 2 && !embedding;
+    const auto* p = part_of(t.name);
+    return p && p->quantisable && ends_with(t.name, ".weight") && t.shape.size() == 2 && !embedding;
   };
   for (const auto& t : file.tensors()) {
     const std::string label = label_of(t.name);
@@ -133,7 +146,7 @@ InspectReport inspect_checkpoint(const SafetensorsFile& file) {
       c.bytes_fp8 += 2 * n;
     }
   }
-  for (const char* order : {"unet", "transformer", "t5xxl", "clip_l", "open_clip_h", "open_clip_g", "vae", "other"}) {
+  for (const char* order : {"unet", "transformer", "t5xxl", "clip_l", "text_encoder", "open_clip_h", "open_clip_g", "vae", "other"}) {
     if (auto it = by_label.find(order); it != by_label.end()) {
       r.components.push_back(it->second);
       by_label.erase(it);
@@ -183,7 +196,7 @@ StorageSpec default_storage(const InspectReport& report) {
 std::string format_inspect_report(const InspectReport& r) {
   std::ostringstream o;
   o << r.path << "\n";
-  o << "  architecture: " << r.detection.description() << "\n";
+  o << "  architecture: " << r.architecture() << "\n";
   if (!r.demo.empty()) o << "  model:        " << r.demo << "\n";
   o << "  file size:    " << with_commas(r.file_size) << " bytes\n";
   o << "  weights:      " << r.storage << "\n";
@@ -234,6 +247,7 @@ nlohmann::json inspect_report_json(const InspectReport& r) {
   nlohmann::json j{{"path", r.path},
                    {"file_size", r.file_size},
                    {"architecture", arch_name(r.detection.arch)},
+                   {"family", r.family},
                    {"variant", r.detection.variant},
                    {"storage", r.storage},
                    {"fp8_limit_bytes", r.fp8_limit_bytes()},

@@ -30,10 +30,27 @@ struct ComponentStats {
   std::map<std::string, uint64_t> dtype_tensors;  // "F16" -> count
 };
 
+// A family's components in a file, for the report (FamilyTools::inspect_parts): each with the
+// prefix its tensors have and whether its 2-D weights take FP8 (the autoencoder's do not);
+// embeddings never do.
+struct InspectPart {
+  std::string label, prefix;
+  bool quantisable = true;
+};
+struct InspectParts {
+  std::string family;  // its display name, when the file is one of its models
+  std::vector<InspectPart> parts;
+};
+
 struct InspectReport {
   std::string path;
   uint64_t file_size = 0;
   Detection detection;
+  std::string family;  // the family's name when a family described the file (InspectParts)
+  // the architecture as the report names it: the family's name when SD's detector knows none
+  std::string architecture() const {
+    return detection.arch == Arch::UNKNOWN && !family.empty() ? family : detection.description();
+  }
   std::string storage;  // "fp16", "fp32", "bf16", "fp8-e4m3 (scale tensor)", "mixed: ..."
   // The storage type the quantisable weights are in (unset when mixed or none); for FP8 the
   // scaling that its scale tensors show.
@@ -47,7 +64,11 @@ struct InspectReport {
   uint64_t fp8_limit_bytes() const { return total.bytes_fp8; }
 };
 
-InspectReport inspect_checkpoint(const SafetensorsFile& file);
+// `parts`: the components by prefix, when a family names them (else SD's names, and Flux's
+// prefixes for a Flux file).
+InspectReport inspect_checkpoint(const SafetensorsFile& file, const InspectParts& parts = {});
+// The same, its components as the file's family names them (families/registry.cpp).
+InspectReport inspect_model_file(const SafetensorsFile& file);
 // A component's weight bytes when loaded in `storage`: FP32 4 bytes, 16-bit 2; FP8 one byte for
 // the quantisable weights and 16-bit for the rest, the VAE 16-bit unless `storage.fp8_vae`.
 uint64_t predicted_bytes(const ComponentStats& component, const StorageSpec& storage);

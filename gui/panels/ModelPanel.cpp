@@ -236,7 +236,7 @@ void ModelPanel::inspectCurrent() {
       [path]() -> Result {
         try {
           SafetensorsFile file(path.toStdString());
-          return {std::make_shared<InspectReport>(inspect_checkpoint(file)), QString(), family_traits_of(path.toStdString())};
+          return {std::make_shared<InspectReport>(inspect_model_file(file)), QString(), family_traits_of(path.toStdString())};
         } catch (const std::exception& e) {
           return {nullptr, QString::fromStdString(e.what()), FamilyTraits{}};
         }
@@ -257,7 +257,7 @@ void ModelPanel::showReport(const QString& path, std::shared_ptr<InspectReport> 
     m_info->setText(QStringLiteral("<span style='color:#c0392b'>%1</span>").arg(error.toHtmlEscaped()));
   } else {
     QString html = QStringLiteral("<b>%1</b><table cellspacing=0 cellpadding=1>")
-                       .arg(QString::fromStdString(m_report->detection.description()).toHtmlEscaped());
+                       .arg(QString::fromStdString(m_report->architecture()).toHtmlEscaped());
     const bool fp8File = !m_report->fp8.layout.empty();
     html += tr("<tr><td>component&nbsp;</td><td align=right>params&nbsp;</td><td align=right>16-bit&nbsp;</td><td align=right>FP8</td>%1</tr>")
                 .arg(fp8File ? tr("<td align=right>&nbsp;FP8 in file</td>") : QString());

@@ -96,6 +96,14 @@ FamilyEntry zimage_family_entry() {
   e.tools.estimate = zimage_estimate;
   e.tools.auto_storage = zimage_auto_storage;
   e.tools.folder_names = {zimage_diffusers_names};
+  e.tools.inspect_parts = [](const SafetensorsFile& file) {
+    const auto c = zimage_contents(file);
+    InspectParts p{"Z-Image Turbo", {}};
+    if (c.transformer) p.parts.push_back({"transformer", *c.transformer, true});
+    if (c.text_encoder) p.parts.push_back({"text_encoder", *c.text_encoder, true});
+    if (c.vae) p.parts.push_back({"vae", *c.vae, false});
+    return p;
+  };
   e.tools.probe = {{"qwen3", "zimage", "zimage-sample"}, run_zimage_probe};
   e.tools.components = [](const LoadOptions& o) {
     const auto f = zimage_files(o);
