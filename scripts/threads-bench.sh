@@ -70,7 +70,7 @@ for model in demo sd15; do
     mapfile -t loaded < <(stats "${times[$model,loaded,$mode]}")
     ratio=$(python3 -c "print('%.1fx' % (${loaded[1]} / ${idle[1]}))")
     name="libraries' defaults (spin)"
-    [ "$mode" = after ] && name="bounded (GOMP_SPINCOUNT=10000, OPENBLAS_THREAD_TIMEOUT=4)"
+    [ "$mode" = after ] && name="bounded (GOMP_SPINCOUNT=3000, OPENBLAS_THREAD_TIMEOUT=4)"
     [ "$mode" = passive ] && name="OMP_WAIT_POLICY=passive"
     echo "| $label | $name | ${idle[0]} | ${loaded[0]} | $ratio |"
   done

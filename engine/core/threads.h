@@ -18,7 +18,7 @@
 namespace fp8s {
 
 // The bounded waits the preinit function gives (core/openmp_preinit.h), when the user set none.
-inline constexpr const char* kDefaultGompSpinCount = "10000";  // about 10 µs, then the futex
+inline constexpr const char* kDefaultGompSpinCount = "3000";  // tens of µs of PAUSE, then the futex
 inline constexpr const char* kDefaultOpenblasTimeout = "4";     // 2^4 cycles, OpenBLAS's least
 
 // A cgroup CPU quota as a core count, rounded up: cgroup v2's cpu.max ("max 100000" → none,
