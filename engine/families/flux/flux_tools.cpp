@@ -170,7 +170,14 @@ std::vector<ComponentInfo> flux_components(const LoadOptions& o) {
 }
 
 FamilyTools flux_tools() {
-  return {flux_estimate, flux_auto_storage, flux_plan, flux_probe_stages(), flux_synthetic_writers(), flux_components};
+  FamilyTools t;
+  t.estimate = flux_estimate;
+  t.auto_storage = flux_auto_storage;
+  t.plan = flux_plan;
+  t.probe = flux_probe_stages();
+  t.synthetic = flux_synthetic_writers();
+  t.components = flux_components;
+  return t;
 }
 
 }  // namespace fp8s

@@ -105,7 +105,13 @@ SyntheticWriters sd_synthetic_writers() {
 
 FamilyTools sd_tools() {
   // an SD checkpoint holds its components (inspect's table lists them)
-  return {sd_estimate, sd_auto_storage, sd_plan, sd_probe_stages(), sd_synthetic_writers(), {}};
+  FamilyTools t;
+  t.estimate = sd_estimate;
+  t.auto_storage = sd_auto_storage;
+  t.plan = sd_plan;
+  t.probe = sd_probe_stages();
+  t.synthetic = sd_synthetic_writers();
+  return t;
 }
 
 }  // namespace fp8s
