@@ -1,5 +1,9 @@
 #include "ChartsPanel.h"
 
+#include <QFontMetricsF>
+#include <algorithm>
+#include <vector>
+
 #include <QLabel>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -231,7 +235,9 @@ void ChartsPanel::replotNow() {
   m_memory->clearItems();
   if (!m_runs.isEmpty()) {
     const Run& last = m_runs.last();
-    int row = 0;
+    // each label in the first row where it overlaps no other (short phases sit close together)
+    constexpr int kRows = 4;
+    std::vector<std::vector<std::pair<double, double>>> taken(kRows);  // pixel spans per row
     for (const auto& [t, label] : last.phases) {
       if (label == tr("done")) continue;
       auto* line = new QCPItemStraightLine(m_memory);
@@ -239,15 +245,25 @@ void ChartsPanel::replotNow() {
       line->point2->setCoords(t, 1);
       line->setPen(QPen(last.colour, 1, Qt::DotLine));
       auto* text = new QCPItemText(m_memory);
-      // labels near the right edge end at their line instead of running off the chart
-      text->setPositionAlignment((t > 0.7 * maxT ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignTop);
-      text->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
-      text->position->setCoords(t, 0.02 + 0.07 * (row++ % 3));  // staggered: short phases sit close
-      text->setText(label);
-      text->setColor(last.colour);
       QFont f = text->font();
       f.setPointSizeF(f.pointSizeF() * 0.85);
       text->setFont(f);
+      // labels near the right edge end at their line instead of running off the chart
+      const bool right = t > 0.7 * maxT;
+      const double x = m_memory->xAxis->coordToPixel(t), w = QFontMetricsF(f).horizontalAdvance(label) + 6;
+      const std::pair<double, double> span = right ? std::pair{x - w, x} : std::pair{x, x + w};
+      int row = 0;
+      auto free_in = [&](int r) {
+        return std::none_of(taken[r].begin(), taken[r].end(),
+                            [&](const auto& o) { return span.first < o.second && o.first < span.second; });
+      };
+      while (row < kRows - 1 && !free_in(row)) ++row;
+      taken[row].push_back(span);
+      text->setPositionAlignment((right ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignTop);
+      text->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+      text->position->setCoords(t, 0.02 + 0.07 * row);
+      text->setText(label);
+      text->setColor(last.colour);
     }
   }
   double maxStep = 1, maxMs = 1;
