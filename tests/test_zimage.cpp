@@ -4,6 +4,8 @@
 // by name. Generation through the engine: the components found in a ComfyUI models folder give
 // the image the explicit files give, every block streamed gives it bit for bit, and what is
 // missing or unsupported is refused by name.
+#include <cstring>
+
 #include <QDir>
 #include <QFile>
 #include <QJsonDocument>
@@ -13,6 +15,7 @@
 #include "core/error.h"
 #include "families/family.h"
 #include "models/inspect.h"
+#include "fp8/quantize.h"
 #include "pipeline/engine.h"
 #include "families/zimage/qwen3.h"
 #include "families/zimage/zimage_transformer.h"
@@ -354,6 +357,58 @@ class TestZImage : public QObject {
     } catch (const InputError& e) {
       QVERIFY2(QString(e.what()).contains("00002-of-00003.safetensors, which is missing"), e.what());
     }
+  }
+
+  // A scaled FP8 Qwen3 file in ComfyUI's comfy_quant layout (F8 weights, .weight_scale, a
+  // .comfy_quant description; the last layer, which Z-Image never runs, included) gives the image
+  // of the plain file quantised at load with the same per-tensor scales.
+  void comfyQuantQwen3FileGivesThePlainFilesImage() {
+    FP8S_REQUIRE_REFERENCE();
+    const SafetensorsFile plain(ref("tiny-qwen3.safetensors").toStdString());
+    std::vector<TensorSpec> specs;
+    std::vector<std::vector<uint8_t>> data;
+    for (const auto& r : plain.tensors()) {
+      std::vector<uint8_t> bytes(r.nbytes());
+      plain.read(r, bytes.data());
+      const bool linear = r.shape.size() == 2 && r.name.find("embed_tokens") == std::string::npos;
+      if (!linear) {
+        specs.push_back({r.name, r.dtype, r.shape});
+        data.push_back(std::move(bytes));
+        continue;
+      }
+      QVERIFY(r.dtype == Dtype::BF16 || r.dtype == Dtype::F32);
+      std::vector<float> w(r.numel());  // BF16 is FP32's upper half
+      for (std::size_t i = 0; i < w.size(); ++i) {
+        uint32_t bits = 0;
+        if (r.dtype == Dtype::BF16) bits = uint32_t(bytes[2 * i] | bytes[2 * i + 1] << 8) << 16;
+        else std::memcpy(&bits, bytes.data() + 4 * i, 4);
+        std::memcpy(&w[i], &bits, 4);
+      }
+      std::vector<uint8_t> codes(r.numel());
+      const auto scales = quantize_weight(w.data(), r.shape[0], static_cast<int64_t>(r.numel()), Fp8Format::E4M3FN,
+                                          Fp8Scale::Tensor, codes.data());
+      const std::string layer = r.name.substr(0, r.name.size() - 7);
+      specs.push_back({r.name, Dtype::F8_E4M3, r.shape});
+      data.push_back(std::move(codes));
+      specs.push_back({layer + ".weight_scale", Dtype::F32, {}});
+      data.emplace_back(reinterpret_cast<const uint8_t*>(scales.data()), reinterpret_cast<const uint8_t*>(scales.data()) + 4);
+      const std::string conf = R"({"format": "float8_e4m3fn"})";
+      specs.push_back({layer + ".comfy_quant", Dtype::U8, {static_cast<int64_t>(conf.size())}});
+      data.emplace_back(conf.begin(), conf.end());
+    }
+    const std::string scaled = (m_dir.path() + "/qwen_3_4b_fp8_scaled.safetensors").toStdString();
+    {
+      SafetensorsWriter w(scaled, specs, plain.metadata());
+      for (const auto& d : data) w.append(d.data(), d.size());
+      w.commit();
+    }
+    auto a_options = tiny_options(), b_options = tiny_options();
+    a_options.components["text_encoder"] = scaled;
+    for (auto* o : {&a_options, &b_options}) o->storage = {WeightType::FP8_E4M3, Fp8Scale::Tensor, false};
+    Engine a(a_options), b(b_options);
+    auto r = tiny_request();
+    r.storage = a_options.storage;
+    QVERIFY(pixels(a, r) == pixels(b, r));
   }
 
   void streamedEqualsResidentBitForBit() {
