@@ -55,6 +55,15 @@ class TestZImage : public QObject {
     o.device = "cpu";
     return o;
   }
+  // The InputError a load is refused with; "loaded" when it loads.
+  static QString load_refusal(const LoadOptions& o) {
+    try {
+      Engine engine(o);
+    } catch (const InputError& e) {
+      return QString::fromUtf8(e.what());
+    }
+    return QStringLiteral("loaded");
+  }
   static GenerationRequest tiny_request() {
     GenerationRequest r;
     r.prompt = "a lighthouse on a cliff at dusk";
@@ -173,12 +182,8 @@ class TestZImage : public QObject {
     QVERIFY(pixels(a, tiny_request()) == pixels(b, tiny_request()));
     // without the text encoder: refused naming the option
     QVERIFY(QFile::remove(root + "/text_encoders/qwen_3_4b.safetensors"));
-    try {
-      Engine c(found);
-      QFAIL("a Z-Image model without its text encoder loaded");
-    } catch (const InputError& e) {
-      QVERIFY2(QString(e.what()).contains("--text-encoder"), e.what());
-    }
+    const QString refused = load_refusal(found);
+    QVERIFY2(refused.contains("--text-encoder"), qPrintable("a Z-Image model without its text encoder: " + refused));
   }
 
   // (helpers, not tests)
@@ -351,12 +356,8 @@ class TestZImage : public QObject {
     QVERIFY(pixels(a, tiny_request()) == pixels(b, tiny_request()));
     // a missing shard is named with what to do
     QVERIFY(QFile::remove(root + "/transformer/diffusion_pytorch_model-00002-of-00003.safetensors"));
-    try {
-      Engine c(folder);
-      QFAIL("a folder with a missing shard loaded");
-    } catch (const InputError& e) {
-      QVERIFY2(QString(e.what()).contains("00002-of-00003.safetensors, which is missing"), e.what());
-    }
+    const QString refused = load_refusal(folder);
+    QVERIFY2(refused.contains("00002-of-00003.safetensors, which is missing"), qPrintable("a folder with a missing shard: " + refused));
   }
 
   // A scaled FP8 Qwen3 file in ComfyUI's comfy_quant layout (F8 weights, .weight_scale, a

@@ -28,18 +28,22 @@ std::string dirname_of(const std::string& p) {
   return slash == std::string::npos ? "." : p.substr(0, slash);
 }
 
-std::vector<std::string> safetensors_in(const std::string& dir) {
+std::vector<std::string> names_in(const std::string& dir, const std::string& suffix) {
   std::vector<std::string> out;
   if (DIR* d = ::opendir(dir.c_str())) {
     while (const dirent* e = ::readdir(d)) {
       const std::string name = e->d_name;
-      if (name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0) out.push_back(name);
+      if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        out.push_back(name);
+      }
     }
     ::closedir(d);
   }
   std::sort(out.begin(), out.end());
   return out;
 }
+
+std::vector<std::string> safetensors_in(const std::string& dir) { return names_in(dir, ".safetensors"); }
 
 std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

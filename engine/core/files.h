@@ -9,6 +9,9 @@ namespace fp8s {
 bool is_file(const std::string& p);
 bool is_dir(const std::string& p);
 std::string dirname_of(const std::string& p);
+// The names (not paths) of the entries of `dir` whose names end in `suffix`, sorted; empty when it
+// cannot be read.
+std::vector<std::string> names_in(const std::string& dir, const std::string& suffix);
 // The names (not paths) of the .safetensors files in `dir`, sorted; empty when it cannot be read.
 std::vector<std::string> safetensors_in(const std::string& dir);
 // The whole file; InputError naming it when it cannot be read.

@@ -3,7 +3,7 @@
 #include <ATen/Parallel.h>
 #include <sched.h>
 
-#include <cmath>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,9 +33,7 @@ std::optional<int> quota_cores(long long quota, long long period) {
   if (quota <= 0 || period <= 0) return std::nullopt;
   return static_cast<int>(std::max<long long>(1, (quota + period - 1) / period));
 }
-}  // namespace
 
-namespace {
 bool env_has(char** envp, const char* prefix) {
   const std::size_t n = std::strlen(prefix);
   for (char** e = envp; e && *e; ++e) {

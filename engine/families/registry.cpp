@@ -63,7 +63,17 @@ const std::vector<FamilyEntry>& registered_families() { return registry(); }
 
 InspectReport inspect_model_file(const SafetensorsFile& file) {
   const FamilyEntry* family = find_family(file);
-  return inspect_checkpoint(file, family && family->tools.inspect_parts ? family->tools.inspect_parts(file) : InspectParts{});
+  if (family && family->tools.inspect_parts) return inspect_checkpoint(file, family->tools.inspect_parts(file));
+  // a component file (a T5-XXL, an autoencoder, a Qwen3): the first family that names parts in it
+  if (!family) {
+    const std::lock_guard<std::mutex> lock(registry_mutex());
+    for (const auto& e : registry()) {
+      if (!e.tools.inspect_parts) continue;
+      auto parts = e.tools.inspect_parts(file);
+      if (!parts.parts.empty()) return inspect_checkpoint(file, parts);
+    }
+  }
+  return inspect_checkpoint(file);
 }
 
 WeightBytes estimate_weight_bytes(const LoadOptions& options, const StorageSpec& storage) {

@@ -1,10 +1,6 @@
 // A model folder opened as one safetensors file (io/safetensors.h): diffusers' and transformers'
 // layouts, a component's weights in shards listed by *.safetensors.index.json, under the names the
 // registered FolderRenamers give them.
-#include <dirent.h>
-#include <sys/stat.h>
-
-#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <atomic>
@@ -21,25 +17,12 @@ namespace {
 
 std::atomic<std::vector<FolderRenamer> (*)()> g_renamer_source{nullptr};
 
-std::vector<std::string> names_in(const std::string& dir) {
-  std::vector<std::string> out;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (const dirent* e = ::readdir(d)) {
-      const std::string n = e->d_name;
-      if (n != "." && n != "..") out.push_back(n);
-    }
-    ::closedir(d);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 // The shard files of a component folder: those its index names, else its .safetensors files.
 std::vector<std::string> shard_files(const std::string& dir) {
-  std::vector<std::string> indexes, files;
-  for (const auto& n : names_in(dir)) {
-    if (ends_with(n, ".safetensors.index.json")) indexes.push_back(n);
-    else if (ends_with(n, ".safetensors") && is_file(dir + "/" + n)) files.push_back(n);
+  const std::vector<std::string> indexes = names_in(dir, ".safetensors.index.json");
+  std::vector<std::string> files;
+  for (const auto& n : safetensors_in(dir)) {
+    if (is_file(dir + "/" + n)) files.push_back(n);
   }
   if (indexes.size() > 1) {
     throw InputError(dir + ": holds " + std::to_string(indexes.size()) +

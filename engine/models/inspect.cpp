@@ -5,7 +5,6 @@
 #include <sstream>
 
 #include "core/strings.h"
-#include "models/flux/flux_files.h"
 
 namespace fp8s {
 namespace {
@@ -79,17 +78,8 @@ InspectReport inspect_checkpoint(const SafetensorsFile& file, const InspectParts
   r.fp8 = read_fp8_scheme(file);
   std::map<std::string, ComponentStats> by_label;
   std::map<std::string, uint64_t> weight_dtypes;  // dtype census of quantisable weights
-  // components by their prefixes: the family's, or a Flux file's; every Linear weight but the
-  // autoencoder's is quantisable
-  std::vector<InspectPart> parts = family_parts.parts;
-  if (parts.empty() && (r.detection.arch == Arch::FLUX_DEV || r.detection.arch == Arch::FLUX_SCHNELL ||
-                        r.detection.arch == Arch::FLUX_PART)) {
-    const FluxFileContents c = flux_contents(file);
-    for (const auto& [label, p] : {std::pair{"transformer", c.transformer}, std::pair{"t5xxl", c.t5},
-                                   std::pair{"clip_l", c.clip_l}, std::pair{"vae", c.vae}}) {
-      if (p) parts.push_back({label, *p, std::string(label) != "vae"});
-    }
-  }
+  // components by the prefixes the family names (else SD's names)
+  const std::vector<InspectPart>& parts = family_parts.parts;
   const bool by_prefix = !parts.empty();
   auto part_of = [&](const std::string& name) -> const InspectPart* {
     // the longest matching prefix wins (an all-in-one file nests nothing, a component file has "")

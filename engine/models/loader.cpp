@@ -343,11 +343,17 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
     if (item.value().defined() && !counted.count(item.value().unsafeGetTensorImpl())) report.bytes += item.value().nbytes();
   }
   report.tensors = used.size();
+  // what the model does not use: the ignorable tensors and, in a scaled FP8 file, their scales
+  std::set<std::string> ignored(ignorable.begin(), ignorable.end());
+  const auto in_file = [&](const std::string& n) { return file.find(prefix + n) != nullptr; };
+  for (const auto& key : ignorable) {
+    if (const std::string scale = find_scale_key(in_file, key); !scale.empty()) ignored.insert(scale);
+  }
   std::vector<std::string> unused;
   for (const auto& t : file.tensors()) {
     if (t.name.compare(0, prefix.size(), prefix) != 0 || used.count(t.name)) continue;
     const std::string rest = t.name.substr(prefix.size());
-    if (std::find(ignorable.begin(), ignorable.end(), rest) != ignorable.end()) continue;
+    if (ignored.count(rest)) continue;
     // quantisation markers and activation scales describe, they hold no model value
     if (is_quantisation_marker(t.name) || is_input_scale_name(t.name)) continue;
     unused.push_back(t.name);

@@ -1,7 +1,6 @@
 #include "ChartsPanel.h"
 
 #include <QFontMetricsF>
-#include <algorithm>
 #include <vector>
 
 #include <QLabel>

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/strings.h"
+#include "models/config_json.h"
 #include "models/component_load.h"
 #include "models/flux/flux.h"
 #include "models/t5/t5.h"
@@ -139,22 +140,17 @@ VaeConfig flux_ae_config(const SafetensorsFile& f, const std::string& p) {
     c.ch_mult.push_back(static_cast<int>(dim_of(f, p + "encoder.down." + std::to_string(i) + ".block.0.conv1.weight", 0) / c.ch));
   }
   c.num_res_blocks = count_blocks(f, p + "encoder.down.0.block.", ".conv1.weight");
-  if (const auto meta = metadata(f, "ae.config"); !meta.empty()) {
-    try {
-      const auto j = nlohmann::json::parse(meta);
-      c.scale_factor = j.value("scale_factor", c.scale_factor);
-      c.shift_factor = j.value("shift_factor", c.shift_factor);
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(f.path() + ": malformed ae.config metadata (" + e.what() + ")");
-    }
-  } else if (const auto config = metadata(f, "config.json"); !config.empty()) {  // diffusers' vae/config.json
-    try {
-      const auto j = nlohmann::json::parse(config);
+  // the tiny files' ae.config, else diffusers' vae/config.json (scaling_factor, shift_factor)
+  const std::string ae = metadata(f, "ae.config");
+  read_config_json(ae, f.path(), "ae.config", [&](const nlohmann::json& j) {
+    c.scale_factor = j.value("scale_factor", c.scale_factor);
+    c.shift_factor = j.value("shift_factor", c.shift_factor);
+  });
+  if (ae.empty()) {
+    read_config_json(metadata(f, "config.json"), f.path(), "config.json", [&](const nlohmann::json& j) {
       c.scale_factor = j.value("scaling_factor", c.scale_factor);
       if (j.contains("shift_factor") && j["shift_factor"].is_number()) c.shift_factor = j["shift_factor"].get<float>();
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(f.path() + "/config.json: malformed (" + e.what() + ")");
-    }
+    });
   }
   return c;
 }

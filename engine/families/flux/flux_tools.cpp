@@ -169,6 +169,18 @@ std::vector<ComponentInfo> flux_components(const LoadOptions& o) {
   return {row("transformer", f.transformer), row("T5-XXL", f.t5), row("CLIP-L", f.clip_l), row("autoencoder", f.vae)};
 }
 
+// inspect's components: the file's by their prefixes; every Linear weight but the autoencoder's is
+// quantisable
+static InspectParts flux_inspect_parts(const SafetensorsFile& file) {
+  const FluxFileContents c = flux_contents(file);
+  InspectParts parts{"Flux.1", {}};
+  for (const auto& [label, p] : {std::pair{"transformer", c.transformer}, std::pair{"t5xxl", c.t5},
+                                 std::pair{"clip_l", c.clip_l}, std::pair{"vae", c.vae}}) {
+    if (p) parts.parts.push_back({label, *p, std::string(label) != "vae"});
+  }
+  return parts;
+}
+
 FamilyTools flux_tools() {
   FamilyTools t;
   t.estimate = flux_estimate;
@@ -177,6 +189,7 @@ FamilyTools flux_tools() {
   t.probe = flux_probe_stages();
   t.synthetic = flux_synthetic_writers();
   t.components = flux_components;
+  t.inspect_parts = flux_inspect_parts;
   return t;
 }
 

@@ -86,12 +86,6 @@ std::vector<std::string> Qwen3EncoderImpl::ignorable_keys(const Qwen3Config& con
                         "mlp.down_proj.weight"}) {
     keys.push_back(last + k);
   }
-  // its FP8 scales in scaled files (ComfyUI's comfy_quant .weight_scale, scaled_fp8's .scale_weight)
-  for (const char* k : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
-                        "mlp.up_proj", "mlp.down_proj"}) {
-    keys.push_back(last + k + ".weight_scale");
-    keys.push_back(last + k + ".scale_weight");
-  }
   return keys;
 }
 

@@ -1,6 +1,7 @@
 #include "families/zimage/zimage_files.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/files.h"
@@ -80,12 +81,13 @@ ZImageFiles resolve_zimage_files(const std::string& model, const std::string& te
   if (!text_encoder.empty()) f.text_encoder = explicit_file(text_encoder, "Qwen3 text encoder", &ZImageFileContents::text_encoder);
   if (!vae.empty()) f.vae = explicit_file(vae, "Flux autoencoder (16 latent channels)", &ZImageFileContents::vae);
   if (is_dir(model)) {  // a diffusers model folder: its own text_encoder/ and vae/
-    const std::pair<ComponentSource*, const char*> subs[] = {{&f.text_encoder, "text_encoder"}, {&f.vae, "vae"}};
-    for (const auto& [slot, sub] : subs) {
+    const std::tuple<ComponentSource*, const char*, const char*, std::optional<std::string> ZImageFileContents::*> subs[] = {
+        {&f.text_encoder, "text_encoder", "Qwen3 text encoder", &ZImageFileContents::text_encoder},
+        {&f.vae, "vae", "Flux autoencoder (16 latent channels)", &ZImageFileContents::vae}};
+    for (const auto& [slot, sub, what, member] : subs) {
       if (slot->found() || !is_dir(model + "/" + sub)) continue;
       f.searched.push_back(model + "/" + sub);
-      *slot = explicit_file(model + "/" + sub, sub == std::string("vae") ? "Flux autoencoder (16 latent channels)" : "Qwen3 text encoder",
-                            sub == std::string("vae") ? &ZImageFileContents::vae : &ZImageFileContents::text_encoder);
+      *slot = explicit_file(model + "/" + sub, what, member);
     }
   }
   // ComfyUI's layout: models/{diffusion_models,unet,checkpoints}/MODEL, models/{text_encoders,clip,vae}/;
