@@ -3,7 +3,10 @@
 // unexpected key, and written by make-synthetic exactly; a file that is not the layout is refused
 // by name. Generation through the engine: the components found in a ComfyUI models folder give
 // the image the explicit files give, every block streamed gives it bit for bit, and what is
-// missing or unsupported is refused by name.
+// missing or unsupported is refused by name. LoRAs: every spelling maps onto its weight, and a
+// LoRA merged or online (FP8 too) gives the output of W + s·up·down summed by hand.
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <cstring>
 
 #include <QDir>
@@ -18,7 +21,10 @@
 #include "fp8/quantize.h"
 #include "pipeline/engine.h"
 #include "families/zimage/qwen3.h"
+#include "families/zimage/zimage_lora_keys.h"
 #include "families/zimage/zimage_transformer.h"
+#include "families/lora_set.h"
+#include "models/nn.h"
 #include "keys_files.h"
 
 using namespace fp8s;
@@ -432,12 +438,198 @@ class TestZImage : public QObject {
     }
   }
 
-  void lorasAreRefusedByName() {
+  // Every spelling people's Z-Image LoRAs use reaches its weight: the original names (bare, under
+  // diffusion_model., kohya's lora_unet_ with the fused qkv) and diffusers' (the names the diffusers
+  // folder above is written with, spelled out there: to_q/to_k/to_v the thirds of qkv, to_out.0 out,
+  // all_x_embedder.2-1, all_final_layer.2-1), each 2-D weight of the tiny transformer by each
+  void loraKeysMapEverySpelling() {
     FP8S_REQUIRE_REFERENCE();
-    Engine engine(tiny_options());
+    const auto weights = lora_linear_weights({ref("tiny-zimage-turbo.safetensors").toStdString(), ""});
+    const auto map = zimage_lora_key_map(weights);
+    auto underscored = [](std::string s) {
+      std::replace(s.begin(), s.end(), '.', '_');
+      return s;
+    };
+    int checked = 0;
+    for (const auto& [key, shape] : weights) {
+      const std::string module = key.substr(0, key.size() - 7);
+      for (const std::string& name : {module, "diffusion_model." + module, "lora_unet_" + underscored(module)}) {
+        QCOMPARE(QString::fromStdString(map.count(name) ? map.at(name) : "(none)"), QString::fromStdString(key));
+      }
+      const auto qkv = key.find(".attention.qkv.");
+      std::vector<std::pair<std::string, std::string>> diffusers;  // module -> target
+      if (qkv != std::string::npos) {
+        const int64_t third = shape[0] / 3;
+        const char* parts[] = {"to_q", "to_k", "to_v"};
+        for (int i = 0; i < 3; ++i) {
+          diffusers.push_back({key.substr(0, qkv) + ".attention." + parts[i],
+                               key + "#rows:" + std::to_string(i * third) + ":" + std::to_string(third)});
+        }
+      } else {
+        const std::string d = diffusers_transformer_name(key);
+        diffusers.push_back({d.substr(0, d.size() - 7), key});
+      }
+      for (const auto& [d, target] : diffusers) {
+        for (const std::string& name : {"transformer." + d, "diffusion_model." + d, d, "lora_transformer_" + underscored(d)}) {
+          QCOMPARE(QString::fromStdString(map.count(name) ? map.at(name) : "(none: " + name + ")"), QString::fromStdString(target));
+        }
+      }
+      ++checked;
+    }
+    QCOMPARE(checked, 2 * 6 + 6 + 5 + 6);  // 2 layers and a noise refiner (6 Linear each), a context refiner (5), 6 global
+  }
+
+ private:
+  // One module of a hand-made Z-Image LoRA: its name and factor suffixes, the weight and rows it
+  // reaches, its alpha (0: none, alpha = rank).
+  struct HandModule {
+    std::string name, down, up, key;
+    int64_t row0, rows;
+    double alpha;
+  };
+  static std::vector<HandModule> hand_modules() {
+    return {{"diffusion_model.layers.0.attention.to_q", ".lora_A.weight", ".lora_B.weight", "layers.0.attention.qkv.weight", 0, 64, 0},
+            {"transformer.layers.0.attention.to_v", ".lora_A.default.weight", ".lora_B.default.weight",
+             "layers.0.attention.qkv.weight", 128, 64, 0},
+            {"lora_unet_layers_1_attention_qkv", ".lora_down.weight", ".lora_up.weight", "layers.1.attention.qkv.weight", 0, 192, 2},
+            {"transformer.noise_refiner.0.feed_forward.w2", ".lora_A.weight", ".lora_B.weight",
+             "noise_refiner.0.feed_forward.w2.weight", 0, 64, 0},
+            {"context_refiner.0.attention.to_out.0", ".lora.down.weight", ".lora.up.weight", "context_refiner.0.attention.out.weight",
+             0, 64, 0},
+            {"diffusion_model.all_final_layer.2-1.linear", ".lora_A.weight", ".lora_B.weight", "final_layer.linear.weight", 0, 64, 0},
+            {"lora_unet_layers_0_adaLN_modulation_0", ".lora_down.weight", ".lora_up.weight", "layers.0.adaLN_modulation.0.weight", 0,
+             256, 8}};
+  }
+  // Writes the LoRA (rank 4, random factors from `seed`) and returns each module's factors.
+  static std::vector<std::pair<at::Tensor, at::Tensor>> write_hand_lora(const std::string& path, uint64_t seed) {
+    const SafetensorsFile base(ref("tiny-zimage-turbo.safetensors").toStdString());
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    std::vector<TensorSpec> specs;
+    std::vector<at::Tensor> data;
+    std::vector<std::pair<at::Tensor, at::Tensor>> factors;
+    for (const auto& m : hand_modules()) {
+      const int64_t in = base.at(m.key).shape[1];
+      const auto down = at::randn({4, in}, gen, at::kFloat) * 0.2, up = at::randn({m.rows, 4}, gen, at::kFloat) * 0.2;
+      factors.push_back({down, up});
+      specs.push_back({m.name + m.down, Dtype::F32, {4, in}});
+      data.push_back(down);
+      specs.push_back({m.name + m.up, Dtype::F32, {m.rows, 4}});
+      data.push_back(up);
+      if (m.alpha > 0) {
+        specs.push_back({m.name + ".alpha", Dtype::F32, {}});
+        data.push_back(at::full({}, m.alpha, at::kFloat));
+      }
+    }
+    SafetensorsWriter w(path, specs, {});
+    for (const auto& t : data) w.append(t.contiguous().data_ptr<float>(), static_cast<std::size_t>(t.numel()) * 4);
+    w.commit();
+    return factors;
+  }
+  // A copy of the transformer file `from` whose LoRA'd weights are W + multiplier·(alpha/rank)·up·down,
+  // summed here (FP32; W as the file has it, F8 codes decoded), the other tensors as they are.
+  static void write_hand_merged(const std::string& from, const std::string& to,
+                                const std::vector<std::pair<at::Tensor, at::Tensor>>& factors, double multiplier) {
+    const SafetensorsFile base(from);
+    std::map<std::string, at::Tensor> merged;
+    const auto modules = hand_modules();
+    for (std::size_t i = 0; i < modules.size(); ++i) {
+      const auto& m = modules[i];
+      if (!merged.count(m.key)) {
+        merged[m.key] = read_tensor(base, base.at(m.key));  // F8 codes decoded (fp8/codec, tested exhaustively)
+      }
+      const double scale = multiplier * (m.alpha > 0 ? m.alpha : 4.0) / 4.0;
+      merged[m.key].narrow(0, m.row0, m.rows).add_(at::matmul(factors[i].second, factors[i].first) * scale);
+    }
+    std::vector<TensorSpec> specs;
+    for (const auto& r : base.tensors()) specs.push_back({r.name, merged.count(r.name) ? Dtype::F32 : r.dtype, r.shape});
+    SafetensorsWriter w(to, specs, base.metadata());
+    for (const auto& r : base.tensors()) {
+      if (merged.count(r.name)) {
+        w.append(merged[r.name].contiguous().data_ptr<float>(), r.numel() * 4);
+      } else {
+        std::vector<uint8_t> bytes(r.nbytes());
+        base.read(r, bytes.data());
+        w.append(bytes.data(), bytes.size());
+      }
+    }
+    w.commit();
+  }
+  static double max_gap(const std::vector<float>& a, const std::vector<float>& b) {
+    double gap = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) gap = std::max(gap, double(std::fabs(a[i] - b[i])));
+    return gap;
+  }
+  static double max_abs(const std::vector<float>& a) { return max_gap(a, std::vector<float>(a.size(), 0.0f)); }
+
+ private Q_SLOTS:
+  // A LoRA in every spelling at once, merged (FP32) or online (FP32, and over the F8 file's codes):
+  // the transformer's output is that of a file holding W + s·up·down summed by hand
+  void loraIsTheHandSumOfItsFactors() {
+    FP8S_REQUIRE_REFERENCE();
+    const std::string lora = (m_dir.path() + "/hand-lora.safetensors").toStdString();
+    const auto factors = write_hand_lora(lora, 11);
+    const std::vector<LoraRequest> request{{lora, 1.0, 0.8}};
+    const StorageSpec fp32{WeightType::FP32};
+    for (const bool fp8 : {false, true}) {
+      const std::string base = ref(fp8 ? "tiny-zimage-turbo-fp8.safetensors" : "tiny-zimage-turbo.safetensors").toStdString();
+      const std::string hand = (m_dir.path() + (fp8 ? "/hand-merged-fp8.safetensors" : "/hand-merged.safetensors")).toStdString();
+      write_hand_merged(base, hand, factors, 0.8);
+      auto o = tiny_options(), h = tiny_options();
+      o.checkpoint = base;
+      h.checkpoint = hand;
+      Engine engine(o), by_hand(h);
+      const auto expected = by_hand.unet_probe(fp32, ComputeType::FP32, 3, 8);
+      const StorageSpec storage = fp8 ? StorageSpec{WeightType::FP8_E4M3} : fp32;
+      const auto plain = engine.unet_probe(storage, ComputeType::FP32, 3, 8);
+      const double scale = max_abs(expected);
+      QVERIFY2(max_gap(plain, expected) > 1e-2 * scale, "the LoRA hardly moves the output");
+      const auto online = engine.unet_probe(storage, ComputeType::FP32, 3, 8, request, LoraMode::Online);
+      QVERIFY2(max_gap(online, expected) <= 1e-5 * scale,
+               qPrintable(QString("online (%1) against the hand sum: %2 of %3").arg(fp8 ? "FP8" : "FP32").arg(max_gap(online, expected)).arg(scale)));
+      // merged: the sum stored as the layer stores its weight; under FP8 quantised again, as the
+      // hand-summed file's F32 weights are quantised at load
+      const auto merged = engine.unet_probe(storage, ComputeType::FP32, 3, 8, request, LoraMode::Merge);
+      const auto merged_by_hand = fp8 ? by_hand.unet_probe(storage, ComputeType::FP32, 3, 8) : expected;
+      QVERIFY2(max_gap(merged, merged_by_hand) <= 1e-5 * scale,
+               qPrintable(QString("merged against the hand sum: %1").arg(max_gap(merged, merged_by_hand))));
+      QCOMPARE(engine.unet_probe(storage, ComputeType::FP32, 3, 8), plain);  // removed: no trace
+    }
+  }
+
+  // <lora:NAME:W> tags on Z-Image: merged and online within a level; the infotext names it; an SD
+  // LoRA is refused by name; streamed with the LoRA online equals resident bit for bit, and a merge
+  // under streaming is refused with the reason
+  void loraTagsWorkOnZImage() {
+    FP8S_REQUIRE_REFERENCE();
+    const QString dir = m_dir.path() + "/loras";
+    QVERIFY(QDir().mkpath(dir));
+    write_hand_lora((dir + "/zlora.safetensors").toStdString(), 5);
+    auto o = tiny_options();
+    o.lora_dir = dir.toStdString();
+    Engine engine(o);
+    std::atomic<bool> cancel{false};
     auto r = tiny_request();
-    r.loras.push_back({"/nowhere/style.safetensors", 1.0, 1.0});
-    QVERIFY(test::refusal(engine, r).contains("LoRAs on Z-Image"));
+    const auto plain = pixels(engine, r);
+    r.prompt += " <lora:zlora:0.8>";
+    r.lora_mode = LoraMode::Merge;
+    const auto merged = engine.generate(r, nullptr, cancel).images.at(0);
+    QVERIFY(merged.image.pixels != plain);
+    QVERIFY2(QString::fromStdString(merged.parameters).contains("LoRA: \"zlora: 0.8\""), merged.parameters.c_str());
+    r.lora_mode = LoraMode::Online;
+    const auto online = pixels(engine, r);
+    int worst = 0;
+    for (std::size_t i = 0; i < online.size(); ++i) worst = std::max(worst, std::abs(online[i] - merged.image.pixels[i]));
+    QVERIFY2(worst <= 1, qPrintable(QString("merged and online differ by %1 levels").arg(worst)));
+    r.weight_budget = 0;
+    QCOMPARE(pixels(engine, r), online);
+    QCOMPARE(engine.info().streamed_blocks, 4);
+    r.lora_mode = LoraMode::Merge;
+    QVERIFY2(test::refusal(engine, r).contains("cannot apply while the Z-Image transformer streams"), qPrintable(test::refusal(engine, r)));
+    r.weight_budget.reset();
+    r.prompt = tiny_request().prompt;
+    QCOMPARE(pixels(engine, r), plain);
+    r.loras = {{test::reference_path("sd1/lora-tiny-sd1.safetensors"), 1, 1}};
+    QVERIFY2(test::refusal(engine, r).contains("does not fit the loaded Z-Image model"), qPrintable(test::refusal(engine, r)));
   }
 };
 

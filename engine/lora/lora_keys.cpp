@@ -76,16 +76,19 @@ std::vector<LoraModuleLayout> lora_modules(const std::vector<TensorRecord>& tens
     if (ends_with(k, ".dora_scale")) {
       throw InputError(label + ": DoRA LoRAs (tensor '" + k + "') are not supported yet; use a plain LoRA/LoCon file");
     }
-    for (const char* suffix : {".lora_down.weight", ".lora_up.weight", ".alpha", ".lora_A.weight",
-                               ".lora_B.weight", ".lora.down.weight", ".lora.up.weight"}) {
+    // (PEFT's adapter name "default" in the middle, as some trainers save it)
+    for (const char* suffix : {".lora_down.weight", ".lora_up.weight", ".alpha", ".lora_A.weight", ".lora_B.weight",
+                               ".lora.down.weight", ".lora.up.weight", ".lora_A.default.weight", ".lora_B.default.weight"}) {
       if (!ends_with(k, suffix)) continue;
       const std::string stem = k.substr(0, k.size() - std::strlen(suffix));
       if (stem.empty()) break;
       auto& p = parts[kohya_name_of(stem)];
       const std::string s = suffix;
       const TensorRecord** slot = s == ".alpha" ? &p.alpha
-                                  : (s == ".lora_down.weight" || s == ".lora_A.weight" || s == ".lora.down.weight") ? &p.down
-                                                                                                                      : &p.up;
+                                  : (s == ".lora_down.weight" || s == ".lora_A.weight" || s == ".lora.down.weight" ||
+                                     s == ".lora_A.default.weight")
+                                      ? &p.down
+                                      : &p.up;
       if (*slot) throw InputError(label + ": LoRA module '" + kohya_name_of(stem) + "' has two " + s.substr(1) + " tensors");
       *slot = &t;
       break;

@@ -1,12 +1,14 @@
 // libFuzzer target: LoRA key mapping. The input is a list of tensors, one per line,
 // "NAME DTYPE DIM DIM ...", as a LoRA file's header would give them; the modules they form are
-// mapped onto the tiny SD1 and tiny SDXL layouts (the real ones' key patterns) with shapes checked.
+// mapped onto the tiny SD1 and tiny SDXL layouts (the real ones' key patterns) and a Z-Image
+// transformer's (one layer of the tiny reference's shapes) with shapes checked.
 #include <cstdint>
 #include <cstdlib>
 #include <sstream>
 #include <string>
 
 #include "core/error.h"
+#include "families/zimage/zimage_lora_keys.h"
 #include "lora/lora_keys.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -34,6 +36,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (plan.targets.size() + plan.unmatched.size() != modules.size()) std::abort();
       } catch (const fp8s::InputError&) {
       }
+    }
+    static const std::map<std::string, std::vector<int64_t>> zimage{
+        {"layers.0.attention.qkv.weight", {192, 64}},   {"layers.0.attention.out.weight", {64, 64}},
+        {"layers.0.feed_forward.w1.weight", {170, 64}}, {"layers.0.feed_forward.w2.weight", {64, 170}},
+        {"layers.0.adaLN_modulation.0.weight", {256, 64}}, {"x_embedder.weight", {64, 64}},
+        {"final_layer.linear.weight", {64, 64}}};
+    try {
+      const auto plan = fp8s::plan_zimage_lora_layout(modules, {}, zimage, "fuzz");
+      if (plan.targets.empty() || plan.targets.size() + plan.unmatched.size() != modules.size()) std::abort();
+    } catch (const fp8s::InputError&) {
     }
   } catch (const fp8s::InputError&) {
   }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
+#include "lora/flux_lora_keys.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/strings.h"
@@ -204,7 +205,7 @@ FluxImpl& FluxModel::flux() {
                  static_cast<double>(*budget_) / 1e9, streaming_.plan.describe());
     }
     set_fp8_compute(fp8_compute_);
-    apply_loras(*flux_, false);
+    loras_.apply(*flux_, lora_component(false));
   }
   return *flux_;
 }
@@ -253,7 +254,7 @@ void FluxModel::release_transformer() {
   streaming_.clear();  // the reader joined before the blocks it stages go
   flux_.reset();
   bytes_.transformer = 0;
-  lora_touched_[0].clear();
+  loras_.forget("");
 }
 
 void FluxModel::set_storage(const StorageSpec& storage) {
@@ -295,7 +296,7 @@ TextEncoderImpl& FluxModel::clip() {
     clip_ = load_component(c, files_.transformer.path + ": no CLIP-L text encoder; pass --clip-l clip_l.safetensors",
                            component_storage(c), true, TextEncoderImpl::ignorable_keys(), device_, bytes_.clip_l, load_ms_,
                            [](const SafetensorsFile& f, const std::string& p) { return std::make_shared<TextEncoderImpl>(clip_config(f, p)); });
-    apply_loras(*clip_, true);
+    loras_.apply(*clip_, lora_component(true));
   }
   return *clip_;
 }
@@ -319,7 +320,7 @@ void FluxModel::release_text_encoders() {
   t5_.reset();
   clip_.reset();
   bytes_.t5 = bytes_.clip_l = 0;
-  lora_touched_[1].clear();
+  loras_.forget(kFluxClipLoraTarget);
 }
 
 at::Tensor FluxModel::encode_t5(const at::Tensor& tokens, at::ScalarType compute) {

@@ -16,6 +16,7 @@
 #include "core/types.h"
 #include "families/family.h"
 #include "lora/lora.h"
+#include "families/lora_set.h"
 #include "models/streaming.h"
 #include "models/checkpoint_layout.h"
 #include "models/flux/flux_files.h"
@@ -148,7 +149,7 @@ class FluxModel {
   // from the file, online terms dropped), and applied to the loaded components now and to each
   // component again whenever it loads later. Returns the layers touched now; 0 for an unchanged set.
   std::size_t set_loras(const std::vector<LoraRequest>& loras, LoraMode mode);
-  const std::vector<LoraRequest>& loras() const { return active_loras_; }
+  const std::vector<LoraRequest>& loras() const { return loras_.requests(); }
   at::Tensor transformer(const at::Tensor& img, const at::Tensor& img_ids, const at::Tensor& txt,
                          const at::Tensor& txt_ids, const at::Tensor& t, const at::Tensor& y,
                          const at::Tensor& guidance, at::ScalarType compute);
@@ -176,9 +177,8 @@ class FluxModel {
   VaeImpl& vae();
   // The storage a text encoder or the autoencoder is kept in (flux_component_storage).
   StorageSpec component_storage(const ComponentSource& c) const;
-  // The active LoRA set applied to / removed from one component (CLIP-L or the transformer).
-  std::size_t apply_loras(torch::nn::Module& root, bool clip_component);
-  void undo_loras(torch::nn::Module& root, bool clip_component);
+  // How the LoRA set sees the transformer or CLIP-L.
+  LoraComponent lora_component(bool clip_component) const;
 
   FluxFiles files_;
   StorageSpec storage_;
@@ -191,11 +191,7 @@ class FluxModel {
   std::shared_ptr<T5EncoderImpl> t5_;
   std::shared_ptr<TextEncoderImpl> clip_;
   std::shared_ptr<VaeImpl> vae_;
-  std::vector<LoraRequest> active_loras_;
-  LoraMode active_mode_ = LoraMode::Auto;
-  std::vector<LoraFile> lora_files_;
-  std::vector<LoraPlan> lora_plans_;  // point into lora_files_
-  std::vector<std::string> lora_touched_[2];  // keys per component: [0] transformer, [1] CLIP-L
+  LoraSet loras_;
   std::optional<uint64_t> budget_;
   // the transformer's and T5's: last, destroyed (their readers joined) before the modules
   NetworkStreaming streaming_, t5_streaming_;

@@ -9,6 +9,8 @@
 #include "families/zimage/zimage_model.h"
 #include "families/zimage/zimage_sampling.h"
 #include "families/zimage/zimage_transformer.h"
+#include "lora/lora_library.h"
+#include "families/lora_set.h"
 #include "pipeline/engine.h"
 #include "pipeline/run_support.h"
 
@@ -113,6 +115,25 @@ FamilyEntry zimage_family_entry() {
   e.tools.synthetic.archs = {"zimage-turbo", "qwen3-4b"};
   e.tools.synthetic.layout = [](const std::string& arch, const SyntheticLayoutOptions& o, std::map<std::string, std::string>&) {
     return zimage_layout(arch, o);
+  };
+  // make-synthetic-lora: every Linear layer of the transformer under ComfyUI's diffusion_model. names
+  e.tools.synthetic.lora_archs = {"zimage-turbo"};
+  e.tools.synthetic.lora = [](const std::string& model, const std::string& arch, const SyntheticLoraOptions& o) {
+    std::vector<std::pair<std::string, std::vector<int64_t>>> modules;
+    auto add = [&](const std::string& key, const std::vector<int64_t>& shape) {
+      if (shape.size() == 2 && key.size() > 7 && key.compare(key.size() - 7, 7, ".weight") == 0) {
+        modules.push_back({"diffusion_model." + key.substr(0, key.size() - 7), shape});
+      }
+    };
+    if (model.empty()) {
+      for (const auto& entry : zimage_layout(arch, {})) add(entry.name, entry.shape);
+    } else {
+      const auto prefix = zimage_prefix(SafetensorsFile(model));
+      if (!prefix) throw InputError(model + ": a Z-Image LoRA is made for a transformer file (layers.*, noise_refiner.*); this has none");
+      for (const auto& [key, shape] : lora_linear_weights({model, *prefix})) add(key, shape);
+    }
+    std::sort(modules.begin(), modules.end());
+    write_synthetic_lora(modules, o.rank, o.alpha, o.strength, o.seed, "z_image_turbo", o.out, o.overwrite);
   };
   return e;
 }

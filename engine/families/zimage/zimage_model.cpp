@@ -16,9 +16,12 @@
 #include "families/weight_budget.h"
 #include "families/zimage/qwen3.h"
 #include "families/zimage/zimage_files.h"
+#include "families/zimage/zimage_lora_keys.h"
 #include "families/zimage/zimage_sampling.h"
 #include "families/zimage/zimage_transformer.h"
 #include "io/image_ops.h"
+#include "lora/lora_apply.h"
+#include "families/lora_set.h"
 #include "memory/process_memory.h"
 #include "models/component_load.h"
 #include "models/vae.h"
@@ -132,13 +135,11 @@ class ZImageFamily final : public FamilyModel {
     if (r.text_max_length < 0 || r.text_max_length > 4096) {
       throw InputError("--qwen-max-length must be between 1 and 4096 (0: Z-Image's 512)");
     }
-    refuse_loras(r);
     if (r.enable_hr) w = r.hr_target_width(w), h = r.hr_target_height(h);
     (void)budget(r, w, h);
   }
 
   void prepare(const GenerationRequest& r) override {
-    refuse_loras(r);  // the prompt's <lora:> tags too
     cached_job_ = nullptr;
     const int w = r.enable_hr ? r.hr_target_width(r.width) : r.width;
     const int h = r.enable_hr ? r.hr_target_height(r.height) : r.height;
@@ -150,6 +151,7 @@ class ZImageFamily final : public FamilyModel {
     }
     fp8_compute_ = r.fp8_compute;
     set_fp8_compute();
+    set_loras(r.loras, r.lora_mode);  // every file read and planned before a weight changes
     const auto bytes = estimate_cached(storage_);
     const uint64_t available = device_.is_cpu() ? available_memory_bytes() + held_.total() : 0;
     // under a budget, or where they do not fit together, the phases take turns
@@ -251,19 +253,19 @@ class ZImageFamily final : public FamilyModel {
     if (r.cfg > 1.0f && r.cfg_truncation < 1) o << ", CFG truncation: " << r.cfg_truncation;
     o << seed_model_infotext_fields(seed, r.width, r.height, model_name, model_hash) << fp8_weight_infotext_field(r);
     if (r.text_max_length > 0) o << ", Qwen length: " << r.text_max_length;
-    o << image_infotext_fields(r, r.width, r.height) << storage_infotext_fields(r);
+    o << image_infotext_fields(r, r.width, r.height) << lora_infotext_fields(r) << storage_infotext_fields(r);
     return o.str();
   }
 
   // One transformer call at t = 0.5 on a random latent_size² latent and 32 random caption features.
   std::vector<float> probe(const StorageSpec& storage, ComputeType compute, uint64_t seed, int latent_size,
-                           const std::vector<LoraRequest>& loras, LoraMode) override {
-    if (!loras.empty()) throw InputError("LoRAs on Z-Image are not supported in this version");
+                           const std::vector<LoraRequest>& loras, LoraMode mode) override {
     if (storage != storage_) {
       release_all();
       storage_ = storage;
       budget_.reset();
     }
+    set_loras(loras, mode);
     const int64_t side = std::max<int64_t>(2, latent_size / 2 * 2);
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     const auto x = at::randn({1, 16, side, side}, gen, at::kFloat);
@@ -275,11 +277,21 @@ class ZImageFamily final : public FamilyModel {
   }
 
  private:
-  static void refuse_loras(const GenerationRequest& r) {
-    if (!r.loras.empty()) {
-      throw InputError("LoRAs on Z-Image are not supported in this version (" + r.loras.front().path +
-                       "); remove the <lora:...> tag or --lora");
-    }
+  // The LoRA set on the transformer (zimage_lora_keys.h names; unet multiplier): the previous set
+  // undone, the new one applied now when the transformer is loaded, else when it loads.
+  void set_loras(const std::vector<LoraRequest>& loras, LoraMode mode_in) {
+    const LoraMode mode = effective_lora_mode(mode_in, storage_);
+    if (loras_.same(loras, mode)) return;
+    const auto layers = lora_linear_weights(files_.transformer);
+    auto next = LoraSet::read(loras, mode, [&](const LoraFile& file, const std::vector<LoraModuleLayout>& modules) {
+      return plan_zimage_lora_layout(modules, file.metadata, layers, file.path);
+    });
+    if (transformer_) loras_.undo(*transformer_, lora_component());
+    loras_ = std::move(next);
+    if (transformer_) loras_.apply(*transformer_, lora_component());
+  }
+  LoraComponent lora_component() const {
+    return {"", false, files_.transformer, storage_, streaming_.plan.any(), "the Z-Image transformer"};
   }
   at::Tensor encode_text(const std::string& prompt, int limit, at::ScalarType compute) {
     auto ids = tokenizer_->encode(QwenTokenizer::chat_template(plain_prompt(prompt)));
@@ -354,6 +366,7 @@ class ZImageFamily final : public FamilyModel {
                    static_cast<double>(*budget_) / 1e9, streaming_.plan.describe());
       }
       set_fp8_compute();
+      loras_.apply(*transformer_, lora_component());
     }
     return *transformer_;
   }
@@ -388,6 +401,7 @@ class ZImageFamily final : public FamilyModel {
   void release_transformer() {
     streaming_.clear();
     transformer_.reset();
+    loras_.forget("");
     held_.denoiser = 0;
     trim_heap();
   }
@@ -418,6 +432,7 @@ class ZImageFamily final : public FamilyModel {
   double load_ms_ = 0;
   WeightBytes held_;
   mutable std::vector<std::pair<StorageSpec, WeightBytes>> estimates_;
+  LoraSet loras_;
   std::shared_ptr<ZImageTransformerImpl> transformer_;
   std::shared_ptr<Qwen3EncoderImpl> text_;
   std::shared_ptr<VaeImpl> vae_;
