@@ -12,6 +12,11 @@
 
 #include <unistd.h>
 
+#include <QDir>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QFile>
+#include <QTemporaryDir>
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "pipeline/engine.h"
@@ -43,6 +48,66 @@ at::Tensor randn_like_seeded(const at::Tensor& like, uint64_t seed) {
 std::tuple<at::Tensor, at::Tensor, at::Tensor> sample_inputs() {
   const SafetensorsFile cases(test::reference_path(kFlux + "cases.safetensors"));
   return {case_tensor(cases, "sample_dev.noise"), case_tensor(cases, "sample_dev.txt"), case_tensor(cases, "sample_dev.y")};
+}
+
+
+// diffusers' FluxTransformer2DModel names of a BFL tensor (convert_flux_transformer_checkpoint_to_
+// diffusers, spelled out here on its own), each with the rows of the BFL tensor it holds, in order:
+// the fused q/k/v (and a single block's mlp rows) split, norm_out.linear's halves swapped.
+struct DiffusersPart {
+  std::string name;
+  std::vector<std::pair<int64_t, int64_t>> rows;  // (start, count) pieces of the BFL tensor
+};
+std::vector<DiffusersPart> flux_diffusers_parts(const std::string& bfl, int64_t rows, int64_t hidden) {
+  const auto dot = bfl.rfind('.');
+  const std::string module = bfl.substr(0, dot), kind = bfl.substr(dot + 1);
+  const std::string leaf = kind == "scale" ? "weight" : kind;
+  auto whole = [&](const std::string& d) { return std::vector<DiffusersPart>{{d + "." + leaf, {{0, rows}}}}; };
+  auto block = [&](const char* head) -> std::pair<std::string, std::string> {  // (index, rest)
+    const std::string h = head;
+    if (module.compare(0, h.size(), h) != 0) return {"", ""};
+    const auto end = module.find('.', h.size());
+    return {module.substr(h.size(), end - h.size()), module.substr(end + 1)};
+  };
+  if (const auto [n, rest] = block("double_blocks."); !n.empty()) {
+    const std::string d = "transformer_blocks." + n + ".";
+    if (rest == "img_attn.qkv" || rest == "txt_attn.qkv") {
+      const bool img = rest[0] == 'i';
+      std::vector<DiffusersPart> out;
+      const char* parts[] = {"q", "k", "v"};
+      for (int i = 0; i < 3; ++i) {
+        out.push_back({d + (img ? std::string("attn.to_") + parts[i] : std::string("attn.add_") + parts[i] + "_proj") + "." + leaf,
+                       {{i * hidden, hidden}}});
+      }
+      return out;
+    }
+    static const std::map<std::string, std::string> names{
+        {"img_attn.norm.query_norm", "attn.norm_q"}, {"img_attn.norm.key_norm", "attn.norm_k"},
+        {"txt_attn.norm.query_norm", "attn.norm_added_q"}, {"txt_attn.norm.key_norm", "attn.norm_added_k"},
+        {"img_attn.proj", "attn.to_out.0"}, {"txt_attn.proj", "attn.to_add_out"},
+        {"img_mlp.0", "ff.net.0.proj"}, {"img_mlp.2", "ff.net.2"},
+        {"txt_mlp.0", "ff_context.net.0.proj"}, {"txt_mlp.2", "ff_context.net.2"},
+        {"img_mod.lin", "norm1.linear"}, {"txt_mod.lin", "norm1_context.linear"}};
+    return whole(d + names.at(rest));
+  }
+  if (const auto [n, rest] = block("single_blocks."); !n.empty()) {
+    const std::string d = "single_transformer_blocks." + n + ".";
+    if (rest == "linear1") {
+      return {{d + "attn.to_q." + leaf, {{0, hidden}}}, {d + "attn.to_k." + leaf, {{hidden, hidden}}},
+              {d + "attn.to_v." + leaf, {{2 * hidden, hidden}}}, {d + "proj_mlp." + leaf, {{3 * hidden, rows - 3 * hidden}}}};
+    }
+    static const std::map<std::string, std::string> names{{"linear2", "proj_out"}, {"norm.query_norm", "attn.norm_q"},
+                                                          {"norm.key_norm", "attn.norm_k"}, {"modulation.lin", "norm.linear"}};
+    return whole(d + names.at(rest));
+  }
+  if (module == "final_layer.adaLN_modulation.1") return {{"norm_out.linear." + leaf, {{rows / 2, rows / 2}, {0, rows / 2}}}};
+  static const std::map<std::string, std::string> globals{
+      {"img_in", "x_embedder"}, {"txt_in", "context_embedder"},
+      {"time_in.in_layer", "time_text_embed.timestep_embedder.linear_1"}, {"time_in.out_layer", "time_text_embed.timestep_embedder.linear_2"},
+      {"guidance_in.in_layer", "time_text_embed.guidance_embedder.linear_1"}, {"guidance_in.out_layer", "time_text_embed.guidance_embedder.linear_2"},
+      {"vector_in.in_layer", "time_text_embed.text_embedder.linear_1"}, {"vector_in.out_layer", "time_text_embed.text_embedder.linear_2"},
+      {"final_layer.linear", "proj_out"}};
+  return whole(globals.at(module));
 }
 
 FluxFiles tiny_files() {
@@ -475,6 +540,72 @@ class TestFluxStudio : public QObject {
         QVERIFY2(m.startsWith(QString::fromStdString(copy)) && (m.contains("truncated") || m.contains("changed on disk")), e.what());
       }
     }
+  }
+
+  // A diffusers model folder (model_index.json; transformer/ in diffusers' names, written here from
+  // the tiny BFL file; text_encoder/, text_encoder_2/, vae/ and both tokenizers beside) loads as it
+  // is and gives the split files' image exactly
+  void diffusersFolderGivesTheSplitFilesImage() {
+    FP8S_REQUIRE_REFERENCE();
+    QTemporaryDir dir;
+    const QString root = dir.path() + "/FLUX.1-dev";
+    for (const char* sub : {"transformer", "text_encoder", "text_encoder_2", "vae"}) QVERIFY(QDir().mkpath(root + "/" + sub));
+    {
+      const SafetensorsFile t(test::reference_path(kFlux + "tiny-flux-dev.safetensors"));
+      const int64_t hidden = t.at("img_in.weight").shape[0];
+      struct Out {
+        const TensorRecord* rec;
+        DiffusersPart part;
+        std::vector<int64_t> shape;
+      };
+      std::vector<Out> outs;
+      std::vector<TensorSpec> specs;
+      for (const auto& r : t.tensors()) {
+        for (auto& part : flux_diffusers_parts(r.name, r.shape.at(0), hidden)) {
+          auto shape = r.shape;
+          shape[0] = 0;
+          for (const auto& [start, count] : part.rows) shape[0] += count;
+          specs.push_back({part.name, r.dtype, shape});
+          outs.push_back({&r, std::move(part), shape});
+        }
+      }
+      // 8 fused q/k/v tensors (2 double blocks, image and text, weight and bias) in 3 each, 6 linear1 (3 single blocks) in 4
+      QCOMPARE(specs.size(), t.tensors().size() + 8 * 2 + 6 * 3);
+      SafetensorsWriter w((root + "/transformer/diffusion_pytorch_model.safetensors").toStdString(), specs, {});
+      for (const auto& o : outs) {
+        std::vector<uint8_t> bytes(o.rec->nbytes());
+        t.read(*o.rec, bytes.data());
+        const std::size_t row_bytes = bytes.size() / static_cast<std::size_t>(o.rec->shape[0]);
+        for (const auto& [start, count] : o.part.rows) w.append(bytes.data() + start * row_bytes, count * row_bytes);
+      }
+      w.commit();
+      // diffusers' config names the RoPE axes (the tiny file's own config has them as axes_dim)
+      const auto own = QJsonDocument::fromJson(QByteArray::fromStdString(t.metadata().at("flux.config"))).object();
+      QFile config(root + "/transformer/config.json");
+      QVERIFY(config.open(QIODevice::WriteOnly));
+      config.write(QJsonDocument(QJsonObject{{"_class_name", "FluxTransformer2DModel"}, {"axes_dims_rope", own["axes_dim"]},
+                                             {"guidance_embeds", true}}).toJson());
+    }
+    QVERIFY(QFile::copy(QString::fromStdString(test::reference_path(kFlux + "tiny-clip-l.safetensors")), root + "/text_encoder/model.safetensors"));
+    QVERIFY(QFile::copy(QString::fromStdString(test::reference_path(kFlux + "tiny-t5xxl.safetensors")), root + "/text_encoder_2/model.safetensors"));
+    QVERIFY(QFile::copy(QString::fromStdString(test::reference_path(kFlux + "tiny-ae.safetensors")), root + "/vae/diffusion_pytorch_model.safetensors"));
+    QVERIFY(QFile::link(QString::fromStdString(test::reference_path("clip")), root + "/tokenizer"));
+    QVERIFY(QFile::link(QString::fromStdString(test::reference_path(kFlux + "t5_tokenizer")), root + "/tokenizer_2"));
+    {
+      QFile f(root + "/model_index.json");
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(R"({"_class_name": "FluxPipeline"})");
+    }
+    LoadOptions folder;
+    folder.checkpoint = root.toStdString();
+    folder.storage.weights = WeightType::FP32;
+    folder.device = "cpu";
+    Engine a(folder), b(tiny_options());
+    const auto info = a.info();
+    QVERIFY2(QString::fromStdString(info.architecture).contains("Flux"), info.architecture.c_str());
+    std::atomic<bool> cancel{false};
+    const auto r = tiny_request();
+    QCOMPARE(a.generate(r, nullptr, cancel).images.at(0).image.pixels, b.generate(r, nullptr, cancel).images.at(0).image.pixels);
   }
 
   // <lora:NAME:W> in the prompt finds NAME.safetensors in the LoRA folder; the infotext names it;

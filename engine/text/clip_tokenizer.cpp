@@ -122,6 +122,7 @@ std::vector<std::string> ClipTokenizer::search_paths(const std::string& explicit
   std::vector<std::string> paths;
   if (!explicit_path.empty()) paths.push_back(explicit_path);
   if (!checkpoint.empty()) {
+    if (is_dir(checkpoint)) paths.push_back(checkpoint + "/tokenizer");  // a diffusers model folder's
     paths.push_back(dirname_of(checkpoint) + "/tokenizer");
     paths.push_back(dirname_of(checkpoint) + "/clip");
   }

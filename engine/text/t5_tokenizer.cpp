@@ -126,6 +126,7 @@ std::vector<std::string> T5Tokenizer::search_paths(const std::string& explicit_p
   std::vector<std::string> paths;
   if (!explicit_path.empty()) paths.push_back(explicit_path);
   if (!model.empty()) {
+    if (is_dir(model)) paths.push_back(model + "/tokenizer_2");  // a diffusers model folder's
     paths.push_back(dirname_of(model) + "/t5_tokenizer");
     paths.push_back(dirname_of(model) + "/tokenizer_2");
   }

@@ -423,7 +423,7 @@ FamilyEntry flux_family_entry() {
     return std::make_unique<FluxFamily>(o, device);
   };
   e.tools = flux_tools();
-  e.tools.folder_names = {diffusers_autoencoder_names};
+  e.tools.folder_names = {diffusers_flux_transformer_names, diffusers_autoencoder_names};
   return e;
 }
 

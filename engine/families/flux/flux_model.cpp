@@ -70,7 +70,12 @@ std::string metadata(const SafetensorsFile& f, const std::string& key) {
 // Each configuration from the tensor shapes; what shapes cannot say (Flux's RoPE axes, CLIP's
 // head count, the autoencoder's scale and shift) from the tiny files' metadata, else the released value.
 FluxConfig flux_config(const SafetensorsFile& f, const std::string& p, bool dev) {
-  FluxConfig c = parse_flux_config(metadata(f, "flux.config"), dev, f.path());
+  const std::string own = metadata(f, "flux.config");
+  FluxConfig c = parse_flux_config(own, dev, f.path());
+  if (own.empty() && f.metadata().count("config.json")) {  // a diffusers folder's transformer/config.json
+    read_config_json(f.metadata().at("config.json"), f.path(), "config.json",
+                     [&](const nlohmann::json& j) { c.axes_dim = j.value("axes_dims_rope", c.axes_dim); });
+  }
   c.hidden_size = static_cast<int>(dim_of(f, p + "img_in.weight", 0));
   c.in_channels = static_cast<int>(dim_of(f, p + "img_in.weight", 1));
   c.context_in_dim = static_cast<int>(dim_of(f, p + "txt_in.weight", 1));

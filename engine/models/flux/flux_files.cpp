@@ -3,6 +3,8 @@
 #include <cctype>
 
 #include <algorithm>
+#include <set>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/files.h"
@@ -95,6 +97,91 @@ std::optional<std::vector<FolderTensor>> diffusers_autoencoder_names(const std::
   return out;
 }
 
+std::optional<std::vector<FolderTensor>> diffusers_flux_transformer_names(const std::map<std::string, TensorRecord>& tensors) {
+  if (!tensors.count("x_embedder.weight") || !tensors.count("context_embedder.weight") ||
+      !tensors.count("transformer_blocks.0.attn.add_q_proj.weight")) {
+    return std::nullopt;
+  }
+  std::vector<FolderTensor> out;
+  std::set<std::string> used;
+  // BFL's `to` is diffusers' `from` tensors (whole, in order), for the weight and the bias where
+  // they exist
+  // BFL's `to` is diffusers' `from` tensors (whole, in order), its weight and its bias where they
+  // exist; an RMSNorm's BFL "scale" is diffusers' "weight"
+  auto add = [&](const std::string& to, const std::vector<std::string>& from) {
+    const bool norm = ends_with(to, "_norm");
+    for (const std::string kind : {"weight", "bias"}) {
+      FolderTensor ft{to + "." + (norm ? std::string("scale") : kind), {}, {}};
+      for (const auto& f : from) {
+        const auto it = tensors.find(f + "." + kind);
+        if (it == tensors.end()) break;
+        if (ft.shape.empty()) ft.shape = it->second.shape, ft.shape[0] = 0;
+        ft.shape[0] += it->second.shape.at(0);
+        ft.sources.push_back({it->first, 0, -1});
+      }
+      if (ft.sources.size() != from.size()) continue;
+      for (const auto& src : ft.sources) used.insert(src.name);
+      out.push_back(std::move(ft));
+      if (norm) break;
+    }
+  };
+  auto indices = [&](const std::string& head, const std::string& tail) {
+    std::vector<std::string> n;
+    for (const auto& [name, t] : tensors) {
+      if (starts_with(name, head) && ends_with(name, tail) && name.size() > head.size() + tail.size()) {
+        n.push_back(name.substr(head.size(), name.size() - head.size() - tail.size()));
+      }
+    }
+    return n;
+  };
+  for (const auto& n : indices("transformer_blocks.", ".attn.to_q.weight")) {
+    const std::string d = "transformer_blocks." + n + ".", b = "double_blocks." + n + ".";
+    add(b + "img_mod.lin", {d + "norm1.linear"});
+    add(b + "txt_mod.lin", {d + "norm1_context.linear"});
+    add(b + "img_attn.qkv", {d + "attn.to_q", d + "attn.to_k", d + "attn.to_v"});
+    add(b + "txt_attn.qkv", {d + "attn.add_q_proj", d + "attn.add_k_proj", d + "attn.add_v_proj"});
+    add(b + "img_attn.norm.query_norm", {d + "attn.norm_q"});
+    add(b + "img_attn.norm.key_norm", {d + "attn.norm_k"});
+    add(b + "txt_attn.norm.query_norm", {d + "attn.norm_added_q"});
+    add(b + "txt_attn.norm.key_norm", {d + "attn.norm_added_k"});
+    add(b + "img_attn.proj", {d + "attn.to_out.0"});
+    add(b + "txt_attn.proj", {d + "attn.to_add_out"});
+    add(b + "img_mlp.0", {d + "ff.net.0.proj"});
+    add(b + "img_mlp.2", {d + "ff.net.2"});
+    add(b + "txt_mlp.0", {d + "ff_context.net.0.proj"});
+    add(b + "txt_mlp.2", {d + "ff_context.net.2"});
+  }
+  for (const auto& n : indices("single_transformer_blocks.", ".attn.to_q.weight")) {
+    const std::string d = "single_transformer_blocks." + n + ".", b = "single_blocks." + n + ".";
+    add(b + "modulation.lin", {d + "norm.linear"});
+    add(b + "linear1", {d + "attn.to_q", d + "attn.to_k", d + "attn.to_v", d + "proj_mlp"});
+    add(b + "linear2", {d + "proj_out"});
+    add(b + "norm.query_norm", {d + "attn.norm_q"});
+    add(b + "norm.key_norm", {d + "attn.norm_k"});
+  }
+  add("img_in", {"x_embedder"});
+  add("txt_in", {"context_embedder"});
+  add("time_in.in_layer", {"time_text_embed.timestep_embedder.linear_1"});
+  add("time_in.out_layer", {"time_text_embed.timestep_embedder.linear_2"});
+  add("guidance_in.in_layer", {"time_text_embed.guidance_embedder.linear_1"});
+  add("guidance_in.out_layer", {"time_text_embed.guidance_embedder.linear_2"});
+  add("vector_in.in_layer", {"time_text_embed.text_embedder.linear_1"});
+  add("vector_in.out_layer", {"time_text_embed.text_embedder.linear_2"});
+  add("final_layer.linear", {"proj_out"});
+  // diffusers' norm_out is (scale, shift), BFL's final adaLN (shift, scale): the halves swapped
+  for (const char* kind : {".weight", ".bias"}) {
+    const auto it = tensors.find(std::string("norm_out.linear") + kind);
+    if (it == tensors.end()) continue;
+    const int64_t half = it->second.shape.at(0) / 2;
+    out.push_back({std::string("final_layer.adaLN_modulation.1") + kind, it->second.shape, {{it->first, half, half}, {it->first, 0, half}}});
+    used.insert(it->first);
+  }
+  for (const auto& [name, t] : tensors) {  // anything else keeps its name (and is refused at load by it)
+    if (!used.count(name)) out.push_back({name, t.shape, {{name, 0, -1}}});
+  }
+  return out;
+}
+
 FluxFiles resolve_flux_files(const std::string& model, const std::string& t5, const std::string& clip_l,
                              const std::string& vae) {
   FluxFiles f;
@@ -120,6 +207,17 @@ FluxFiles resolve_flux_files(const std::string& model, const std::string& t5, co
   if (!t5.empty()) f.t5 = explicit_file(t5, "T5-XXL encoder", &FluxFileContents::t5);
   if (!clip_l.empty()) f.clip_l = explicit_file(clip_l, "CLIP-L text encoder", &FluxFileContents::clip_l);
   if (!vae.empty()) f.vae = explicit_file(vae, "Flux autoencoder (16 latent channels)", &FluxFileContents::vae);
+  if (is_dir(model)) {  // a diffusers model folder: its own text encoders and autoencoder
+    const std::tuple<ComponentSource*, const char*, const char*, std::optional<std::string> FluxFileContents::*> subs[] = {
+        {&f.clip_l, "text_encoder", "CLIP-L text encoder", &FluxFileContents::clip_l},
+        {&f.t5, "text_encoder_2", "T5-XXL encoder", &FluxFileContents::t5},
+        {&f.vae, "vae", "Flux autoencoder (16 latent channels)", &FluxFileContents::vae}};
+    for (const auto& [slot, sub, what, member] : subs) {
+      if (slot->found() || !is_dir(model + "/" + sub)) continue;
+      f.searched.push_back(model + "/" + sub);
+      *slot = explicit_file(model + "/" + sub, what, member);
+    }
+  }
   // ComfyUI's layout: models/{diffusion_models,unet,checkpoints}/MODEL, models/{text_encoders,clip,vae}/
   const std::string root = dirname_of(dirname_of(model));
   struct Want {

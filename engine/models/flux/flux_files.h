@@ -34,6 +34,15 @@ bool is_flux_file(const SafetensorsFile& file);
 // and attn_1 (its Linear q/k/v/proj_out as 1x1 convolutions), conv_norm_out -> norm_out;
 // nullopt when the tensors are not that layout (a FolderRenamer).
 std::optional<std::vector<FolderTensor>> diffusers_autoencoder_names(const std::map<std::string, TensorRecord>& tensors);
+// diffusers' FluxTransformer2DModel names (a model folder's transformer/) as BFL's: to_q/to_k/to_v
+// -> img_attn.qkv's rows (add_q/k/v_proj -> txt_attn.qkv; a single block's with proj_mlp -> linear1),
+// norm_q/norm_k weights -> the query/key norms' scales, norm1(_context).linear -> img/txt_mod.lin,
+// ff(_context).net -> img/txt_mlp, to_out.0 / to_add_out -> the attention projections, the
+// embedders and time_text_embed -> img_in, txt_in, time_in, guidance_in, vector_in, proj_out ->
+// final_layer.linear and norm_out.linear -> final_layer.adaLN_modulation.1 with its halves swapped
+// (the inverse of diffusers' convert_flux_transformer_checkpoint_to_diffusers); nullopt when the
+// tensors are not that layout (a FolderRenamer).
+std::optional<std::vector<FolderTensor>> diffusers_flux_transformer_names(const std::map<std::string, TensorRecord>& tensors);
 
 // What a user names of a Flux model beside its file: each empty one is the model file's own, else
 // found in a ComfyUI models folder around it (components) or searched as the CLIP vocabulary is
@@ -49,9 +58,10 @@ struct FluxFiles {
   std::vector<std::string> searched;  // folders looked in for the missing components
 };
 
-// The components of `model` (a transformer or all-in-one file), each taken from the model file
-// when it holds it, else the explicit path (`--t5`, `--clip-l`, `--vae`), else a ComfyUI models
-// folder around the model (text_encoders/ and clip/: t5xxl*, clip_l*; vae/: ae*, flux*vae*).
+// The components of `model` (a transformer or all-in-one file, or a diffusers model folder), each
+// taken from the model file when it holds it, else the explicit path (`--t5`, `--clip-l`, `--vae`),
+// else the folder's text_encoder/ (CLIP-L), text_encoder_2/ (T5-XXL) and vae/, else a ComfyUI
+// models folder around the model (text_encoders/ and clip/: t5xxl*, clip_l*; vae/: ae*, flux*vae*).
 // Throws InputError when an explicit file does not hold its component.
 FluxFiles resolve_flux_files(const std::string& model, const std::string& t5, const std::string& clip_l,
                              const std::string& vae);
