@@ -27,6 +27,7 @@ set(FP8S_CORE_SOURCES
   families/weight_budget.cpp
   families/zimage/zimage_files.cpp
   families/zimage/zimage_lora_keys.cpp
+  models/controlnet_keys.cpp
   lora/lora_keys.cpp
   lora/flux_lora_keys.cpp
   lora/lora_library.cpp

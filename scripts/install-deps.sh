@@ -8,7 +8,7 @@ packages=(
   libtorch-dev libopenblas-dev
   qt6-base-dev qt6-svg-dev libqcustomplot-dev libqcustomplot2.1-qt6 libgl-dev
   libspdlog-dev nlohmann-json3-dev libcli11-dev
-  libpng-dev zlib1g-dev libutf8proc-dev
+  libpng-dev zlib1g-dev libutf8proc-dev libopencv-imgproc-dev
   xvfb xauth desktop-file-utils appstream dpkg-dev file qt6-qpa-plugins debootstrap
   clang libclang-rt-14-dev
   curl ca-certificates

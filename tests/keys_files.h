@@ -10,8 +10,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <functional>
 #include <stdexcept>
 #include <string>
+
+#include <torch/nn/module.h>
 
 #include "support.h"
 
@@ -20,6 +23,35 @@ namespace fp8s::test {
 inline QJsonObject load_keys(const char* name) {
   const auto text = read_bytes(reference_path(QString("keys/") + name));
   return QJsonDocument::fromJson(QByteArray::fromStdString(text)).object();
+}
+
+// A key list in the "tensors": [[key, dtype, shape], ...] form (keys/controlnet-*.json) as load_keys'
+// {key: {dtype, shape}}.
+inline QJsonObject load_key_list(const char* name) {
+  QJsonObject out;
+  for (const auto& row : load_keys(name)["tensors"].toArray()) {
+    const auto r = row.toArray();
+    out[r[0].toString()] = QJsonObject{{"dtype", r[1]}, {"shape", r[2]}};
+  }
+  return out;
+}
+
+// The parameters of a key list's tensors (those `take` accepts; all without it).
+inline uint64_t params_of(const QJsonObject& keys, const std::function<bool(const QString&)>& take = {}) {
+  uint64_t n = 0;
+  for (auto it = keys.begin(); it != keys.end(); ++it) {
+    if (take && !take(it.key())) continue;
+    uint64_t p = 1;
+    for (const auto& d : it.value().toObject()["shape"].toArray()) p *= static_cast<uint64_t>(d.toInteger());
+    n += p;
+  }
+  return n;
+}
+// The parameters a module holds (its placeholders on the meta device included).
+inline uint64_t module_params(torch::nn::Module& m) {
+  uint64_t n = 0;
+  for (const auto& p : m.parameters(true)) n += static_cast<uint64_t>(p.numel());
+  return n;
 }
 
 inline int64_t dtype_bytes(const QString& d) {

@@ -1,4 +1,4 @@
-// Replays every case of ../shared/reference/<FOLDER>/cases.json (sd1, sdxl, flux, zimage) through fp8studio-cli
+// Replays every case of ../shared/reference/<FOLDER>/cases.json (sd1, sdxl, flux, zimage, controlnet) through fp8studio-cli
 // (the code the CLI uses), in FP32 against the reference tolerance and in BF16 against a derived
 // one (issues 3 and 6). Built once per folder (FP8S_CASES_FOLDER).
 #include <QJsonArray>
@@ -70,7 +70,7 @@ class TestReferenceCases : public QObject {
     const auto case_args = c["args"].toArray();
     for (int i = 0; i < case_args.size(); ++i) {
       QString a = case_args[i].toString();
-      if (i > 0 && case_args[i - 1].toString() == "--lora") a = folder + a;
+      if (i > 0 && (case_args[i - 1].toString() == "--lora" || case_args[i - 1].toString() == "--controlnet")) a = folder + a;
       if (i > 0 && case_args[i - 1].toString() == "--compute") a = compute;
       args << a;
       // flux/cases.json's LoRA cases write "--weights" without its value; flux/README.md says they
@@ -122,7 +122,8 @@ class TestReferenceCases : public QObject {
                        "--vocab", test::reference_dir() + "/clip"};
       const auto components = c["components"].toObject();
       for (const auto& [key, flag] : {std::pair{"t5", "--t5"}, std::pair{"clip_l", "--clip-l"}, std::pair{"vae", "--vae"},
-                                      std::pair{"text_encoder", "--text-encoder"}, std::pair{"qwen_tokenizer", "--qwen-tokenizer"}}) {
+                                      std::pair{"text_encoder", "--text-encoder"}, std::pair{"qwen_tokenizer", "--qwen-tokenizer"},
+                                      std::pair{"controlnet", "--controlnet"}, std::pair{"control_image", "--control-image"}}) {
         if (components.contains(key)) args << flag << folder + components[key].toString();
       }
       for (const auto& a : c["args"].toArray()) args << a.toString();

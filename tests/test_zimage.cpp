@@ -33,22 +33,6 @@ class TestZImage : public QObject {
   Q_OBJECT
   QTemporaryDir m_dir;
 
-  static uint64_t params_of(const QJsonObject& keys, const std::function<bool(const QString&)>& take) {
-    uint64_t n = 0;
-    for (auto it = keys.begin(); it != keys.end(); ++it) {
-      if (!take(it.key())) continue;
-      uint64_t p = 1;
-      for (const auto& d : it.value().toObject()["shape"].toArray()) p *= static_cast<uint64_t>(d.toInteger());
-      n += p;
-    }
-    return n;
-  }
-  static uint64_t module_params(torch::nn::Module& m) {
-    uint64_t n = 0;
-    for (const auto& p : m.parameters(true)) n += static_cast<uint64_t>(p.numel());
-    return n;
-  }
-
   // Generation through the engine on the tiny reference files
   static QString ref(const char* name) { return test::reference_dir() + "/zimage/" + name; }
   static LoadOptions tiny_options() {
@@ -110,8 +94,8 @@ class TestZImage : public QObject {
       load_module_weights(*m, z, "", {WeightType::FP8_E4M3, Fp8Scale::Tensor, false}, true, ZImageTransformerImpl::ignorable_keys(),
                           {}, at::Device(at::kMeta), true);
       // every tensor of the file is a parameter of the module: 6,154,908,736 (the README's count)
-      QCOMPARE(module_params(*m), params_of(zkeys, [](const QString&) { return true; }));
-      QCOMPARE(module_params(*m), uint64_t(6'154'908'736ull));
+      QCOMPARE(test::module_params(*m), test::params_of(zkeys, [](const QString&) { return true; }));
+      QCOMPARE(test::module_params(*m), uint64_t(6'154'908'736ull));
       QCOMPARE(int(m->blocks().size()), 34);
     }
     const auto qkeys = test::load_keys("qwen3-4b.json");
@@ -130,10 +114,10 @@ class TestZImage : public QObject {
       load_module_weights(*enc, q, "model.", {WeightType::BF16, Fp8Scale::None, false}, false, Qwen3EncoderImpl::ignorable_keys(enc->config()), {},
                           at::Device(at::kMeta), true);
       // all but the last layer and the final norm (hidden_states[-2] never reads them)
-      QCOMPARE(module_params(*enc), params_of(qkeys, [](const QString& k) {
+      QCOMPARE(test::module_params(*enc), test::params_of(qkeys, [](const QString& k) {
                  return !k.startsWith("model.layers.35.") && k != "model.norm.weight";
                }));
-      QCOMPARE(params_of(qkeys, [](const QString&) { return true; }), uint64_t(4'022'468'096ull));
+      QCOMPARE(test::params_of(qkeys, [](const QString&) { return true; }), uint64_t(4'022'468'096ull));
     }
     // a transformer without one of its tensors is refused naming it
     const SafetensorsFile broken(test::sparse_file(m_dir.path(), "broken.safetensors", zkeys, "layers.7.feed_forward.w2.weight"));

@@ -13,6 +13,7 @@
 #include "families/family.h"
 #include "models/inspect.h"
 #include "core/logging.h"
+#include "io/control_image.h"
 #include "pipeline/engine.h"
 
 namespace fp8s::cli {
@@ -77,6 +78,13 @@ void register_generate(CLI::App& app) {
     std::signal(SIGTERM, on_interrupt);
     Engine engine(load);
     engine.validate(o->r);
+    if (!o->flags.control.save_hint.empty() && !o->r.controlnets.empty()) {  // the hint the first pass sees
+      const auto& u = o->r.controlnets.front();
+      const int w = request_width(o->r, family.native_size, family.size_multiple, family.min_size);
+      const int h = request_height(o->r, family.native_size, family.size_multiple, family.min_size);
+      write_png(o->flags.control.save_hint, control_hint(*u.image, w, h, u.resize, u.preprocessor, u.canny_low, u.canny_high), "");
+      log().info("wrote the control hint ({}x{}, {}) to {}", w, h, control_preprocessor_name(u.preprocessor), o->flags.control.save_hint);
+    }
     if (g_cancel.load()) throw Cancelled();
     CliObserver observer(o->r.steps, o->r.batch_count);
     auto result = engine.generate(o->r, &observer, g_cancel);

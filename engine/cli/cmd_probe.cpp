@@ -73,6 +73,8 @@ struct ModelProbeOptions {
   float guidance = 3.5f;  // a distilled model's sampling role
   bool no_shift = false;  // a shifted schedule unshifted
   float shift = 3.0f, cfg_norm = 0.0f, cfg_truncation = 1.0f, strength = 1.0f;  // Z-Image's sampling role
+  std::string controlnet;  // ControlNet roles
+  float control_strength = 1.0f, control_start = 0.0f, control_end = 1.0f;
 };
 
 // Reads the case's input tensors by role (`--input ROLE=NAME` overrides the prefixed name), each
@@ -150,6 +152,10 @@ void probe_model(const std::string& role, const ModelProbeOptions& o) {
   s.cfg_norm = o.cfg_norm;
   s.cfg_truncation = o.cfg_truncation;
   s.strength = o.strength;
+  s.controlnet = o.controlnet;
+  s.control_strength = o.control_strength;
+  s.control_start = o.control_start;
+  s.control_end = o.control_end;
   const auto out = family->tools.probe.run(role, s, [&](const std::map<std::string, int64_t>& dims) {
     return read_case_inputs(role, dims, o);
   });
@@ -204,6 +210,10 @@ void register_probe(CLI::App& app) {
   sub->add_option("--cfg-truncation", o->m.cfg_truncation, "zimage-sample: no CFG on steps whose t = 1 - sigma exceeds it (1: never)")
       ->capture_default_str();
   sub->add_option("--strength", o->m.strength, "zimage-sample img2img: the strength (1: txt2img)")->capture_default_str();
+  sub->add_option("--controlnet", o->m.controlnet, "sample: the ControlNet file (its hint is the case's `hint`)");
+  sub->add_option("--control-strength", o->m.control_strength, "unet-control, sample: the residuals' scale")->capture_default_str();
+  sub->add_option("--control-start", o->m.control_start, "sample: the ControlNet's first step, as progress 0..1")->capture_default_str();
+  sub->add_option("--control-end", o->m.control_end, "sample: its last step, as progress 0..1")->capture_default_str();
   sub->add_option("--lora", o->m.loras, "FILE:MULT")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("--lora-mode", o->m.lora_mode, "auto, merge, merge-stochastic, online")
       ->check(CLI::IsMember({"auto", "merge", "merge-stochastic", "online"}))

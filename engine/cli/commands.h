@@ -28,6 +28,16 @@ void add_common_options(CLI::App& sub, CommonOptions& common, bool reports);
 // file stays free of LibTorch for the fuzz targets). Empty: nothing.
 std::function<void(int)>& threads_hook();
 
+// ControlNet units: each flag may be repeated, the Nth value belonging to the Nth --controlnet; a
+// flag given once applies to every unit.
+struct ControlFlags {
+  std::vector<std::string> models, images, preprocessors, resizes, modes;
+  std::vector<float> strengths, starts, ends;
+  std::vector<int> lows, highs;
+  bool guess_mode = false;
+  std::string save_hint;  // write the first unit's preprocessed hint here (PNG)
+};
+
 // The request flags shared by generate, compare and bench, and their conversion.
 struct RequestFlags {
   std::string sampler = "dpmpp_2m", schedule = "karras", weights = "auto", scale = "none",
@@ -35,8 +45,12 @@ struct RequestFlags {
   std::string init_image, mask;  // PNG paths, read by finish_request
   // the options whose defaults are the model family's when not given (FamilyTraits)
   CLI::Option *sampler_option = nullptr, *schedule_option = nullptr, *cfg_option = nullptr, *steps_option = nullptr;
+  ControlFlags control;
 };
 void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flags);
+void add_control_options(CLI::App& sub, ControlFlags& flags);
+// The units the flags describe (their control images read); InputError for counts that do not match.
+std::vector<ControlUnit> control_units(const ControlFlags& flags);
 // The checkpoint a subcommand runs on: `--model` when given, else the shipped demo model
 // (verified; InputError naming the places looked at when it is missing).
 std::string model_or_demo(const std::string& model_flag);

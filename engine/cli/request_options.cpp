@@ -111,8 +111,72 @@ void add_image_options(CLI::App& sub, GenerationRequest& r, std::string& init_im
 }  // namespace
 
 // Adds the request flags shared by generate, compare and bench.
+void add_control_options(CLI::App& sub, ControlFlags& c) {
+  const auto each = CLI::MultiOptionPolicy::TakeAll;
+  sub.add_option("--controlnet", c.models, "a ControlNet file (SD 1.x / SDXL; cldm or diffusers names; repeat for up to 3 units)")
+      ->multi_option_policy(each);
+  sub.add_option("--control-image", c.images, "the unit's control image (PNG; resized to the image by --control-resize)")
+      ->multi_option_policy(each);
+  sub.add_option("--control-strength", c.strengths, "the unit's weight, 0..2 (default 1)")->multi_option_policy(each);
+  sub.add_option("--control-start", c.starts, "the first step it acts on, as progress 0..1 (default 0)")->multi_option_policy(each);
+  sub.add_option("--control-end", c.ends, "the last step it acts on, as progress 0..1 (default 1)")->multi_option_policy(each);
+  sub.add_option("--control-preprocessor", c.preprocessors, "none (the image is the hint), invert or canny (default none)")
+      ->multi_option_policy(each)
+      ->check([](const std::string& v) { return parse_control_preprocessor(v) ? "" : "expected none, invert or canny, got '" + v + "'"; });
+  sub.add_option("--canny-low", c.lows, "canny: the low threshold (default 100)")->multi_option_policy(each);
+  sub.add_option("--canny-high", c.highs, "canny: the high threshold (default 200)")->multi_option_policy(each);
+  sub.add_option("--control-resize", c.resizes, "just-resize, crop (A1111's default, Crop and Resize) or fill")
+      ->multi_option_policy(each)
+      ->check([](const std::string& v) { return parse_resize_mode(v) ? "" : "expected just-resize, crop or fill, got '" + v + "'"; });
+  sub.add_option("--control-mode", c.modes, "balanced, prompt (My prompt is more important) or controlnet (ControlNet is more important)")
+      ->multi_option_policy(each)
+      ->check([](const std::string& v) { return parse_control_mode(v) ? "" : "expected balanced, prompt or controlnet, got '" + v + "'"; });
+  sub.add_flag("--guess-mode", c.guess_mode, "cldm's guess mode for every unit (no control on the negative half, scaled residuals)");
+  sub.add_option("--save-hint", c.save_hint, "write the first unit's preprocessed control image (at the image size) to this PNG");
+}
+
+std::vector<ControlUnit> control_units(const ControlFlags& c) {
+  const std::size_t n = c.models.size();
+  auto pick = [n](const auto& values, std::size_t i, const char* flag, auto fallback) {
+    if (values.empty()) return fallback;
+    if (values.size() != 1 && values.size() != n) {
+      throw InputError(std::string(flag) + " is given " + std::to_string(values.size()) + " times for " + std::to_string(n) +
+                       " --controlnet; give it once (every unit) or once per unit");
+    }
+    return static_cast<decltype(fallback)>(values.size() == 1 ? values[0] : values[i]);
+  };
+  if (n == 0) {
+    if (!c.images.empty()) throw InputError("--control-image needs a --controlnet");
+    return {};
+  }
+  if (c.images.size() != n && c.images.size() != 1) {
+    throw InputError("--control-image is given " + std::to_string(c.images.size()) + " times for " + std::to_string(n) +
+                     " --controlnet; each unit needs its control image");
+  }
+  std::vector<ControlUnit> units;
+  for (std::size_t i = 0; i < n; ++i) {
+    ControlUnit u;
+    u.model = c.models[i];
+    u.image_name = c.images.size() == 1 ? c.images[0] : c.images[i];
+    u.image = read_png(u.image_name).image;
+    u.strength = pick(c.strengths, i, "--control-strength", 1.0f);
+    u.start = pick(c.starts, i, "--control-start", 0.0f);
+    u.end = pick(c.ends, i, "--control-end", 1.0f);
+    u.preprocessor = *parse_control_preprocessor(pick(c.preprocessors, i, "--control-preprocessor", std::string("none")));
+    u.canny_low = pick(c.lows, i, "--canny-low", 100);
+    u.canny_high = pick(c.highs, i, "--canny-high", 200);
+    u.resize = *parse_resize_mode(pick(c.resizes, i, "--control-resize", std::string("crop")));
+    u.mode = *parse_control_mode(pick(c.modes, i, "--control-mode", std::string("balanced")));
+    u.guess_mode = c.guess_mode;
+    units.push_back(std::move(u));
+  }
+  return units;
+}
+
 void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flags) {
-  auto& [sampler, schedule, weights, scale, compute, lora_mode, init_image, mask, sampler_option, schedule_option, cfg_option, steps_option] = flags;
+  auto& [sampler, schedule, weights, scale, compute, lora_mode, init_image, mask, sampler_option, schedule_option, cfg_option, steps_option,
+         control] = flags;
+  add_control_options(sub, control);
   sub.add_option("--lora-mode", lora_mode, "auto (online for FP8, else merge), merge, merge-stochastic, online")
       ->check(CLI::IsMember({"auto", "merge", "merge-stochastic", "online"}))
       ->capture_default_str();
@@ -209,10 +273,12 @@ void add_device_option(CLI::App& sub, std::string& device) {
 
 void finish_request(GenerationRequest& r, const RequestFlags& flags, const StorageSpec& auto_storage,
                     const FamilyTraits* family) {
-  const auto& [sampler, schedule, weights, scale, compute, lora_mode, init_image, mask, sampler_option, schedule_option, cfg_option, steps_option] = flags;
+  const auto& [sampler, schedule, weights, scale, compute, lora_mode, init_image, mask, sampler_option, schedule_option, cfg_option, steps_option,
+               control] = flags;
   // img2img / inpainting images (read and checked here; their sizes by validate_request)
   if (!init_image.empty()) r.init_image = read_png(init_image).image;
   if (!mask.empty()) r.mask = read_png(mask).image;
+  r.controlnets = control_units(control);
   r.lora_mode = *parse_lora_mode(lora_mode);
   r.sampler = *parse_sampler(sampler);
   r.schedule = *parse_schedule(schedule);

@@ -85,6 +85,21 @@ std::string storage_display_name(const StorageSpec& storage) {
   return s;
 }
 
+constexpr Names<ControlPreprocessor, 3> kPreprocessors = {
+    {ControlPreprocessor::None, "none"}, {ControlPreprocessor::Invert, "invert"}, {ControlPreprocessor::Canny, "canny"}};
+constexpr Names<ControlMode, 3> kControlModes = {
+    {ControlMode::Balanced, "balanced"}, {ControlMode::Prompt, "prompt"}, {ControlMode::ControlNet, "controlnet"}};
+constexpr Names<ControlMode, 3> kControlModeDisplay = {{ControlMode::Balanced, "Balanced"},
+                                                       {ControlMode::Prompt, "My prompt is more important"},
+                                                       {ControlMode::ControlNet, "ControlNet is more important"}};
+constexpr Names<ResizeMode, 3> kResizeDisplay = {
+    {ResizeMode::JustResize, "Just Resize"}, {ResizeMode::Crop, "Crop and Resize"}, {ResizeMode::Fill, "Resize and Fill"}};
+const char* control_preprocessor_name(ControlPreprocessor p) { return name_in(kPreprocessors, p); }
+std::optional<ControlPreprocessor> parse_control_preprocessor(const std::string& name) { return parse_in(kPreprocessors, name); }
+const char* control_mode_name(ControlMode m) { return name_in(kControlModes, m); }
+const char* control_mode_display_name(ControlMode m) { return name_in(kControlModeDisplay, m); }
+std::optional<ControlMode> parse_control_mode(const std::string& name) { return parse_either(kControlModes, kControlModeDisplay, name); }
+const char* resize_mode_display_name(ResizeMode mode) { return name_in(kResizeDisplay, mode); }
 const char* resize_mode_name(ResizeMode mode) { return name_in(kResizeModes, mode); }
 std::optional<ResizeMode> parse_resize_mode(const std::string& name) { return parse_in(kResizeModes, name); }
 const char* inpaint_fill_name(InpaintFill fill) { return name_in(kFills, fill); }

@@ -65,6 +65,18 @@ const char* hr_upscaler_name(HrUpscaler u);          // latent, latent-nearest, 
 const char* hr_upscaler_display_name(HrUpscaler u);  // A1111's: "Latent", "Latent (nearest)", "Lanczos"
 std::optional<HrUpscaler> parse_hr_upscaler(const std::string& name);  // also A1111's names
 
+// A ControlNet's preprocessor (the control image as given, inverted, or Canny's edges) and A1111's
+// control modes ("Balanced": both CFG halves controlled; "My prompt is more important": the
+// residuals scaled by 0.825^(K − i); "ControlNet is more important": the uncond half uncontrolled).
+enum class ControlPreprocessor { None, Invert, Canny };
+const char* control_preprocessor_name(ControlPreprocessor p);  // none, invert, canny
+std::optional<ControlPreprocessor> parse_control_preprocessor(const std::string& name);
+enum class ControlMode { Balanced, Prompt, ControlNet };
+const char* control_mode_name(ControlMode m);          // balanced, prompt, controlnet
+const char* control_mode_display_name(ControlMode m);  // A1111's: "Balanced", "My prompt is more important", ...
+std::optional<ControlMode> parse_control_mode(const std::string& name);  // also A1111's names
+const char* resize_mode_display_name(ResizeMode mode);  // A1111's: "Just Resize", "Crop and Resize", "Resize and Fill"
+
 // How a LoRA is applied: merged into the weights (round to nearest, or stochastic rounding as
 // ComfyUI does), or kept as factors added at forward time. Auto: online for FP8 storage.
 enum class LoraMode { Auto, Merge, MergeStochastic, Online };

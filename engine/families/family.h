@@ -43,6 +43,9 @@ struct PassDenoiser {
   Denoiser denoise;          // D(x, σ), classifier-free guidance included
   EpsModel eps;              // a discrete-time ε model (DDIM): ε(x, t) at an integer timestep; else empty
   at::Tensor alphas_cumprod; // its ᾱ_t, with `eps`
+  // Told after each step (0-based, of the pass's `steps`), as A1111's sampler callback is: where
+  // the denoiser's behaviour depends on the step (ControlNet's start/end); else empty.
+  std::function<void(int step, int steps)> step_done;
 };
 
 // The bytes a model's weights take, by part (denoiser, text encoders, autoencoder).
@@ -130,6 +133,9 @@ struct ProbeSetup {
   // a flow model's sampling role (Z-Image): the schedule's shift, CFG normalisation and truncation,
   // and the img2img strength
   float shift = 3.0f, cfg_norm = 0.0f, cfg_truncation = 1.0f, strength = 1.0f;
+  // ControlNet roles (SD): the ControlNet of a sampling role, and the control's strength, start, end
+  std::string controlnet;
+  float control_strength = 1.0f, control_start = 0.0f, control_end = 1.0f;
 };
 // Reads a case's input tensors by role, each checked to have the given number of dimensions
 // (0: any; 1 also takes a tensor of one element per row).

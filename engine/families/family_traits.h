@@ -40,7 +40,8 @@ struct ScheduleChoice {
 // autoencoder.
 struct WeightBytes {
   uint64_t denoiser = 0, text = 0, vae = 0;
-  uint64_t total() const { return denoiser + text + vae; }
+  uint64_t control = 0;  // the loaded ControlNets
+  uint64_t total() const { return denoiser + text + vae + control; }
 };
 
 struct FamilyTraits {
@@ -58,6 +59,7 @@ struct FamilyTraits {
   bool distilled_guidance = false;  // the model takes a guidance value (Flux dev) instead of CFG
   float default_guidance = 3.5f;
   bool clip_skip = true;   // CLIP skip applies to its text encoders
+  bool controlnet = false;  // it takes ControlNet units (GenerationRequest::controlnets)
   std::vector<ComponentRole> components;  // beyond the model file
   LatentFormat latent;
   // What its networks are called where the UI names them: the denoiser ("UNet", "Transformer"),

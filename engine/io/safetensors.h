@@ -80,6 +80,9 @@ class SafetensorsFile {
   // renamed by the families' FolderRenamers, its config.json as metadata "config.json"; its tensors
   // are read piece by piece from the shards.
   explicit SafetensorsFile(const std::string& path);
+  // A file read under another layout's names: `rename` (a FolderRenamer) gives them (a file it
+  // does not recognise keeps its names); read piece by piece as a folder is.
+  static SafetensorsFile renamed(const std::string& path, const FolderRenamer& rename);
   ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
@@ -117,7 +120,10 @@ class SafetensorsFile {
   static uint64_t headers_read();
 
  private:
+  SafetensorsFile() = default;
   void open_folder(const std::string& dir);
+  // The parts' tensors under the first renamer's names that recognises them (else their own).
+  void assemble(const std::string& dir, const std::vector<FolderRenamer>& renamers);
   struct Piece {
     std::size_t part;
     TensorRecord record;  // the part's record, narrowed to the rows used

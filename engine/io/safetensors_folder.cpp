@@ -83,25 +83,43 @@ void SafetensorsFile::open_folder(const std::string& dir) {
     }
     throw InputError(dir + ": a diffusers model folder without transformer/ or unet/; is the download complete?");
   }
-  // the shards, their tensors by name
+  for (const auto& shard : shard_files(dir)) parts_.push_back(std::make_unique<SafetensorsFile>(shard));
+  std::vector<FolderRenamer> renamers;
+  if (const auto source = g_renamer_source.load()) renamers = source();
+  assemble(dir, renamers);
+  // the folder's configuration (diffusers' and transformers' config.json) as its metadata
+  if (is_file(dir + "/config.json")) {
+    std::ifstream in(dir + "/config.json");
+    index_.metadata["config.json"] = std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  path_ = dir;
+}
+
+SafetensorsFile SafetensorsFile::renamed(const std::string& path, const FolderRenamer& rename) {
+  SafetensorsFile f;
+  f.parts_.push_back(std::make_unique<SafetensorsFile>(path));
+  f.assemble(path, {rename});
+  f.path_ = path;
+  return f;
+}
+
+void SafetensorsFile::assemble(const std::string& dir, const std::vector<FolderRenamer>& renamers) {
+  // the parts' tensors by name
   std::map<std::string, TensorRecord> tensors;
   std::map<std::string, std::size_t> part_of;
-  for (const auto& shard : shard_files(dir)) {
-    parts_.push_back(std::make_unique<SafetensorsFile>(shard));
-    const auto& part = *parts_.back();
+  for (std::size_t i = 0; i < parts_.size(); ++i) {
+    const auto& part = *parts_[i];
     for (const auto& t : part.tensors()) {
       if (!tensors.emplace(t.name, t).second) {
         throw InputError(dir + ": tensor '" + t.name + "' is in two shards; the folder is inconsistent");
       }
-      part_of[t.name] = parts_.size() - 1;
+      part_of[t.name] = i;
     }
     for (const auto& [k, v] : part.metadata()) index_.metadata.emplace(k, v);
   }
   std::optional<std::vector<FolderTensor>> layout;
-  if (const auto source = g_renamer_source.load()) {
-    for (const auto& renamer : source()) {
-      if ((layout = renamer(tensors))) break;
-    }
+  for (const auto& renamer : renamers) {
+    if (renamer && (layout = renamer(tensors))) break;
   }
   if (!layout) {
     layout.emplace();
@@ -148,13 +166,7 @@ void SafetensorsFile::open_folder(const std::string& dir) {
     pieces_.push_back(std::move(pieces));
   }
   index_.data_bytes = offset;
-  // the folder's configuration (diffusers' and transformers' config.json) as its metadata
-  if (is_file(dir + "/config.json")) {
-    std::ifstream in(dir + "/config.json");
-    index_.metadata["config.json"] = std::string(std::istreambuf_iterator<char>(in), {});
-  }
   for (const auto& part : parts_) file_size_ += part->file_size();
-  path_ = dir;
 }
 
 }  // namespace fp8s

@@ -120,7 +120,7 @@ at::Tensor SpatialTransformerImpl::forward(const at::Tensor& x_in, const at::Ten
   return x + x_in;
 }
 
-UNetImpl::UNetImpl(const UNetConfig& c) : config_(c) {
+UNetImpl::UNetImpl(const UNetConfig& c, bool encoder_only) : config_(c) {
   const int64_t mc = c.model_channels, emb = 4 * mc;
   auto te = container(*this, "time_embed");
   time1_ = te->register_module("0", QLinear(mc, emb));
@@ -175,6 +175,7 @@ UNetImpl::UNetImpl(const UNetConfig& c) : config_(c) {
       ds *= 2;
     }
   }
+  input_channels_ = skips;
   auto mid = container(*this, "middle_block");
   blocks_.push_back({"middle_block", mid, 1.0 / (ds * ds)});
   middle_res1_.res = mid->register_module("0", ResBlock(ch, ch, emb));
@@ -182,6 +183,7 @@ UNetImpl::UNetImpl(const UNetConfig& c) : config_(c) {
       "1", SpatialTransformer(ch, heads_for(ch), c.transformer_depth_middle, c.context_dim,
                               c.use_linear_in_transformer));
   middle_res2_.res = mid->register_module("2", ResBlock(ch, ch, emb));
+  if (encoder_only) return;
   auto outputs = container(*this, "output_blocks");
   for (int level = levels - 1; level >= 0; --level) {
     for (int i = 0; i <= c.num_res_blocks; ++i) {
@@ -227,17 +229,24 @@ at::Tensor UNetImpl::run_block(const Block& b, at::Tensor h, const at::Tensor& e
   return h;
 }
 
-at::Tensor UNetImpl::forward(const at::Tensor& x, const at::Tensor& t, const at::Tensor& context,
-                             const at::Tensor& y, at::ScalarType compute,
-                             const std::atomic<bool>* cancel) {
-  InferenceGuard no_grad;
+at::Tensor UNetImpl::embedding(const at::Tensor& t, const at::Tensor& y, at::ScalarType compute) const {
   if (config_.adm_in_channels > 0 && !y.defined()) {
     throw InputError("this UNet needs the SDXL vector conditioning y");
   }
-  auto emb = time2_->forward(at::silu(time1_->forward(
-      timestep_embedding(t, config_.model_channels).to(compute))));
+  auto emb = time2_->forward(at::silu(time1_->forward(timestep_embedding(t, config_.model_channels).to(compute))));
   if (label1_) emb = emb + label2_->forward(at::silu(label1_->forward(y.to(compute))));
-  const auto emb_silu = at::silu(emb);
+  return at::silu(emb);
+}
+
+at::Tensor UNetImpl::forward(const at::Tensor& x, const at::Tensor& t, const at::Tensor& context,
+                             const at::Tensor& y, at::ScalarType compute,
+                             const std::atomic<bool>* cancel, const UNetControl* control) {
+  InferenceGuard no_grad;
+  const auto emb_silu = embedding(t, y, compute);
+  if (control && (control->down.size() != input_.size() || !control->mid.defined())) {
+    throw InputError("a ControlNet with " + std::to_string(control->down.size()) + " residuals cannot control a UNet with " +
+                     std::to_string(input_.size()) + " input blocks; use a ControlNet made for this base model");
+  }
   const auto ctx = context.to(compute);
   std::vector<at::Tensor> skips;
   auto h = as_activation(x, compute);
@@ -254,11 +263,13 @@ at::Tensor UNetImpl::forward(const at::Tensor& x, const at::Tensor& t, const at:
     h = run_block(middle_res1_, h, emb_silu, ctx, nullptr);
     h = run_block(middle_attn_, h, emb_silu, ctx, nullptr);
     h = run_block(middle_res2_, h, emb_silu, ctx, nullptr);
+    if (control) h = h + control->mid.to(h.scalar_type());
   }
   for (const auto& b : output_) {
     check_cancel(cancel);
     const BlockScope staged(hooks_, block++);
-    h = at::cat({h, skips.back()}, 1);
+    const auto& skip = skips.back();
+    h = at::cat({h, control ? skip + control->down[skips.size() - 1].to(skip.scalar_type()) : skip}, 1);
     skips.pop_back();
     h = run_block(b, h, emb_silu, ctx, skips.empty() ? nullptr : &skips.back());
   }

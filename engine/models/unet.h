@@ -47,14 +47,23 @@ class SpatialTransformerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(SpatialTransformer);
 
+// A ControlNet's residuals for one UNet call (cldm's ControlledUnetModel): down[i] is added to the
+// skip input block i pushed (read by the decoder block that pops it), mid to the middle block's
+// output; already scaled by the strength.
+struct UNetControl {
+  std::vector<at::Tensor> down;
+  at::Tensor mid;
+};
+
 class UNetImpl : public torch::nn::Module {
  public:
-  explicit UNetImpl(const UNetConfig& config);
+  // `encoder_only`: the input blocks and the middle block (a ControlNet's copy of the encoder).
+  explicit UNetImpl(const UNetConfig& config, bool encoder_only = false);
   // x [B,4,h,w], t [B] float timesteps, context [B,N,ctx], y [B,adm] (SDXL) -> eps [B,4,h,w] FP32.
-  // `cancel`, when set, is checked between blocks.
+  // `cancel`, when set, is checked between blocks; `control`, when set, adds its residuals.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& t, const at::Tensor& context,
                      const at::Tensor& y, at::ScalarType compute,
-                     const std::atomic<bool>* cancel = nullptr);
+                     const std::atomic<bool>* cancel = nullptr, const UNetControl* control = nullptr);
   const UNetConfig& config() const { return config_; }
   // The blocks in execution order ("input_blocks.0" ... "middle_block" ... "output_blocks.N"), each
   // with its activations' share of the full-resolution tokens (1, 1/4, 1/16 ...: its compute per
@@ -63,7 +72,9 @@ class UNetImpl : public torch::nn::Module {
   const std::vector<NetworkBlock>& blocks() const { return blocks_; }
   void set_block_hooks(BlockHooks* hooks) { hooks_ = hooks; }
 
- private:
+ protected:
+  // SiLU(time embedding (+ label embedding of y)) in the compute type.
+  at::Tensor embedding(const at::Tensor& t, const at::Tensor& y, at::ScalarType compute) const;
   struct Block {
     QConv2d conv{nullptr};  // input_blocks.0.0 (conv_in) or a Downsample's op
     ResBlock res{nullptr};
@@ -76,6 +87,7 @@ class UNetImpl : public torch::nn::Module {
   UNetConfig config_;
   QLinear time1_{nullptr}, time2_{nullptr}, label1_{nullptr}, label2_{nullptr};
   std::vector<Block> input_, output_;
+  std::vector<int64_t> input_channels_;  // each input block's output channels
   Block middle_res1_, middle_attn_, middle_res2_;
   GroupNorm out_norm_{nullptr};
   QConv2d out_conv_{nullptr};

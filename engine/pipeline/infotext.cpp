@@ -93,6 +93,74 @@ std::string lora_infotext_fields(const GenerationRequest& r) {
   return o.str();
 }
 
+std::string controlnet_infotext_fields(const GenerationRequest& r) {
+  std::ostringstream o;
+  for (std::size_t i = 0; i < r.controlnets.size(); ++i) {
+    const auto& u = r.controlnets[i];
+    auto name = u.model.substr(u.model.find_last_of('/') + 1);
+    if (name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0) name.resize(name.size() - 12);
+    o << ", ControlNet " << i << ": \"Module: " << control_preprocessor_name(u.preprocessor) << ", Model: " << name
+      << ", Weight: " << u.strength << ", Resize Mode: " << resize_mode_display_name(u.resize);
+    if (u.preprocessor == ControlPreprocessor::Canny) o << ", Threshold A: " << u.canny_low << ", Threshold B: " << u.canny_high;
+    o << ", Guidance Start: " << u.start << ", Guidance End: " << u.end << ", Control Mode: " << control_mode_display_name(u.mode);
+    if (u.guess_mode) o << ", Guess Mode: True";
+    o << "\"";
+  }
+  return o.str();
+}
+
+namespace {
+
+// One "ControlNet N" field's quoted "Key: value, ..." list as a unit (the model by name: the front
+// end finds the file).
+ControlUnit parse_controlnet_field(std::string value) {
+  if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
+  ControlUnit u;
+  std::size_t i = 0;
+  while (i < value.size()) {
+    const auto colon = value.find(": ", i);
+    if (colon == std::string::npos) break;
+    auto end = value.find(", ", colon + 2);
+    if (end == std::string::npos) end = value.size();
+    const std::string key = value.substr(i, colon - i), v = value.substr(colon + 2, end - colon - 2);
+    auto number = [&](float fallback) {
+      try {
+        const float f = std::stof(v);
+        return std::isfinite(f) ? f : fallback;
+      } catch (...) {
+        return fallback;
+      }
+    };
+    if (key == "Module") {
+      if (const auto p = parse_control_preprocessor(v)) u.preprocessor = *p;
+    } else if (key == "Model") {
+      u.model = v;
+    } else if (key == "Weight") {
+      u.strength = number(u.strength);
+    } else if (key == "Resize Mode") {
+      for (auto m : {ResizeMode::JustResize, ResizeMode::Crop, ResizeMode::Fill}) {
+        if (v == resize_mode_display_name(m)) u.resize = m;
+      }
+    } else if (key == "Threshold A") {
+      u.canny_low = static_cast<int>(number(static_cast<float>(u.canny_low)));
+    } else if (key == "Threshold B") {
+      u.canny_high = static_cast<int>(number(static_cast<float>(u.canny_high)));
+    } else if (key == "Guidance Start") {
+      u.start = number(u.start);
+    } else if (key == "Guidance End") {
+      u.end = number(u.end);
+    } else if (key == "Control Mode") {
+      if (const auto m = parse_control_mode(v)) u.mode = *m;
+    } else if (key == "Guess Mode") {
+      u.guess_mode = v == "True";
+    }
+    i = end + 2;
+  }
+  return u;
+}
+
+}  // namespace
+
 GenerationRequest parse_infotext(const std::string& text) {
   std::vector<std::string> lines;
   std::istringstream in(text);
@@ -207,6 +275,8 @@ GenerationRequest parse_infotext(const std::string& text) {
     } else if (key == "Hires upscaler") {
       r.enable_hr = true;
       if (auto u = parse_hr_upscaler(value)) r.hr_upscaler = *u;
+    } else if (key.rfind("ControlNet ", 0) == 0 && r.controlnets.size() < 3) {
+      r.controlnets.push_back(parse_controlnet_field(value));
     }
     i = end;
     while (i < p.size() && (p[i] == ',' || p[i] == ' ')) ++i;

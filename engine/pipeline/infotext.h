@@ -16,6 +16,10 @@ std::string format_infotext(const GenerationRequest& request, uint64_t seed,
 // The request's LoRA fields (", LoRA: \"name: mult, ...\", LoRA mode: ..."; "" without LoRAs), which
 // SD's and Flux's infotext share.
 std::string lora_infotext_fields(const GenerationRequest& request);
+// ", ControlNet 0: \"Module: canny, Model: NAME, Weight: 1, Resize Mode: Crop and Resize, Threshold A:
+// 100, Threshold B: 200, Guidance Start: 0, Guidance End: 1, Control Mode: Balanced\"" per unit
+// (sd-webui-controlnet's fields; the model by its file name without .safetensors), "" without units.
+std::string controlnet_infotext_fields(const GenerationRequest& request);
 // ", Seed: S, Size: WxH, Model hash: H, Model: NAME" (no hash field when `model_hash` is empty).
 std::string seed_model_infotext_fields(uint64_t seed, int width, int height, const std::string& model_name,
                                        const std::string& model_hash);

@@ -141,6 +141,24 @@ void validate_request(const GenerationRequest& r, int native_size, int multiple,
   validate_image_inputs(r, w, h, multiple, min_size);
   validate_loras(r.loras);
   validate_lora_tags(r.prompt);
+  validate_controlnets(r.controlnets);
+}
+
+void validate_controlnets(const std::vector<ControlUnit>& units) {
+  if (units.size() > 3) throw InputError("at most 3 ControlNet units (" + std::to_string(units.size()) + " given)");
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    const auto& u = units[i];
+    const std::string unit = "ControlNet " + std::to_string(i) + ": ";
+    if (u.model.empty()) throw InputError(unit + "no model; pass --controlnet FILE");
+    if (!u.image || u.image->width < 1 || u.image->height < 1) throw InputError(unit + "no control image; pass --control-image PNG");
+    if (!(u.strength >= 0 && u.strength <= 2)) throw InputError(unit + "--control-strength must be between 0 and 2");
+    if (!(u.start >= 0 && u.start <= 1) || !(u.end >= 0 && u.end <= 1) || u.start > u.end) {
+      throw InputError(unit + "--control-start and --control-end must be between 0 and 1, start <= end");
+    }
+    if (u.canny_low < 1 || u.canny_high > 255 || u.canny_low > u.canny_high) {
+      throw InputError(unit + "the Canny thresholds must be 1 <= low <= high <= 255");
+    }
+  }
 }
 
 void validate_lora_tags(const std::string& prompt) {

@@ -31,6 +31,21 @@ enum class UncondMode { Auto, Prompt, Zero };
 // per request (the engine, compare); the result carries the seed used.
 int64_t resolve_seed(int64_t seed);
 
+// One ControlNet unit (A1111's sd-webui-controlnet; issue 43): the ControlNet file, the control
+// image resized to the pass's size by `resize` and preprocessed, its residuals × strength on the
+// steps whose progress (A1111's, one step late) lies in [start, end].
+struct ControlUnit {
+  std::string model;
+  std::optional<RgbImage> image;
+  std::string image_name;  // where the image came from (the infotext names it)
+  ControlPreprocessor preprocessor = ControlPreprocessor::None;
+  int canny_low = 100, canny_high = 200;  // A1111's defaults
+  float strength = 1.0f, start = 0.0f, end = 1.0f;
+  ResizeMode resize = ResizeMode::Crop;  // A1111's default, "Crop and Resize"
+  ControlMode mode = ControlMode::Balanced;
+  bool guess_mode = false;  // cldm's: the uncond half uncontrolled and the residuals scaled
+};
+
 struct GenerationRequest {
   std::string prompt;
   std::string negative;
@@ -52,6 +67,7 @@ struct GenerationRequest {
   ComputeType compute = ComputeType::BF16;
   std::vector<LoraRequest> loras;  // in addition to <lora:NAME:W> tags in the prompt
   LoraMode lora_mode = LoraMode::Auto;
+  std::vector<ControlUnit> controlnets;  // at most 3 (families whose traits say controlnet)
   SizeConditioning size;
   UncondMode uncond = UncondMode::Auto;
   // FP8 compute (ComfyUI's fp8_e4m3fn_fast): E4M3-stored Linear layers multiply in FP8 through
@@ -225,6 +241,8 @@ double hires_schedule_length(int steps, float strength);
 // the prompt's <lora:NAME:W> tags); throws InputError naming the value and the allowed range.
 // The run (pipeline/run.h) calls it with the family's sizes before it allocates anything.
 void validate_request(const GenerationRequest& request, int native_size, int multiple = 8, int min_size = 64);
+// InputError naming the unit for more than 3 units, a missing model or image, or a value out of range.
+void validate_controlnets(const std::vector<ControlUnit>& units);
 // The image size a request runs at: its width/height, else the init image's (rounded down to a
 // multiple of `multiple`), else the model's native size.
 int request_width(const GenerationRequest& request, int native_size, int multiple = 8, int min_size = 64);

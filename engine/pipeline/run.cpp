@@ -165,6 +165,9 @@ void validate_run(const RunContext& ctx, const GenerationRequest& r) {
   const FamilyModel& f = *ctx.family;
   const auto& t = f.traits();
   validate_request(r, t.native_size, t.size_multiple, t.min_size);
+  if (!r.controlnets.empty() && !t.controlnet) {
+    throw InputError("ControlNet works with SD 1.x and SDXL models; " + t.name + " takes none (remove --controlnet)");
+  }
   if (!t.offers(r.sampler)) {
     throw InputError(t.name + " does not offer the sampler " + sampler_name(r.sampler) + "; use one of " + sampler_list(t));
   }

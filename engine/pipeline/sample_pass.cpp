@@ -9,7 +9,13 @@ namespace fp8s {
 
 at::Tensor sample_pass(const PassDenoiser& model, Prediction prediction, Sampler sampler, const at::Tensor& noise,
                        const at::Tensor& full_sigmas, const SamplingInit& init, uint64_t seed,
-                       const StepCallback& callback) {
+                       const StepCallback& callback_in) {
+  const StepCallback callback = !model.step_done ? callback_in
+                                                 : StepCallback([&](int step, int steps, float sigma, const at::Tensor& x,
+                                                                    const at::Tensor& denoised) {
+                                                     model.step_done(step, steps);
+                                                     if (callback_in) callback_in(step, steps, sigma, x, denoised);
+                                                   });
   const bool img2img = init.latent.defined();
   const int schedule_steps = static_cast<int>(full_sigmas.size(0)) - 1;
   if (schedule_steps < 1) throw std::invalid_argument("sample_pass: a schedule needs at least one step");

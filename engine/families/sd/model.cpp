@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "families/sd/control.h"
 #include "lora/lora.h"
 #include "lora/lora_apply.h"
 #include "pipeline/request.h"
@@ -269,10 +270,10 @@ at::Tensor Model::sdxl_vector(const at::Tensor& pooled, const at::Tensor& size_c
 
 at::Tensor Model::unet(const at::Tensor& x, const at::Tensor& t, const at::Tensor& context,
                        const at::Tensor& y, ComputeType compute,
-                       const std::atomic<bool>* cancel) const {
+                       const std::atomic<bool>* cancel, const UNetControl* control) const {
   // Inputs already on the device (sample() moves the conditioning once) are not copied again.
   auto eps = unet_->forward(x.to(device_), t.to(device_), context.to(device_), y.defined() ? y.to(device_) : y,
-                            compute_dtype(compute, device_), cancel);
+                            compute_dtype(compute, device_), cancel, control);
   return eps.to(at::kCPU);
 }
 
@@ -305,7 +306,8 @@ void set_img2img_steps(SamplingInit& init, int steps, float strength, bool fixed
 
 PassDenoiser Model::denoiser(const at::Tensor& cond, const at::Tensor& uncond, float cfg_scale, ComputeType compute,
                              const at::Tensor& y_cond, const at::Tensor& y_uncond, const at::Tensor& image_cond_in,
-                             const std::function<void(double)>& on_model_ms, const std::atomic<bool>* cancel) const {
+                             const std::function<void(double)>& on_model_ms, const std::atomic<bool>* cancel,
+                             const std::shared_ptr<PassControl>& control) const {
   const bool use_cfg = cfg_scale != 1.0f;
   // Text conditioning stays the same every step: build the batched [uncond; cond] once.
   const at::Tensor ctx = (use_cfg ? at::cat({uncond, cond}) : cond).to(device_);
@@ -317,10 +319,15 @@ PassDenoiser Model::denoiser(const at::Tensor& cond, const at::Tensor& uncond, f
   // a 9-channel UNet's extra inputs, on the device and doubled for CFG once, like the context
   const at::Tensor image_cond = !image_cond_in.defined() ? at::Tensor()
                                 : (use_cfg ? image_cond_in.repeat({2, 1, 1, 1}) : image_cond_in).to(device_);
-  auto cfg = std::make_shared<CfgDenoiser>([this, ctx, y, image_cond, compute, cancel, on_model_ms](const at::Tensor& x_in, const at::Tensor& t) {
+  auto cfg = std::make_shared<CfgDenoiser>([this, ctx, y, image_cond, compute, cancel, on_model_ms, control,
+                                            use_cfg](const at::Tensor& x_in, const at::Tensor& t) {
     const auto start = std::chrono::steady_clock::now();
     const at::Tensor input = image_cond.defined() ? at::cat({x_in, image_cond}, 1) : x_in;
-    auto eps = unet(input, t, ctx, y, compute, cancel);
+    // the ControlNets see what the UNet sees (its latent channels): x·c_in, t, each row's context
+    const auto residuals = control ? control->residuals(x_in.to(device_), t.to(device_), ctx, y, use_cfg,
+                                                        compute_dtype(compute, device_))
+                                   : std::nullopt;
+    auto eps = unet(input, t, ctx, y, compute, cancel, residuals ? &*residuals : nullptr);
     if (on_model_ms) {
       on_model_ms(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     }
@@ -332,6 +339,7 @@ PassDenoiser Model::denoiser(const at::Tensor& cond, const at::Tensor& uncond, f
   const EpsModel eps = cfg->eps_model();
   d.eps = [cfg, eps](const at::Tensor& x, int64_t t) { return eps(x, t); };
   d.alphas_cumprod = schedule_.alphas_cumprod();
+  if (control) d.step_done = [control](int step, int steps) { control->step_done(step, steps); };
   return d;
 }
 
@@ -339,9 +347,9 @@ at::Tensor Model::sample(const at::Tensor& noise, const at::Tensor& cond, const 
                          const SamplingParams& p, ComputeType compute,
                          const StepCallback& callback, const std::atomic<bool>* cancel,
                          const std::function<void(double)>& on_model_ms, const at::Tensor& y_cond,
-                         const at::Tensor& y_uncond) const {
+                         const at::Tensor& y_uncond, const std::shared_ptr<PassControl>& control) const {
   if (p.steps < 1) throw std::invalid_argument("Model::sample: steps < 1");  // validate_request refuses it first
-  const PassDenoiser d = denoiser(cond, uncond, p.cfg, compute, y_cond, y_uncond, p.init.image_cond, on_model_ms, cancel);
+  const PassDenoiser d = denoiser(cond, uncond, p.cfg, compute, y_cond, y_uncond, p.init.image_cond, on_model_ms, cancel, control);
   const int schedule_steps = p.init.latent.defined() ? p.init.schedule_steps : p.steps;
   return sample_pass(d, Prediction::Eps, p.sampler, noise, schedule_.get_sigmas(p.schedule, schedule_steps), p.init, p.seed,
                      callback);

@@ -29,6 +29,8 @@ namespace fp8s {
 
 class TextEncoderImpl;
 class UNetImpl;
+class PassControl;
+struct UNetControl;
 class VaeImpl;
 
 struct SamplingParams {
@@ -100,9 +102,10 @@ class Model {
   bool is_sdxl() const { return config_.unet.adm_in_channels > 0; }
 
   // One UNet call: eps for x at timesteps t.
+  // `control`: a ControlNet's residuals added (scaled already).
   at::Tensor unet(const at::Tensor& x, const at::Tensor& t, const at::Tensor& context,
                   const at::Tensor& y, ComputeType compute,
-                  const std::atomic<bool>* cancel = nullptr) const;
+                  const std::atomic<bool>* cancel = nullptr, const UNetControl* control = nullptr) const;
   at::Tensor vae_decode(const at::Tensor& latent, ComputeType compute) const;
   at::Tensor vae_encode(const at::Tensor& image, ComputeType compute) const;
   // The encoder's posterior for images [B,3,H,W] in [-1,1]: mean and log-variance [B,2·z,h,w], FP32.
@@ -120,12 +123,15 @@ class Model {
                     const StepCallback& callback = {},
                     const std::atomic<bool>* cancel = nullptr,
                     const std::function<void(double)>& on_model_ms = {},
-                    const at::Tensor& y_cond = {}, const at::Tensor& y_uncond = {}) const;
+                    const at::Tensor& y_cond = {}, const at::Tensor& y_uncond = {},
+                    const std::shared_ptr<PassControl>& control = nullptr) const;
   // The CFG denoiser of a pass (sample() runs it through sample_pass): D over the UNet's ε with
-  // k-diffusion's CompVisDenoiser, and ε itself at integer timesteps for DDIM.
+  // k-diffusion's CompVisDenoiser, and ε itself at integer timesteps for DDIM. `control`: the
+  // pass's ControlNets (families/sd/control.h), told of each step.
   PassDenoiser denoiser(const at::Tensor& cond, const at::Tensor& uncond, float cfg, ComputeType compute,
                         const at::Tensor& y_cond, const at::Tensor& y_uncond, const at::Tensor& image_cond,
-                        const std::function<void(double)>& on_model_ms, const std::atomic<bool>* cancel) const;
+                        const std::function<void(double)>& on_model_ms, const std::atomic<bool>* cancel,
+                        const std::shared_ptr<PassControl>& control = nullptr) const;
   const DiscreteSchedule& schedule() const { return schedule_; }
 
   // Makes exactly these LoRAs active (merged into the weights: W += m·(alpha/r)·up·down in FP32,

@@ -2,6 +2,8 @@
 // operations over pipeline/model (the CLIP text encoders, the ε-prediction UNet on the discrete
 // VP schedule, the VAE), A1111's conditioning and infotext.
 #include "families/sd/sd_family.h"
+#include "families/sd/control.h"
+#include "models/controlnet_keys.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -11,6 +13,7 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "core/logging.h"
 #include "memory/process_memory.h"
 #include "families/sd/conditioning.h"
 #include "families/sd/embeddings.h"
@@ -44,6 +47,7 @@ FamilyTraits sd_traits(const ModelConfig& c) {
   t.schedules = {{Schedule::Karras, "Karras"}, {Schedule::Normal, "Normal"}};
   t.default_cfg = 7.0f;
   t.clip_skip = true;
+  t.controlnet = true;
   t.latent.channels = 4;
   t.latent.factor = 8;
   t.latent.scale = c.vae.scale_factor;
@@ -106,7 +110,9 @@ class SdFamily final : public FamilyModel {
   }
 
   WeightBytes weight_bytes(const StorageSpec&) const override {
-    return model_->weight_bytes();
+    auto w = model_->weight_bytes();
+    for (const auto& [path, cn] : controlnets_) w.control += cn.bytes;
+    return w;
   }
 
   void check(const GenerationRequest& r, int width, int height) const override {
@@ -140,6 +146,7 @@ class SdFamily final : public FamilyModel {
     }
     model_->set_loras(r.loras, r.lora_mode);
     model_->set_fp8_compute(r.fp8_compute);
+    load_controlnets(r);
   }
 
   std::shared_ptr<FamilyConditioning> encode(const GenerationRequest& r, const std::string& prompt,
@@ -155,6 +162,8 @@ class SdFamily final : public FamilyModel {
 
   void prepare_pass(SamplingInit& init, const ImageJob* job, const GenerationRequest& r, int width, int height,
                     at::Generator& gen) override {
+    pass_width_ = width;  // the pass's control hints are made at its size (hires: the hires size)
+    pass_height_ = height;
     if (job) {
       auto prep = prepare_init(*model_, *job, r, r.batch_size, gen);  // the posterior drawn after the noise
       init.latent = prep.latent;
@@ -172,7 +181,14 @@ class SdFamily final : public FamilyModel {
   PassDenoiser denoiser(const FamilyConditioning& cond, const GenerationRequest& r, const SamplingInit& init,
                         const std::function<void(double)>& on_model_ms, const std::atomic<bool>* cancel) override {
     const auto& c = static_cast<const SdConditioning&>(cond).c;
-    return model_->denoiser(c.cond, c.uncond, r.cfg, r.compute, c.y_cond, c.y_uncond, init.image_cond, on_model_ms, cancel);
+    std::shared_ptr<PassControl> control;
+    if (!r.controlnets.empty()) {
+      std::vector<ControlUnitRun> units;
+      for (const auto& u : r.controlnets) units.push_back(control_unit_run(u, controlnets_.at(u.model).net, pass_width_, pass_height_));
+      control = std::make_shared<PassControl>(std::move(units));
+    }
+    return model_->denoiser(c.cond, c.uncond, r.cfg, r.compute, c.y_cond, c.y_uncond, init.image_cond, on_model_ms, cancel,
+                            control);
   }
 
   at::Tensor encode_images(const at::Tensor& images, ComputeType compute, at::Generator& gen) override {
@@ -183,7 +199,7 @@ class SdFamily final : public FamilyModel {
 
   std::string infotext(const GenerationRequest& r, uint64_t seed, const std::string& model_name,
                        const std::string& model_hash) const override {
-    std::string text = format_infotext(r, seed, model_name, model_hash, r.width, r.height);
+    std::string text = format_infotext(r, seed, model_name, model_hash, r.width, r.height) + controlnet_infotext_fields(r);
     if (!ti_hashes_.empty()) text += ", " + ti_hashes_;
     return text;
   }
@@ -207,7 +223,34 @@ class SdFamily final : public FamilyModel {
   double load_ms() const override { return load_ms_; }
 
  private:
+  // The request's ControlNets loaded in the model's storage (kept while requests name them).
+  void load_controlnets(const GenerationRequest& r) {
+    if (!(control_storage_ == model_->storage())) controlnets_.clear();
+    control_storage_ = model_->storage();
+    std::map<std::string, LoadedControlNet> keep;
+    for (const auto& u : r.controlnets) {
+      if (keep.count(u.model)) continue;
+      const auto it = controlnets_.find(u.model);
+      if (it != controlnets_.end()) {
+        keep.emplace(u.model, std::move(it->second));
+        continue;
+      }
+      const auto start = std::chrono::steady_clock::now();
+      auto cn = load_controlnet(u.model, model_->storage(), model_->device(), &model_->config().unet);
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      load_ms_ += ms;
+      log().info("ControlNet {} ({} layout{}): {:.0f} MB in {}, loaded in {:.1f} s", u.model,
+                 cn.contents.diffusers ? "diffusers" : "cldm", cn.contents.prefix.empty() ? "" : ", control_model.",
+                 cn.bytes / 1e6, weight_type_name(model_->storage().weights), ms / 1000);
+      keep.emplace(u.model, std::move(cn));
+    }
+    controlnets_ = std::move(keep);
+  }
+
   EmbeddingLibrary embeddings_;
+  std::map<std::string, LoadedControlNet> controlnets_;
+  StorageSpec control_storage_;
+  int pass_width_ = 0, pass_height_ = 0;
   std::shared_ptr<const ClipTokenizer> tokenizer_;
   std::unique_ptr<Model> model_;
   FamilyTraits traits_;
@@ -228,6 +271,7 @@ FamilyEntry sd_family_entry() {
     return std::make_unique<SdFamily>(o, device);
   };
   e.tools = sd_tools();
+  e.tools.folder_names.push_back(diffusers_controlnet_names);  // a diffusers ControlNetModel folder
   return e;
 }
 

@@ -2,7 +2,9 @@
 // two text encoders and ADM vector, the UNet, the VAE and a whole sampling run, on a checkpoint)
 // and the synthetic checkpoints and LoRAs of the presets.
 #include "core/error.h"
+#include "families/sd/control.h"
 #include "families/sd/model.h"
+#include "models/controlnet.h"
 #include "families/sd/sd_family.h"
 #include "lora/lora_library.h"
 #include "models/architecture.h"
@@ -10,14 +12,32 @@
 #include "models/config.h"
 #include "models/inspect.h"
 #include "pipeline/engine.h"
+#include "pipeline/run_support.h"
 
 namespace fp8s {
 namespace {
 
+// `controlnet`: one ControlNet call (the model is the ControlNet file): its residuals, unscaled.
+std::map<std::string, at::Tensor> run_controlnet_probe(const ProbeSetup& s, const ProbeInputs& read) {
+  const auto cn = load_controlnet(s.model, s.storage, s.device);
+  std::map<std::string, int64_t> dims{{"x", 4}, {"hint", 4}, {"t", 0}, {"context", 3}};
+  if (cn.net->control_config().sdxl()) dims["y"] = 2;
+  auto in = read(dims);
+  const auto compute = compute_dtype(s.compute, s.device);
+  const auto r = cn.net->forward(in["x"].to(s.device), in["hint"].to(s.device), in["t"].reshape({-1}).to(s.device),
+                                 in["context"].to(s.device), in.count("y") ? in["y"].to(s.device) : at::Tensor(), compute);
+  std::map<std::string, at::Tensor> out;
+  for (std::size_t i = 0; i < r.down.size(); ++i) out["down_" + std::to_string(i)] = r.down[i].to(at::kCPU, at::kFloat);
+  out["mid"] = r.mid.to(at::kCPU, at::kFloat);
+  return out;
+}
+
 std::map<std::string, at::Tensor> run_sd_probe(const std::string& role, const ProbeSetup& s, const ProbeInputs& read) {
+  if (role == "controlnet") return run_controlnet_probe(s, read);
   static const std::map<std::string, std::map<std::string, int64_t>> kInputs{
       {"clip", {{"tokens", 2}}},
       {"unet", {{"x", 4}, {"t", 0}, {"context", 0}}},
+      {"unet-control", {{"x", 4}, {"t", 0}, {"context", 0}, {"mid", 4}}},
       {"vae-decode", {{"latent", 4}}},
       {"vae-encode", {{"image", 4}}},
       {"sample", {{"noise", 4}, {"cond", 0}, {"uncond", 0}}},
@@ -26,9 +46,28 @@ std::map<std::string, at::Tensor> run_sd_probe(const std::string& role, const Pr
   Model model(s.model, s.storage, s.device);
   model.set_loras(s.loras, s.lora_mode);
   auto dims = kInputs.at(role);
-  if (model.is_sdxl() && role == "unet") dims["y"] = 0;
+  if (model.is_sdxl() && (role == "unet" || role == "unet-control")) dims["y"] = 0;
+  if (role == "unet-control") {  // down_0 ... down_(K-1): one per input block
+    const auto& u = model.config().unet;
+    for (std::size_t i = 0; i < u.channel_mult.size() * static_cast<std::size_t>(u.num_res_blocks + 1); ++i) {
+      dims["down_" + std::to_string(i)] = 4;
+    }
+  }
+  ControlUnitRun unit;
+  if (role == "sample" && !s.controlnet.empty()) {
+    dims["hint"] = 4;
+    unit.net = load_controlnet(s.controlnet, s.storage, s.device, &model.config().unet).net;
+    unit.strength = s.control_strength;
+    unit.start = s.control_start;
+    unit.end = s.control_end;
+  }
   if (model.is_sdxl() && role == "sample") dims["y_cond"] = dims["y_uncond"] = 0;
   auto in = read(dims);
+  std::shared_ptr<PassControl> control;
+  if (unit.net) {
+    unit.hint = in["hint"];
+    control = std::make_shared<PassControl>(std::vector<ControlUnitRun>{unit});
+  }
   const auto compute = s.compute;
   std::map<std::string, at::Tensor> out;
   if (role == "clip") {
@@ -43,6 +82,11 @@ std::map<std::string, at::Tensor> run_sd_probe(const std::string& role, const Pr
     out["y"] = model.sdxl_vector(in["pooled"], in["size_cond"]);
   } else if (role == "unet") {
     out["eps"] = model.unet(in["x"], in["t"].reshape({-1}), in["context"], in.count("y") ? in["y"] : at::Tensor(), compute);
+  } else if (role == "unet-control") {
+    UNetControl c;
+    for (std::size_t i = 0; in.count("down_" + std::to_string(i)); ++i) c.down.push_back(in["down_" + std::to_string(i)] * s.control_strength);
+    c.mid = in["mid"] * s.control_strength;
+    out["eps"] = model.unet(in["x"], in["t"].reshape({-1}), in["context"], in.count("y") ? in["y"] : at::Tensor(), compute, nullptr, &c);
   } else if (role == "vae-decode") {
     out["image"] = model.vae_decode(in["latent"], compute);
   } else if (role == "vae-encode") {
@@ -56,13 +100,13 @@ std::map<std::string, at::Tensor> run_sd_probe(const std::string& role, const Pr
     p.seed = s.seed;
     out["latent"] = model.sample(in["noise"], in["cond"], in["uncond"], p, compute, {}, nullptr, {},
                                  in.count("y_cond") ? in["y_cond"] : at::Tensor(),
-                                 in.count("y_uncond") ? in["y_uncond"] : at::Tensor());
+                                 in.count("y_uncond") ? in["y_uncond"] : at::Tensor(), control);
   }
   return out;
 }
 
 ProbeStages sd_probe_stages() {
-  return {{"clip", "sdxl-text", "adm", "unet", "vae-decode", "vae-encode", "sample"}, run_sd_probe};
+  return {{"clip", "sdxl-text", "adm", "unet", "vae-decode", "vae-encode", "sample", "controlnet", "unet-control"}, run_sd_probe};
 }
 
 WeightBytes sd_estimate(const LoadOptions& o, const StorageSpec& storage) {
