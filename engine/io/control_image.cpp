@@ -1,12 +1,20 @@
 #include "io/control_image.h"
 
+#ifdef FP8S_WITH_OPENCV
 #include <opencv2/imgproc.hpp>
+#endif
 
+#include "core/error.h"
 #include "io/image_ops.h"
 
 namespace fp8s {
 
 RgbImage canny_edges(const RgbImage& image, int low, int high) {
+#ifndef FP8S_WITH_OPENCV
+  (void)image, (void)low, (void)high;
+  throw InputError("this build has no OpenCV, which the canny preprocessor uses: install libopencv-imgproc-dev and "
+                   "rebuild, or pass an edge map with --control-preprocessor none");
+#else
   // cv::Canny on a 3-channel image takes each pixel's largest channel gradient (as A1111's canny
   // module calls it on the RGB image); L1 gradient and a 3x3 Sobel aperture, OpenCV's defaults
   const cv::Mat rgb(image.height, image.width, CV_8UC3, const_cast<uint8_t*>(image.pixels.data()));
@@ -23,6 +31,7 @@ RgbImage canny_edges(const RgbImage& image, int low, int high) {
     }
   }
   return out;
+#endif
 }
 
 RgbImage preprocess_control(const RgbImage& image, ControlPreprocessor preprocessor, int low, int high) {
