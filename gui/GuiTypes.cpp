@@ -14,6 +14,7 @@ AppFolders AppFolders::defaults() {
   f.data = data + QStringLiteral("/fp8studio");  // where the engine also looks for the CLIP vocabulary
   f.models = f.data + QStringLiteral("/models");
   f.loras = f.data + QStringLiteral("/loras");
+  f.controlnets = f.data + QStringLiteral("/controlnet");
   QString pictures = QStandardPaths::writableLocation(QStandardPaths::PicturesLocation);
   if (pictures.isEmpty()) pictures = QDir::homePath();
   f.outputs = pictures + QStringLiteral("/FP8 Studio");

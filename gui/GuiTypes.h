@@ -43,6 +43,7 @@ struct AppFolders {
   QString data;     // ~/.local/share/fp8studio
   QString models;   // data/models
   QString loras;    // data/loras
+  QString controlnets;  // data/controlnet (ComfyUI's models/controlnet)
   QString outputs;  // ~/Pictures/FP8 Studio
   static AppFolders defaults();
 };

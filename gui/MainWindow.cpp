@@ -33,6 +33,7 @@
 #include "panels/GalleryPanel.h"
 #include "panels/ImageView.h"
 #include "panels/EmbeddingsPanel.h"
+#include "panels/ControlNetPanel.h"
 #include "panels/Img2ImgPanel.h"
 #include "panels/LogPanel.h"
 #include "panels/LoraPanel.h"
@@ -57,6 +58,7 @@ MainWindow::MainWindow(QSettings* settings, bool autoLoad, QWidget* parent)
   }
   m_folders.models = m_settings->value(QStringLiteral("folders/models"), m_folders.models).toString();
   m_folders.loras = m_settings->value(QStringLiteral("folders/loras"), m_folders.loras).toString();
+  m_folders.controlnets = m_settings->value(QStringLiteral("folders/controlnet"), m_folders.controlnets).toString();
   m_folders.outputs = m_settings->value(QStringLiteral("folders/outputs"), m_folders.outputs).toString();
   setWindowTitle(QStringLiteral("FP8 Studio %1").arg(QString::fromLatin1(kVersion)));
   setWindowIcon(QIcon(QStringLiteral(":/icons/fp8studio.svg")));
@@ -73,8 +75,9 @@ MainWindow::MainWindow(QSettings* settings, bool autoLoad, QWidget* parent)
 
   m_model->setModelsFolder(m_folders.models);
   m_lora->setFolder(m_folders.loras);
+  m_controlnet->setFolder(m_folders.controlnets);
   m_embeddings->setFolder(m_folders.data + QStringLiteral("/embeddings"));
-  std::apply([&](auto*... panel) { (panel->restoreSettings(*m_settings), ...); }, std::tuple{m_model, m_prompt, m_img2img, m_lora, m_precision});
+  std::apply([&](auto*... panel) { (panel->restoreSettings(*m_settings), ...); }, std::tuple{m_model, m_prompt, m_img2img, m_lora, m_precision, m_controlnet});
   restoreGeometry(m_settings->value(QStringLiteral("window/geometry")).toByteArray());
   m_splitter->restoreState(m_settings->value(QStringLiteral("window/splitter")).toByteArray());
   m_tabs->setCurrentIndex(m_settings->value(QStringLiteral("window/tab"), 0).toInt());
@@ -120,6 +123,7 @@ void MainWindow::buildUi() {
   m_precision = new PrecisionPanel;
   m_lora = new LoraPanel;
   m_img2img = new Img2ImgPanel;
+  m_controlnet = new ControlNetPanel;
   group(tr("Model"), m_model, 0);
   group(tr("Precision — the FP8 toggle"), m_precision, 0);
   group(tr("LoRA"), m_lora, 1);
@@ -184,6 +188,11 @@ void MainWindow::buildUi() {
   m_img2imgTab->setWidgetResizable(true);
   m_img2imgTab->setFrameShape(QFrame::NoFrame);
   m_tabs->addTab(m_img2imgTab, tr("img2img / inpaint"));
+  m_controlTab = new QScrollArea;
+  m_controlTab->setWidget(m_controlnet);
+  m_controlTab->setWidgetResizable(true);
+  m_controlTab->setFrameShape(QFrame::NoFrame);
+  m_tabs->addTab(m_controlTab, tr("ControlNet"));
   m_tabs->addTab(m_compare, tr("Compare"));
   m_tabs->addTab(m_gallery, tr("Gallery"));
   m_tabs->addTab(m_log, tr("Log"));
@@ -224,11 +233,13 @@ void MainWindow::buildUi() {
   connect(m_precision, &PrecisionPanel::changed, this, [this](const PrecisionSettings& p) { m_precisionState = p; });
   connect(m_lora, &LoraPanel::changed, this, [this](const LoraSettings& l) { m_loraState = l; });
   connect(m_img2img, &Img2ImgPanel::changed, this, [this](const GenerationRequest& r) { m_imageState = r; });
+  connect(m_controlnet, &ControlNetPanel::changed, this, [this](const GenerationRequest& r) { m_controlState = r; });
   // their state before the first change
   m_prompt->fillRequest(m_promptState);
   m_precisionState = m_precision->settings();
   m_loraState = m_lora->settings();
   m_img2img->fillRequest(m_imageState);
+  m_controlnet->fillRequest(m_controlState);
   connect(m_precision, &PrecisionPanel::deviceChanged, this, [this] { loadModel(m_loadedPath); });
   // the thread count is set on the engine's own thread (OpenMP keeps one per thread), between runs
   auto applyThreads = [this](int n) {
@@ -340,6 +351,7 @@ GenerationRequest MainWindow::currentRequest() const {
   r.loras = m_loraState.loras;
   r.lora_mode = m_loraState.mode;
   Img2ImgPanel::applyTo(m_imageState, r);
+  ControlNetPanel::applyTo(m_controlState, r);
   return r;
 }
 
@@ -362,6 +374,11 @@ std::optional<GenerationRequest> MainWindow::beginRun() {
   if (const QString problem = m_img2img->problem(); !problem.isEmpty()) {
     showError(problem);
     showImg2Img();
+    return std::nullopt;
+  }
+  if (const QString problem = m_controlnet->problem(); !problem.isEmpty()) {
+    showError(problem);
+    showControlNet();
     return std::nullopt;
   }
   GenerationRequest r = currentRequest();
@@ -391,6 +408,7 @@ void MainWindow::compare() {
 }
 
 void MainWindow::showImg2Img() { m_tabs->setCurrentWidget(m_img2imgTab); }
+void MainWindow::showControlNet() { m_tabs->setCurrentWidget(m_controlTab); }
 
 void MainWindow::interrupt() {
   if (!m_busy) return;
@@ -442,6 +460,7 @@ void MainWindow::updateStatus() {
 void MainWindow::restoreRequest(const GenerationRequest& r) {
   m_prompt->setFromRequest(r);
   m_img2img->setFromRequest(r);
+  m_controlnet->setFromRequest(r);
   m_precision->setSettings(PrecisionSettings{r.storage, r.compute});
 }
 
@@ -488,7 +507,7 @@ void MainWindow::saveSettings() {
   s.setValue(QStringLiteral("folders/models"), m_folders.models);
   s.setValue(QStringLiteral("folders/loras"), m_folders.loras);
   s.setValue(QStringLiteral("folders/outputs"), m_folders.outputs);
-  std::apply([&](auto*... panel) { (panel->saveSettings(s), ...); }, std::tuple{m_model, m_prompt, m_img2img, m_lora, m_precision});
+  std::apply([&](auto*... panel) { (panel->saveSettings(s), ...); }, std::tuple{m_model, m_prompt, m_img2img, m_lora, m_precision, m_controlnet});
   s.setValue(QStringLiteral("window/geometry"), saveGeometry());
   s.setValue(QStringLiteral("window/splitter"), m_splitter->saveState());
   s.setValue(QStringLiteral("window/tab"), m_tabs->currentIndex());

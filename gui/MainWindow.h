@@ -31,6 +31,7 @@ class ImageView;
 class LogPanel;
 class LoraPanel;
 class Img2ImgPanel;
+class ControlNetPanel;
 class EmbeddingsPanel;
 class ModelPanel;
 class PrecisionPanel;
@@ -57,6 +58,8 @@ class MainWindow : public QMainWindow {
   Img2ImgPanel* img2imgPanel() const { return m_img2img; }
   EmbeddingsPanel* embeddingsPanel() const { return m_embeddings; }
   void showImg2Img();  // brings the img2img / inpaint tab to the front
+  ControlNetPanel* controlNetPanel() const { return m_controlnet; }
+  void showControlNet();
   PrecisionPanel* precisionPanel() const { return m_precision; }
   ChartsPanel* chartsPanel() const { return m_charts; }
   CompareView* compareView() const { return m_compare; }
@@ -110,6 +113,8 @@ class MainWindow : public QMainWindow {
   PromptPanel* m_prompt = nullptr;
   LoraPanel* m_lora = nullptr;
   Img2ImgPanel* m_img2img = nullptr;
+  ControlNetPanel* m_controlnet = nullptr;
+  QScrollArea* m_controlTab = nullptr;
   EmbeddingsPanel* m_embeddings = nullptr;
   QScrollArea* m_img2imgTab = nullptr;
   PrecisionPanel* m_precision = nullptr;
@@ -139,6 +144,7 @@ class MainWindow : public QMainWindow {
   PrecisionSettings m_precisionState;
   LoraSettings m_loraState;
   GenerationRequest m_imageState;
+  GenerationRequest m_controlState;  // the ControlNet panel's units
   QString m_lastError;
   QString m_deviceText;       // the loaded model's device (ModelInfo::device)
   bool m_gpu = false;

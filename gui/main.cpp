@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "MainWindow.h"
+#include "panels/ControlNetPanel.h"
 #include "panels/Img2ImgPanel.h"
 #include "panels/MaskCanvas.h"
 #include "panels/ChartsPanel.h"
@@ -40,11 +41,19 @@ struct CommandLine {
   QCommandLineOption mask{QStringLiteral("mask"), QStringLiteral("with --init-image: this inpainting mask (white = repaint)"),
                           QStringLiteral("FILE")};
 
+  QCommandLineOption controlnet{QStringLiteral("controlnet"), QStringLiteral("ControlNet unit 0's model file"), QStringLiteral("FILE")};
+  QCommandLineOption controlImage{QStringLiteral("control-image"), QStringLiteral("ControlNet unit 0's control image (shows the ControlNet tab)"),
+                                  QStringLiteral("FILE")};
+  QCommandLineOption controlPreprocessor{QStringLiteral("control-preprocessor"), QStringLiteral("unit 0's preprocessor: none, invert or canny"),
+                                         QStringLiteral("NAME")};
+
   CommandLine() {
     parser.setApplicationDescription(QStringLiteral("FP8 Studio: Stable Diffusion with FP8 weight storage, measured"));
     parser.addHelpOption();
     parser.addVersionOption();
-    for (const auto& o : {selfTest, quitAfter, run, prompt, shot, midShot, size, initImage, mask}) parser.addOption(o);
+    for (const auto& o : {selfTest, quitAfter, run, prompt, shot, midShot, size, initImage, mask, controlnet, controlImage, controlPreprocessor}) {
+      parser.addOption(o);
+    }
   }
 };
 
@@ -105,6 +114,15 @@ int main(int argc, char** argv) {
         window.img2imgPanel()->setMode(fp8s::gui::ImageMode::Inpaint);
       }
     }
+  }
+  if (parser.isSet(cl.controlnet)) window.controlNetPanel()->setModel(0, parser.value(cl.controlnet));
+  if (parser.isSet(cl.controlPreprocessor)) {
+    if (const auto p = fp8s::parse_control_preprocessor(parser.value(cl.controlPreprocessor).toStdString())) window.controlNetPanel()->setPreprocessor(0, *p);
+  }
+  if (parser.isSet(cl.controlImage)) {
+    QString error;
+    if (!window.controlNetPanel()->openImage(0, parser.value(cl.controlImage), &error)) std::fprintf(stderr, "error: %s\n", qPrintable(error));
+    window.showControlNet();
   }
   window.show();
   const auto grabTo = [&window](const QString& file) {

@@ -16,6 +16,7 @@
 #include "models/architecture.h"
 #include "keys_files.h"
 #include "models/controlnet.h"
+#include "models/inspect.h"
 #include "models/nn.h"
 #include "pipeline/engine.h"
 #include "pipeline/infotext.h"
@@ -212,6 +213,87 @@ class TestControlNet : public QObject {
     QCOMPARE(b.end, 0.9f);
     QCOMPARE(b.mode, ControlMode::Prompt);
     QCOMPARE(b.resize, ResizeMode::Crop);
+  }
+
+  // inspect names a ControlNet's base and layout, and its bytes in 16-bit and FP8 are what a load
+  // in that storage holds
+  void inspectNamesTheFileAndItsBytes() {
+    FP8S_REQUIRE_REFERENCE();
+    for (const auto& [file, name] : {std::pair{"tiny-control-sd15.safetensors", "ControlNet for SD 1.x (ControlNet 1.1 names under control_model.)"},
+                                     std::pair{"tiny-control-sd15-diffusers.safetensors", "ControlNet for SD 1.x (diffusers ControlNetModel names)"},
+                                     std::pair{"tiny-control-sdxl-diffusers.safetensors", "ControlNet for SDXL (diffusers ControlNetModel names)"}}) {
+      const auto path = test::reference_path(QString("controlnet/") + file);
+      const auto report = inspect_model_file(SafetensorsFile(path));
+      QCOMPARE(QString::fromStdString(report.architecture()), QString(name));
+      QCOMPARE(report.fp8_limit_bytes(), load_controlnet(path, StorageSpec{WeightType::FP8_E4M3}, at::kCPU).bytes);
+      QCOMPARE(report.total.bytes_16bit, load_controlnet(path, StorageSpec{WeightType::FP16}, at::kCPU).bytes);
+    }
+  }
+
+  // A "diff" ControlNet (ComfyUI's and A1111's reading): the tiny ControlNet rewritten as FP32
+  // differences to tiny-sd1's UNet wherever the UNet has the tensor, plus a `difference` key, loads
+  // with the base model to the ControlNet itself: every parameter in FP32, the residuals in E4M3
+  void diffControlNetAddsTheBaseUNet() {
+    FP8S_REQUIRE_REFERENCE();
+    const auto cn_path = test::reference_path("controlnet/tiny-control-sd15.safetensors");
+    const SafetensorsFile cn(cn_path), base(test::reference_path("sd1/tiny-sd1.safetensors"));
+    std::vector<TensorSpec> specs{{"difference", Dtype::F32, {1}}};
+    std::vector<at::Tensor> values{at::zeros({1})};
+    int differences = 0;
+    for (const auto& t : cn.tensors()) {
+      const auto* b = base.find("model.diffusion_model." + t.name.substr(std::string("control_model.").size()));
+      if (b && b->shape == t.shape) {
+        specs.push_back({t.name, Dtype::F32, t.shape});
+        values.push_back(read_tensor(cn, t) - read_tensor(base, *b));
+        ++differences;
+      } else {
+        specs.push_back({t.name, t.dtype, t.shape});
+        values.push_back(read_tensor(cn, t).to(at::kHalf));
+      }
+    }
+    QVERIFY2(differences > 100, qPrintable(QString::number(differences)));
+    const std::string path = (m_dir.path() + "/diff-control-sd15.safetensors").toStdString();
+    {
+      SafetensorsWriter w(path, specs, cn.metadata());
+      for (const auto& v : values) w.append(v.contiguous().data_ptr(), v.nbytes());
+      w.commit();
+    }
+    const auto config = config_for(base);
+    try {
+      (void)load_controlnet(path, StorageSpec{WeightType::FP32}, at::kCPU, &config.unet);
+      QFAIL("a diff ControlNet loaded without its base model");
+    } catch (const InputError& e) {
+      QVERIFY2(QString(e.what()).contains("\"diff\" ControlNet") && QString(e.what()).contains("--model"), e.what());
+    }
+    {
+      const auto want = load_controlnet(cn_path, StorageSpec{WeightType::FP32}, at::kCPU, &config.unet);
+      const auto got = load_controlnet(path, StorageSpec{WeightType::FP32}, at::kCPU, &config.unet, &base);
+      QVERIFY(got.contents.difference);
+      QCOMPARE(got.bytes, want.bytes);
+      const auto a = want.net->named_parameters(true), b = got.net->named_parameters(true);
+      QCOMPARE(a.size(), b.size());
+      for (const auto& item : a) {
+        const auto& v = b[item.key()];
+        const double err = (v - item.value()).abs().max().item<double>(), scale = item.value().abs().max().item<double>();
+        QVERIFY2(err <= 1e-6 * scale, qPrintable(QString::fromStdString(item.key()) + ": " + QString::number(err)));
+      }
+    }
+    const StorageSpec e4m3{WeightType::FP8_E4M3, Fp8Scale::Tensor};
+    const auto want = load_controlnet(cn_path, e4m3, at::kCPU, &config.unet);
+    const auto got = load_controlnet(path, e4m3, at::kCPU, &config.unet, &base);
+    QCOMPARE(got.bytes, want.bytes);
+    const auto& c = want.net->control_config();
+    at::manual_seed(5);
+    const auto x = at::randn({2, c.unet.in_channels, 8, 8}), hint = at::rand({2, 3, 64, 64});
+    const auto t = at::tensor({500.0f, 20.0f}), context = at::randn({2, 77, c.unet.context_dim});
+    const auto r0 = want.net->forward(x, hint, t, context, {}, at::kFloat), r1 = got.net->forward(x, hint, t, context, {}, at::kFloat);
+    QCOMPARE(r0.down.size(), r1.down.size());
+    for (std::size_t i = 0; i <= r0.down.size(); ++i) {
+      const auto& u = i < r0.down.size() ? r0.down[i] : r0.mid;
+      const auto& v = i < r0.down.size() ? r1.down[i] : r1.mid;
+      const double err = (u - v).abs().max().item<double>(), scale = u.abs().max().item<double>();
+      QVERIFY2(err <= 1e-3 * scale, qPrintable(QString("residual %1: %2 of %3").arg(i).arg(err).arg(scale)));
+    }
   }
 
   // An SD1 ControlNet on SDXL (and back), a Control-LoRA, a diff ControlNet and a file that is no

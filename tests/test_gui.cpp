@@ -26,6 +26,8 @@
 #include <qcustomplot.h>
 
 #include "MainWindow.h"
+#include "io/control_image.h"
+#include "panels/ControlNetPanel.h"
 #include "core/openmp_preinit.h"  // the waits the app runs with (issue 44)
 #include "gui_support.h"
 #include "io/png.h"
@@ -898,6 +900,47 @@ class TestGui : public QObject {
     QVERIFY(!w->currentRequest().invert_mask);
     child<QComboBox>(w.get(), "maskModeCombo")->setCurrentIndex(1);
     QVERIFY(w->currentRequest().invert_mask);
+  }
+
+  // The ControlNet tab: an enabled unit needs a model and an image; the preview is the preprocessed
+  // hint (canny: preprocess_control's edges of the image); the request carries the unit as set
+  void controlNetPanelMapsToUnits() {
+    auto s = freshSettings("controlnet.ini");
+    auto w = window(*s);
+    auto* panel = w->controlNetPanel();
+    QVERIFY(panel);
+    QVERIFY(w->currentRequest().controlnets.empty());
+    QImage image(64, 48, QImage::Format_RGB888);
+    image.fill(Qt::black);
+    for (int y = 10; y < 30; ++y) {
+      for (int x = 20; x < 44; ++x) image.setPixelColor(x, y, Qt::white);
+    }
+    panel->setImage(0, image, "box.png");
+    QVERIFY2(panel->problem().contains("no model"), qPrintable(panel->problem()));
+    panel->setModel(0, "/models/controlnet/control_v11p_sd15_canny.safetensors");
+    QVERIFY(panel->problem().isEmpty());
+    panel->setPreprocessor(0, ControlPreprocessor::Canny);
+    child<QDoubleSpinBox>(w.get(), "controlWeight0")->setValue(0.6);
+    const auto r = w->currentRequest();
+    QCOMPARE(int(r.controlnets.size()), 1);
+    const auto& u = r.controlnets[0];
+    QCOMPARE(QString::fromStdString(u.model), QString("/models/controlnet/control_v11p_sd15_canny.safetensors"));
+    QCOMPARE(u.preprocessor, ControlPreprocessor::Canny);
+    QCOMPARE(u.strength, 0.6f);
+    QVERIFY(u.image && u.image->width == 64 && u.image->height == 48);
+    const auto edges = preprocess_control(*u.image, ControlPreprocessor::Canny, 100, 200);
+    const QImage preview = panel->hintPreview(0).convertToFormat(QImage::Format_RGB888);
+    QCOMPARE(preview.size(), QSize(64, 48));
+    int white = 0;
+    for (int y = 0; y < 48; ++y) {
+      for (int x = 0; x < 64; ++x) {
+        QCOMPARE(preview.pixelColor(x, y).red(), int(edges.pixels[(static_cast<std::size_t>(y) * 64 + x) * 3]));
+        white += preview.pixelColor(x, y).red() == 255;
+      }
+    }
+    QVERIFY2(white > 40, "the box's outline");
+    child<QCheckBox>(w.get(), "controlEnable0")->setChecked(false);
+    QVERIFY(w->currentRequest().controlnets.empty());
   }
 };
 

@@ -176,8 +176,14 @@ void register_inspect(CLI::App& app) {
     nlohmann::json json = o->common.json ? inspect_report_json(report) : nlohmann::json();
     std::string text = o->common.json ? std::string() : format_inspect_report(report);
     const FamilyEntry* family = find_family(file);
+    std::string name;
+    try {
+      if (family) name = family->traits(file).name;
+    } catch (const InputError&) {
+      if (report.family.empty()) throw;  // nothing knows the file
+      family = nullptr;                  // a file no family loads as a model (a ControlNet): the report names it
+    }
     if (family) {  // the family the engine loads it as, and the files its components come from
-      const std::string name = family->traits(file).name;
       json["family"] = name;
       text += "  family:       " + name + "\n";
       if (family->tools.components) {

@@ -98,6 +98,8 @@ void write_compare(CompareReport& report, const std::string& folder) {
                    {"modes", nlohmann::json::array()}};
   const bool per_mode_rss = std::all_of(report.modes.begin(), report.modes.end(),
                                         [&](const ModeResult& m) { return !ran(m) || m.result.rss_peak_is_per_request; });
+  const bool control = std::any_of(report.modes.begin(), report.modes.end(),
+                                   [&](const ModeResult& m) { return ran(m) && m.result.control_bytes > 0; });
   std::ostringstream md;
   md << "# FP8 Studio compare\n\n" << "Model `" << report.model << "`, " << first.width << "x" << first.height
      << ", " << request.steps << " steps " << sampler_display_name(request.sampler) << ", CFG " << request.cfg
@@ -117,10 +119,10 @@ void write_compare(CompareReport& report, const std::string& folder) {
      << "\n\n"
      << (report.source_note.empty() ? "" : "**Note:** " + report.source_note + ".\n\n")
      << "Device: " << report.device << ".\n\n"
-     << "| mode | UNet MB | text MB | VAE MB | weights MB | peak tracked MB | peak RSS MB (this mode) |"
+     << "| mode | UNet MB | text MB | VAE MB |" << (control ? " ControlNet MB |" : "") << " weights MB | peak tracked MB | peak RSS MB (this mode) |"
      << (report.gpu ? " peak VRAM MB | peak VRAM reserved MB |" : "")
      << " peak drop / weight byte saved | resident blocks MB | streamed MB / step | transfer wait ms / step | step ms (mean) | step ms (median) | total ms | PSNR dB | SSIM | max abs diff | UNet rel. L2 vs fp32 | conv weights | attention |\n"
-     << "|---|---|---|---|---|---|---|" << (report.gpu ? "---|---|" : "") << "---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+     << "|---|---|---|---|---|---|---|" << (control ? "---|" : "") << (report.gpu ? "---|---|" : "") << "---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   std::string refused;
   for (const auto& m : report.modes) {
     if (!ran(m)) {
@@ -132,7 +134,8 @@ void write_compare(CompareReport& report, const std::string& folder) {
     auto per_step = [&](double v) { return r.timing.step_ms.empty() ? 0.0 : v / static_cast<double>(r.timing.step_ms.size()); };
     j["modes"].push_back({{"mode", m.mode.label()},
                           {"image", m.image_file},
-                          {"weight_bytes", {{"unet", r.unet_bytes}, {"text", r.text_bytes}, {"vae", r.vae_bytes}, {"total", r.weight_bytes}}},
+                          {"weight_bytes", {{"unet", r.unet_bytes}, {"text", r.text_bytes}, {"vae", r.vae_bytes}, {"controlnet", r.control_bytes},
+                                            {"total", r.weight_bytes}}},
                           {"peak_tracked_bytes", r.tracked_peak_bytes},
                           {"peak_rss_bytes", r.rss_peak_bytes},
                           {"peak_rss_is_per_mode", r.rss_peak_is_per_request},
@@ -155,7 +158,7 @@ void write_compare(CompareReport& report, const std::string& folder) {
                           {"conv_layout", r.conv_layout},
                           {"attention_kernel", r.attention_kernel}});
     md << "| " << m.mode.label() << " | " << mb(r.unet_bytes) << " | " << mb(r.text_bytes) << " | " << mb(r.vae_bytes)
-       << " | " << mb(r.weight_bytes) << " | " << mb(r.tracked_peak_bytes) << " | " << mb(r.rss_peak_bytes) << " | "
+       << (control ? " | " + mb(r.control_bytes) : std::string()) << " | " << mb(r.weight_bytes) << " | " << mb(r.tracked_peak_bytes) << " | " << mb(r.rss_peak_bytes) << " | "
        << (report.gpu ? mb(r.vram_peak_bytes) + " | " + mb(r.vram_reserved_peak_bytes) + " | " : std::string())
        << (m.drop_per_weight_byte ? fmt(100 * *m.drop_per_weight_byte, 1) + "%" : std::string("-"))
        << " | " << (m.streamed_blocks ? mb(m.resident_block_bytes) : std::string("all"))

@@ -18,6 +18,14 @@
 
 namespace fp8s {
 
+// A "diff" file's module (a ControlNet stored as differences to SD 1.5's UNet, as ComfyUI and
+// A1111 read it), after load_module_weights: every parameter that `base` holds under `base_prefix`
+// + its name with the same shape becomes the file's value plus the base's, summed in FP32 and
+// stored as the load stored it (FP8 layers quantised from the sum). Returns how many it changed.
+int add_base_tensors(torch::nn::Module& module, const SafetensorsFile& file, const std::string& prefix,
+                     const SafetensorsFile& base, const std::string& base_prefix, const StorageSpec& storage,
+                     const at::Device& device);
+
 // One component loaded from its file: `make(file, prefix)` builds the module on `device`, the
 // loader fills it (every Linear quantisable when `quantise`), the time is added to `ms`.
 template <class Make>

@@ -100,7 +100,8 @@ InspectReport inspect_checkpoint(const SafetensorsFile& file, const InspectParts
                            t.name.find("position_embedding") != std::string::npos || ends_with(t.name, "shared.weight") ||
                            t.name.find("relative_attention_bias") != std::string::npos;
     const auto* p = part_of(t.name);
-    return p && p->quantisable && ends_with(t.name, ".weight") && t.shape.size() == 2 && !embedding;
+    return p && p->quantisable && ends_with(t.name, ".weight") && (t.shape.size() == 2 || (p->conv && t.shape.size() == 4)) &&
+           !embedding;
   };
   for (const auto& t : file.tensors()) {
     const std::string label = label_of(t.name);
@@ -136,7 +137,7 @@ InspectReport inspect_checkpoint(const SafetensorsFile& file, const InspectParts
       c.bytes_fp8 += 2 * n;
     }
   }
-  for (const char* order : {"unet", "transformer", "t5xxl", "clip_l", "text_encoder", "open_clip_h", "open_clip_g", "vae", "other"}) {
+  for (const char* order : {"unet", "transformer", "controlnet", "t5xxl", "clip_l", "text_encoder", "open_clip_h", "open_clip_g", "vae", "other"}) {
     if (auto it = by_label.find(order); it != by_label.end()) {
       r.components.push_back(it->second);
       by_label.erase(it);

@@ -35,7 +35,8 @@ struct ComponentStats {
 // embeddings never do.
 struct InspectPart {
   std::string label, prefix;
-  bool quantisable = true;
+  bool quantisable = true;  // its 2-D weights go to FP8
+  bool conv = false;        // its 4-D conv weights too (a ControlNet's QConv2d layers)
 };
 struct InspectParts {
   std::string family;  // its display name, when the file is one of its models

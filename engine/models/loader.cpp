@@ -113,9 +113,11 @@ FileScale read_weight_scale(const SafetensorsFile& file, const TensorRecord& rec
   return {key, scale};
 }
 
-// Quantises or copies a checkpoint weight into a layer's storage on `device`.
+// Quantises or copies a checkpoint weight into a layer's storage on `device`; with `addend`
+// (FP32, the weight's shape), the weight is the file's value plus it (a "diff" file's tensors).
 void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const TensorRecord& rec,
-                    const std::string& key, const StorageSpec& storage, const at::Device& device) {
+                    const std::string& key, const StorageSpec& storage, const at::Device& device,
+                    const at::Tensor& addend = {}) {
   const bool src_fp8 = is_fp8_dtype(rec.dtype);
   if (device.is_meta()) {  // a layout check: shapes and types, no values read
     const bool fp8 = is_fp8(storage.weights);
@@ -133,7 +135,7 @@ void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const Te
   if (src_fp8) {
     at::Tensor codes = read_fp8_codes(file, rec);
     const Fp8Format src_format = fp8_format_of(rec.dtype);
-    if (is_fp8(storage.weights) && fp8_format(storage.weights) == src_format) {
+    if (is_fp8(storage.weights) && fp8_format(storage.weights) == src_format && !addend.defined()) {
       // FP8 storage of the checkpoint's own format: its codes and scale as they are, whatever
       // scaling the storage names (quantising FP8 values again could only lose, in the same bytes).
       layer.place(codes, true, src_format, scale, device);
@@ -145,7 +147,7 @@ void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const Te
     decode_fp8_into(codes, src_format, scale, w);
   }
   const at::ScalarType target = float_storage_dtype(storage.weights);
-  if (!src_fp8 && !scale.defined() && !is_fp8(storage.weights) && ((rec.dtype == Dtype::F16 && target == at::kHalf) ||
+  if (!src_fp8 && !scale.defined() && !addend.defined() && !is_fp8(storage.weights) && ((rec.dtype == Dtype::F16 && target == at::kHalf) ||
                                    (rec.dtype == Dtype::BF16 && target == at::kBFloat16))) {
     at::Tensor v = at::empty(layer.store.weight.sizes(), at::TensorOptions().dtype(target));
     file.read(rec, v.data_ptr());
@@ -156,6 +158,7 @@ void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const Te
     w = read_tensor(file, rec);
     if (scale.defined()) w.mul_(scale_for(scale, w.dim()));
   }
+  if (addend.defined()) w.add_(addend);
   if (!is_fp8(storage.weights)) {
     layer.place(w.to(float_storage_dtype(storage.weights)), false, layer.store.format, {}, device);
     return;
@@ -204,6 +207,43 @@ void load_layer_weight(QuantisedLayer& layer, const SafetensorsFile& file, const
   StorageSpec spec = storage;
   if (!quantise && is_fp8(spec.weights)) spec.weights = WeightType::FP16;
   load_quantised(layer, file, file.at(key), key, spec, device.value_or(layer.store.weight.device()));
+}
+
+int add_base_tensors(torch::nn::Module& module, const SafetensorsFile& file, const std::string& prefix,
+                     const SafetensorsFile& base, const std::string& base_prefix, const StorageSpec& storage,
+                     const at::Device& device) {
+  // a tensor's values as they mean (F8 decoded, times its scale where the file has one)
+  auto values = [](const SafetensorsFile& f, const TensorRecord& rec) {
+    at::Tensor v = read_tensor(f, rec);
+    if (const FileScale s = read_weight_scale(f, rec); s.values.defined() && v.is_floating_point()) v.mul_(scale_for(s.values, v.dim()));
+    return v;
+  };
+  auto base_of = [&](const std::string& name, at::IntArrayRef sizes) -> const TensorRecord* {
+    const auto* rec = base.find(base_prefix + name);
+    return rec && shape_equals(rec->shape, sizes) ? rec : nullptr;
+  };
+  int added = 0;
+  std::set<std::string> layer_weights;
+  for (const auto& [name, layer] : quantised_layers(module)) {
+    layer_weights.insert(name);
+    const auto* b = base_of(name, layer->store.weight.sizes());
+    if (!b) continue;
+    // stored as it was loaded: FP8 when the load quantised it, else the storage's float type
+    StorageSpec spec = storage;
+    if (!layer->store.fp8 && is_fp8(spec.weights)) spec.weights = WeightType::FP16;
+    load_quantised(*layer, file, file.at(prefix + name), prefix + name, spec, device, values(base, *b));
+    ++added;
+  }
+  for (auto& item : module.named_parameters(true)) {
+    at::Tensor& t = item.value();
+    if (layer_weights.count(item.key())) continue;
+    const auto* b = base_of(item.key(), t.sizes());
+    if (!b) continue;
+    const at::Tensor sum = values(file, file.at(prefix + item.key())).add_(values(base, *b));
+    t.set_data(sum.to(t.scalar_type()).to(device));
+    ++added;
+  }
+  return added;
 }
 
 void store_layer_weight(QuantisedLayer& layer, const at::Tensor& w_in, const StorageSpec& storage,

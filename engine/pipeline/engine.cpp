@@ -72,6 +72,7 @@ ModelInfo Engine::info() const {
   i.unet_bytes = b.denoiser;
   i.text_bytes = b.text;
   i.vae_bytes = b.vae;
+  i.control_bytes = b.control;
   i.device = backend::describe_device(m.device());
   i.gpu = m.device().is_cuda();
   i.device_total_bytes = backend::device_total_bytes(m.device());

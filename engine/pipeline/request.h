@@ -180,6 +180,7 @@ struct GenerationResult {
   TimingReport timing;
   uint64_t weight_bytes = 0;
   uint64_t unet_bytes = 0, text_bytes = 0, vae_bytes = 0;
+  uint64_t control_bytes = 0;  // the request's ControlNets (in weight_bytes too)
   // Streaming (the weight budget): the weights read from the file during this request, the
   // reader's time, and the time the compute waited for a block (transfer wait)
   uint64_t streamed_bytes = 0;
@@ -223,6 +224,7 @@ struct ModelInfo {
   std::string storage;
   std::string source_note;     // set when the checkpoint is already FP8: its values are FP8's in every storage
   uint64_t unet_bytes = 0, text_bytes = 0, vae_bytes = 0;  // the denoiser's, the text encoders', the autoencoder's
+  uint64_t control_bytes = 0;  // the ControlNets loaded for the last request
   std::string device = "CPU";      // "CPU" or "CUDA 0: <name>, <GiB>, compute capability X.Y"
   bool gpu = false;                // the model runs on a CUDA device (charts say VRAM)
   uint64_t device_total_bytes = 0;  // the GPU's memory (0 on the CPU)

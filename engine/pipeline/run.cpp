@@ -249,6 +249,7 @@ GenerationResult run_generation(const RunContext& ctx, const GenerationRequest& 
   result.unet_bytes = bytes.denoiser;
   result.text_bytes = bytes.text;
   result.vae_bytes = bytes.vae;
+  result.control_bytes = bytes.control;
   const auto streamed = f.stream_stats();
   result.streamed_bytes = streamed.bytes_read;
   result.stream_read_ms = streamed.read_ms;

@@ -1,5 +1,7 @@
 #include "ImageView.h"
 
+#include <algorithm>
+
 #include <QApplication>
 #include <QClipboard>
 #include <QDesktopServices>
@@ -20,6 +22,18 @@ QImage toQImage(const RgbImage& image) {
   if (image.width <= 0 || image.height <= 0) return {};
   QImage q(reinterpret_cast<const uchar*>(image.pixels.data()), image.width, image.height, image.width * 3, QImage::Format_RGB888);
   return q.copy();  // own the pixels
+}
+
+RgbImage toRgb(const QImage& image) {
+  const QImage rgb = image.convertToFormat(QImage::Format_RGB888);
+  RgbImage out;
+  out.width = rgb.width();
+  out.height = rgb.height();
+  out.pixels.resize(static_cast<std::size_t>(out.width) * out.height * 3);
+  for (int y = 0; y < out.height; ++y) {
+    std::copy_n(rgb.constScanLine(y), out.width * 3, &out.pixels[static_cast<std::size_t>(y) * out.width * 3]);
+  }
+  return out;
 }
 
 ImageView::ImageView(QWidget* parent) : QWidget(parent) {

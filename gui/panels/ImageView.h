@@ -16,6 +16,8 @@ struct RgbImage;
 namespace fp8s::gui {
 
 QImage toQImage(const RgbImage& image);
+// A QImage as 8-bit RGB pixels (any format converted).
+RgbImage toRgb(const QImage& image);
 
 class ImageView : public QWidget {
   Q_OBJECT

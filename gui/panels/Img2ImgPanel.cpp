@@ -14,25 +14,11 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include "ImageView.h"
 #include "MaskCanvas.h"
 #include "Widgets.h"
 
 namespace fp8s::gui {
-namespace {
-
-RgbImage toRgb(const QImage& image) {
-  const QImage rgb = image.convertToFormat(QImage::Format_RGB888);
-  RgbImage out;
-  out.width = rgb.width();
-  out.height = rgb.height();
-  out.pixels.resize(static_cast<std::size_t>(out.width) * out.height * 3);
-  for (int y = 0; y < out.height; ++y) {
-    std::copy_n(rgb.constScanLine(y), out.width * 3, &out.pixels[static_cast<std::size_t>(y) * out.width * 3]);
-  }
-  return out;
-}
-
-}  // namespace
 
 Img2ImgPanel::Img2ImgPanel(QWidget* parent) : QWidget(parent) {
   setAcceptDrops(true);

@@ -5,13 +5,14 @@
 #include "core/error.h"
 #include "io/control_image.h"
 #include "io/safetensors.h"
+#include "models/component_load.h"
 #include "models/controlnet.h"
 #include "models/nn.h"
 
 namespace fp8s {
 
 LoadedControlNet load_controlnet(const std::string& path, const StorageSpec& storage, const at::Device& device,
-                                 const UNetConfig* base) {
+                                 const UNetConfig* base, const SafetensorsFile* base_file) {
   LoadedControlNet out;
   out.path = path;
   std::optional<ControlNetContents> contents;
@@ -26,9 +27,9 @@ LoadedControlNet load_controlnet(const std::string& path, const StorageSpec& sto
   if (contents->control_lora) {
     throw InputError(path + ": a Control-LoRA (lora_controlnet); this version loads full ControlNets only");
   }
-  if (contents->difference) {
-    throw InputError(path + ": a \"diff\" ControlNet (its weights are differences to SD 1.5's UNet); this version loads "
-                     "full ControlNets only: use the control_v11p_* files");
+  if (contents->difference && !base_file) {
+    throw InputError(path + ": a \"diff\" ControlNet (its weights are differences to SD 1.5's UNet) needs the model it "
+                     "adds to: use it with generate --model on an SD 1.5 checkpoint");
   }
   out.contents = *contents;
   const SafetensorsFile file = contents->diffusers ? SafetensorsFile::renamed(path, diffusers_controlnet_names) : SafetensorsFile(path);
@@ -45,8 +46,16 @@ LoadedControlNet load_controlnet(const std::string& path, const StorageSpec& sto
   const BuildOn on(device);
   out.net = std::make_shared<ControlNetImpl>(config);
   // a whole ControlNet 1.0 checkpoint also holds the UNet, the VAE and CLIP: only control_model.* is read
-  const auto report = load_module_weights(*out.net, file, contents->prefix, storage, true, {}, {}, device, true);
+  const auto report = load_module_weights(*out.net, file, contents->prefix, storage, true, {"difference"}, {}, device, true);
   out.bytes = report.bytes;
+  if (contents->difference) {
+    // every tensor with a UNet counterpart is a difference to the base model's (ComfyUI, A1111)
+    const int added = add_base_tensors(*out.net, file, contents->prefix, *base_file, "model.diffusion_model.", storage, device);
+    if (added == 0) {
+      throw InputError(path + ": a \"diff\" ControlNet, but " + base_file->path() +
+                       " holds none of its UNet tensors (model.diffusion_model.*); use an SD 1.5 checkpoint as the model");
+    }
+  }
   return out;
 }
 

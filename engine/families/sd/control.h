@@ -30,10 +30,11 @@ struct LoadedControlNet {
 
 // Loads a ControlNet file (layout (a) with or without control_model., layout (b), a ControlNet
 // 1.0 checkpoint's control_model.* part) in `storage` on `device`. With `base`, refuses one made for
-// the other base (SD 1.x on SDXL and back) by name. InputError for Control-LoRA and "diff"
-// ControlNets (not supported yet), and for a file that is no ControlNet.
+// the other base (SD 1.x on SDXL and back) by name. A "diff" ControlNet (a `difference` key) adds
+// `base_file`'s model.diffusion_model.* tensors to its own of the same name (InputError without
+// one). InputError for Control-LoRA and for a file that is no ControlNet.
 LoadedControlNet load_controlnet(const std::string& path, const StorageSpec& storage, const at::Device& device,
-                                 const UNetConfig* base = nullptr);
+                                 const UNetConfig* base = nullptr, const SafetensorsFile* base_file = nullptr);
 
 // One ControlNet as a pass applies it.
 struct ControlUnitRun {

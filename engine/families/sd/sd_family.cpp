@@ -236,7 +236,7 @@ class SdFamily final : public FamilyModel {
         continue;
       }
       const auto start = std::chrono::steady_clock::now();
-      auto cn = load_controlnet(u.model, model_->storage(), model_->device(), &model_->config().unet);
+      auto cn = load_controlnet(u.model, model_->storage(), model_->device(), &model_->config().unet, &model_->file());
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       load_ms_ += ms;
       log().info("ControlNet {} ({} layout{}): {:.0f} MB in {}, loaded in {:.1f} s", u.model,

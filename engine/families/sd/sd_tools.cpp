@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "families/sd/control.h"
 #include "families/sd/model.h"
+#include "models/component_load.h"
 #include "models/controlnet.h"
 #include "families/sd/sd_family.h"
 #include "lora/lora_library.h"
@@ -56,7 +57,7 @@ std::map<std::string, at::Tensor> run_sd_probe(const std::string& role, const Pr
   ControlUnitRun unit;
   if (role == "sample" && !s.controlnet.empty()) {
     dims["hint"] = 4;
-    unit.net = load_controlnet(s.controlnet, s.storage, s.device, &model.config().unet).net;
+    unit.net = load_controlnet(s.controlnet, s.storage, s.device, &model.config().unet, &model.file()).net;
     unit.strength = s.control_strength;
     unit.start = s.control_start;
     unit.end = s.control_end;
@@ -131,7 +132,16 @@ SyntheticWriters sd_synthetic_writers() {
   SyntheticWriters w;
   w.archs = {"sd15", "sdxl", "tiny-sd1", "tiny-sdxl"};
   w.lora_archs = w.archs;
+  w.archs.push_back("controlnet-sd15");
   w.layout = [](const std::string& arch, const SyntheticLayoutOptions& o, std::map<std::string, std::string>& metadata) {
+    if (arch == "controlnet-sd15") {  // control_v11p_sd15_*'s layout: cldm names under control_model.
+      if (o.depth || o.single_depth) throw InputError("make-synthetic: --depth does not apply to " + arch);
+      ControlNetConfig c;
+      c.unet = preset_by_name("sd15")->unet;
+      const BuildOn on(at::Device(at::kMeta));
+      ControlNetImpl m(c);
+      return module_layout(m, Dtype::F16, o.dtype, "control_model.");
+    }
     if (o.dtype && is_fp8_dtype(*o.dtype)) throw InputError("make-synthetic writes SD checkpoints in fp16, bf16 or fp32");
     if (o.depth || o.single_depth) throw InputError("make-synthetic: --depth does not apply to " + arch);
     const auto config = *preset_by_name(arch);
@@ -147,6 +157,23 @@ SyntheticWriters sd_synthetic_writers() {
 
 }  // namespace
 
+// inspect on a ControlNet file: its layout and base in the architecture line, its layers (convs
+// too) quantisable as load_controlnet quantises them. Empty (SD's own names) for anything else.
+InspectParts sd_inspect_parts(const SafetensorsFile& file) {
+  const auto c = controlnet_contents(file);
+  if (!c || file.find("model.diffusion_model.input_blocks.0.0.weight")) return {};  // a ControlNet 1.0 checkpoint: SD's names
+  if (c->control_lora) return {"Control-LoRA (lora_controlnet; not supported yet)", {{"controlnet", "", false}}};
+  const SafetensorsFile named = c->diffusers ? SafetensorsFile::renamed(file.path(), diffusers_controlnet_names) : SafetensorsFile(file.path());
+  const auto config = controlnet_config(named, c->prefix);
+  const int context = config.unet.context_dim;
+  const std::string base = config.sdxl() ? "SDXL" : context == 1024 ? "SD 2.x" : "SD 1.x";
+  const std::string layout = c->diffusers ? "diffusers ControlNetModel names"
+                             : c->prefix.empty() ? "cldm names without control_model."
+                                                 : "ControlNet 1.1 names under control_model.";
+  return {"ControlNet for " + base + " (" + layout + (c->difference ? "; a \"diff\" ControlNet" : "") + ")",
+          {{"controlnet", "", true, true}}};
+}
+
 FamilyTools sd_tools() {
   // an SD checkpoint holds its components (inspect's table lists them)
   FamilyTools t;
@@ -155,6 +182,7 @@ FamilyTools sd_tools() {
   t.plan = sd_plan;
   t.probe = sd_probe_stages();
   t.synthetic = sd_synthetic_writers();
+  t.inspect_parts = sd_inspect_parts;
   return t;
 }
 
