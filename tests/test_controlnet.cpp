@@ -230,6 +230,30 @@ class TestControlNet : public QObject {
     }
   }
 
+  // The memory check before a run counts the ControlNets it loads: with the machine capped between
+  // the working estimate and the estimate plus the ControlNet's bytes (its header, FP32), the same
+  // request runs without the ControlNet and is refused with it, naming the ControlNet's weights
+  void memoryCheckCountsTheControlNet() {
+    FP8S_REQUIRE_REFERENCE();
+    const auto model = test::reference_path("sd1/tiny-sd1.safetensors");
+    const auto cn = test::reference_path("controlnet/tiny-control-sd15.safetensors");
+    const auto config = config_for(SafetensorsFile(model));
+    const uint64_t working = estimate_working_bytes(config.unet, config.vae, 64, 64, 1, ComputeType::FP32);
+    const uint64_t control = predicted_bytes(inspect_model_file(SafetensorsFile(cn)).total, StorageSpec{WeightType::FP32});
+    QVERIFY(control > 5000000);  // 1.37 M parameters in FP32
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("FP8S_AVAILABLE_MEMORY", QString::number(working + control / 2));
+    const QStringList args{"generate", "--model", QString::fromStdString(model), "--vocab", test::reference_dir() + "/clip",
+                           "--prompt", "a house", "--steps", "1", "--width", "64", "--height", "64", "--weights", "fp32",
+                           "--compute", "fp32", "--outdir", m_dir.path() + "/mem"};
+    const auto plain = test::run_cli(args, {}, 600000, env);
+    QVERIFY2(plain.exit_code == 0, qPrintable(plain.err));
+    const auto with = test::run_cli(args + QStringList{"--controlnet", QString::fromStdString(cn), "--control-image",
+                                                       test::reference_dir() + "/controlnet/control_hint.png"},
+                                    {}, 600000, env);
+    test::expect_one_line_error(with, 2, "of ControlNet weights");
+  }
+
   // A "diff" ControlNet (ComfyUI's and A1111's reading): the tiny ControlNet rewritten as FP32
   // differences to tiny-sd1's UNet wherever the UNet has the tensor, plus a `difference` key, loads
   // with the base model to the ControlNet itself: every parameter in FP32, the residuals in E4M3

@@ -10,11 +10,14 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <set>
 
 #include "backend/backend.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "families/weight_budget.h"
 #include "memory/process_memory.h"
+#include "models/inspect.h"
 #include "families/sd/conditioning.h"
 #include "families/sd/embeddings.h"
 #include "pipeline/engine.h"
@@ -123,14 +126,24 @@ class SdFamily final : public FamilyModel {
     }
     if (r.enable_hr) width = r.hr_target_width(width), height = r.hr_target_height(height);  // the larger pass
     const auto& c = model_->config();
-    const uint64_t need = estimate_working_bytes(c.unet, c.vae, width, height, r.batch_size, r.compute);
+    const uint64_t working = estimate_working_bytes(c.unet, c.vae, width, height, r.batch_size, r.compute);
+    // the ControlNets this request loads (from their headers, in the request's storage)
+    uint64_t control = 0;
+    std::set<std::string> counted;
+    for (const auto& u : r.controlnets) {
+      const bool loaded = controlnets_.count(u.model) && control_storage_ == r.storage;
+      if (loaded || !counted.insert(u.model).second) continue;
+      control += predicted_bytes(inspect_model_file(SafetensorsFile(u.model)).total, r.storage);
+    }
     const uint64_t available = available_memory_bytes();
-    if (available > 0 && need > available) {
-      char msg[320];
+    if (available > 0 && working + control > available) {
+      char msg[400];
       std::snprintf(msg, sizeof msg,
-                    "%dx%d at batch size %d needs about %.1f GB of working memory (estimate) but %.1f GB is "
-                    "available; use a smaller size or batch size",
-                    width, height, r.batch_size, need / 1e9, available / 1e9);
+                    "%dx%d at batch size %d needs about %.1f GB of working memory (estimate)%s but %.1f GB is "
+                    "available; use a smaller size or batch size%s",
+                    width, height, r.batch_size, working / 1e9,
+                    control ? (" and " + gb_text(control) + " of ControlNet weights").c_str() : "", available / 1e9,
+                    control ? ", or fewer ControlNets or FP8 storage" : "");
       throw InputError(msg);
     }
   }
