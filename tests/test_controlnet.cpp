@@ -8,10 +8,12 @@
 #include <opencv2/imgproc.hpp>
 
 #include <QTemporaryDir>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "families/sd/control.h"
 #include "io/control_image.h"
+#include "io/png.h"
 #include "io/safetensors.h"
 #include "models/architecture.h"
 #include "keys_files.h"
@@ -252,6 +254,37 @@ class TestControlNet : public QObject {
                                                        test::reference_dir() + "/controlnet/control_hint.png"},
                                     {}, 600000, env);
     test::expect_one_line_error(with, 2, "of ControlNet weights");
+  }
+
+  // Under a weight budget the ControlNet's blocks stream like the UNet's: budget 0 gives the
+  // resident run's pixels, in FP16 and E4M3, and each step reads the ControlNet's blocks too
+  void controlNetStreamsUnderAWeightBudget() {
+    FP8S_REQUIRE_REFERENCE();
+    const QString ref = test::reference_dir();
+    auto run = [&](const QString& weights, const QString& budget, bool control) {
+      const QString out = m_dir.path() + "/stream-" + weights + "-" + budget + (control ? "-cn" : "");
+      QStringList args{"generate", "--model", ref + "/sd1/tiny-sd1.safetensors", "--vocab", ref + "/clip", "--prompt", "a house",
+                       "--steps", "3", "--width", "64", "--height", "64", "--seed", "2", "--weights", weights,
+                       "--weight-budget", budget, "--outdir", out, "--json"};
+      if (control) {
+        args << "--controlnet" << ref + "/controlnet/tiny-control-sd15.safetensors" << "--control-image"
+             << ref + "/controlnet/control_hint.png" << "--control-preprocessor" << "none";
+      }
+      const auto r = test::run_cli(args);
+      if (r.exit_code != 0) qWarning("%s", qPrintable(r.err));
+      const auto j = nlohmann::json::parse(r.out.toStdString());
+      return std::pair{read_png(out.toStdString() + "/00001-2.png").image.pixels, j["streaming"]["streamed_bytes"].get<uint64_t>()};
+    };
+    for (const QString weights : {"fp16", "fp8-e4m3"}) {
+      const auto [resident, none] = run(weights, "auto", true);
+      const auto [streamed, bytes] = run(weights, "0", true);
+      const auto [unet_only_pixels, unet_only] = run(weights, "0", false);
+      QVERIFY(!resident.empty());
+      QCOMPARE(none, uint64_t(0));
+      QVERIFY2(streamed == resident, qPrintable(weights));
+      QVERIFY2(unet_only_pixels != resident, "the ControlNet changes nothing");
+      QVERIFY2(bytes > unet_only, qPrintable(QString("%1: %2 vs %3").arg(weights).arg(bytes).arg(unet_only)));
+    }
   }
 
   // A "diff" ControlNet (ComfyUI's and A1111's reading): the tiny ControlNet rewritten as FP32

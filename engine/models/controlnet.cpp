@@ -40,14 +40,21 @@ UNetControl ControlNetImpl::forward(const at::Tensor& x, const at::Tensor& hint,
   }
   UNetControl out;
   auto h = as_activation(x, compute);
+  int block = 0;  // blocks_'s order (input blocks, middle): staged while they run under a weight budget
   for (std::size_t i = 0; i < input_.size(); ++i) {
-    h = run_block(input_[i], h, emb_silu, ctx, nullptr);
+    {
+      const BlockScope staged(hooks_, block++);
+      h = run_block(input_[i], h, emb_silu, ctx, nullptr);
+    }
     if (i == 0) h = h + g;
     out.down.push_back(zero_[i]->forward(h));
   }
-  h = run_block(middle_res1_, h, emb_silu, ctx, nullptr);
-  h = run_block(middle_attn_, h, emb_silu, ctx, nullptr);
-  h = run_block(middle_res2_, h, emb_silu, ctx, nullptr);
+  {
+    const BlockScope staged(hooks_, block++);
+    h = run_block(middle_res1_, h, emb_silu, ctx, nullptr);
+    h = run_block(middle_attn_, h, emb_silu, ctx, nullptr);
+    h = run_block(middle_res2_, h, emb_silu, ctx, nullptr);
+  }
   out.mid = middle_out_->forward(h);
   return out;
 }

@@ -8,11 +8,12 @@
 #include "models/component_load.h"
 #include "models/controlnet.h"
 #include "models/nn.h"
+#include "models/streaming.h"
 
 namespace fp8s {
 
 LoadedControlNet load_controlnet(const std::string& path, const StorageSpec& storage, const at::Device& device,
-                                 const UNetConfig* base, const SafetensorsFile* base_file) {
+                                 const UNetConfig* base, const SafetensorsFile* base_file, std::optional<uint64_t> budget) {
   LoadedControlNet out;
   out.path = path;
   std::optional<ControlNetContents> contents;
@@ -32,7 +33,9 @@ LoadedControlNet load_controlnet(const std::string& path, const StorageSpec& sto
                      "adds to: use it with generate --model on an SD 1.5 checkpoint");
   }
   out.contents = *contents;
-  const SafetensorsFile file = contents->diffusers ? SafetensorsFile::renamed(path, diffusers_controlnet_names) : SafetensorsFile(path);
+  const auto file_ptr = std::make_shared<SafetensorsFile>(
+      contents->diffusers ? SafetensorsFile::renamed(path, diffusers_controlnet_names) : SafetensorsFile(path));
+  const SafetensorsFile& file = *file_ptr;
   const auto config = controlnet_config(file, contents->prefix);
   if (base) {
     const bool sdxl_base = base->adm_in_channels > 0;
@@ -46,8 +49,20 @@ LoadedControlNet load_controlnet(const std::string& path, const StorageSpec& sto
   const BuildOn on(device);
   out.net = std::make_shared<ControlNetImpl>(config);
   // a whole ControlNet 1.0 checkpoint also holds the UNet, the VAE and CLIP: only control_model.* is read
-  const auto report = load_module_weights(*out.net, file, contents->prefix, storage, true, {"difference"}, {}, device, true);
+  out.streaming = std::make_shared<NetworkStreaming>();
+  auto& streaming = *out.streaming;
+  if (budget && !contents->difference) {
+    streaming.plan = plan_network(*out.net, out.net->blocks(), file, contents->prefix, storage, true, true, *budget);
+  }
+  const auto report = load_module_weights(*out.net, file, contents->prefix, storage, true, {"difference"}, {}, device, true,
+                                          streamed_prefixes(streaming.plan));
   out.bytes = report.bytes;
+  if (streaming.plan.any()) {
+    streaming.streamer = network_streamer(streaming.plan, out.net->blocks(), file, contents->prefix, storage, true, true, device);
+    out.net->set_block_hooks(streaming.streamer.get());
+    streaming.file = file_ptr;
+    file_ptr->release_mapping();
+  }
   if (contents->difference) {
     // every tensor with a UNet counterpart is a difference to the base model's (ComfyUI, A1111)
     const int added = add_base_tensors(*out.net, file, contents->prefix, *base_file, "model.diffusion_model.", storage, device);

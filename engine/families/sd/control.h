@@ -20,21 +20,26 @@
 namespace fp8s {
 
 class ControlNetImpl;
+struct NetworkStreaming;
 
 struct LoadedControlNet {
   std::string path;
   ControlNetContents contents;
   std::shared_ptr<ControlNetImpl> net;
-  uint64_t bytes = 0;  // its weights as stored
+  uint64_t bytes = 0;  // its weights as stored (the resident ones when its blocks stream)
+  std::shared_ptr<NetworkStreaming> streaming;  // its blocks' plan and transport under a weight budget
 };
 
 // Loads a ControlNet file (layout (a) with or without control_model., layout (b), a ControlNet
 // 1.0 checkpoint's control_model.* part) in `storage` on `device`. With `base`, refuses one made for
 // the other base (SD 1.x on SDXL and back) by name. A "diff" ControlNet (a `difference` key) adds
 // `base_file`'s model.diffusion_model.* tensors to its own of the same name (InputError without
-// one). InputError for Control-LoRA and for a file that is no ControlNet.
+// one). InputError for Control-LoRA and for a file that is no ControlNet. With `budget`, its input
+// and middle blocks beyond it stream from the file like the UNet's (a diff ControlNet stays
+// resident: its blocks are sums).
 LoadedControlNet load_controlnet(const std::string& path, const StorageSpec& storage, const at::Device& device,
-                                 const UNetConfig* base = nullptr, const SafetensorsFile* base_file = nullptr);
+                                 const UNetConfig* base = nullptr, const SafetensorsFile* base_file = nullptr,
+                                 std::optional<uint64_t> budget = std::nullopt);
 
 // One ControlNet as a pass applies it.
 struct ControlUnitRun {

@@ -4,6 +4,7 @@
 #include "families/sd/sd_family.h"
 #include "families/sd/control.h"
 #include "models/controlnet_keys.h"
+#include "models/streaming.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -101,9 +102,20 @@ class SdFamily final : public FamilyModel {
   const StorageSpec& storage() const override { return model_->storage(); }
   std::shared_ptr<const ClipTokenizer> tokenizer() const { return tokenizer_; }
 
-  StreamStats stream_stats() const override { return model_->stream_stats(); }
-  void reset_stream_stats() override { model_->reset_stream_stats(); }
-  void end_sampling() override { model_->end_streaming(); }
+  // the UNet's streaming and the ControlNets'
+  StreamStats stream_stats() const override {
+    StreamStats s = model_->stream_stats();
+    for (const auto& [path, cn] : controlnets_) s += cn.streaming->stats();
+    return s;
+  }
+  void reset_stream_stats() override {
+    model_->reset_stream_stats();
+    for (auto& [path, cn] : controlnets_) cn.streaming->reset_stats();
+  }
+  void end_sampling() override {
+    model_->end_streaming();
+    for (auto& [path, cn] : controlnets_) cn.streaming->end();
+  }
 
   void describe(ModelInfo& i) const override {
     describe_residency(model_->residency(), i);
@@ -131,7 +143,7 @@ class SdFamily final : public FamilyModel {
     uint64_t control = 0;
     std::set<std::string> counted;
     for (const auto& u : r.controlnets) {
-      const bool loaded = controlnets_.count(u.model) && control_storage_ == r.storage;
+      const bool loaded = controlnets_.count(u.model) && control_storage_ == r.storage && control_budget_ == r.weight_budget;
       if (loaded || !counted.insert(u.model).second) continue;
       control += predicted_bytes(inspect_model_file(SafetensorsFile(u.model)).total, r.storage);
     }
@@ -238,23 +250,34 @@ class SdFamily final : public FamilyModel {
  private:
   // The request's ControlNets loaded in the model's storage (kept while requests name them).
   void load_controlnets(const GenerationRequest& r) {
-    if (!(control_storage_ == model_->storage())) controlnets_.clear();
+    if (!(control_storage_ == model_->storage()) || control_budget_ != model_->weight_budget()) controlnets_.clear();
     control_storage_ = model_->storage();
+    control_budget_ = model_->weight_budget();
+    // under a weight budget the ControlNets get what the UNet leaves of it; their blocks beyond that stream
+    std::optional<uint64_t> left = control_budget_;
+    if (left) {
+      const auto& plan = model_->residency();
+      left = *left - std::min(*left, plan.fixed_bytes + plan.resident_bytes);
+    }
     std::map<std::string, LoadedControlNet> keep;
     for (const auto& u : r.controlnets) {
       if (keep.count(u.model)) continue;
       const auto it = controlnets_.find(u.model);
       if (it != controlnets_.end()) {
+        const auto& plan = it->second.streaming->plan;
+        if (left) left = *left - std::min(*left, plan.fixed_bytes + plan.resident_bytes);
         keep.emplace(u.model, std::move(it->second));
         continue;
       }
       const auto start = std::chrono::steady_clock::now();
-      auto cn = load_controlnet(u.model, model_->storage(), model_->device(), &model_->config().unet, &model_->file());
+      auto cn = load_controlnet(u.model, model_->storage(), model_->device(), &model_->config().unet, &model_->file(), left);
+      if (left) left = *left - std::min(*left, cn.streaming->plan.fixed_bytes + cn.streaming->plan.resident_bytes);
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       load_ms_ += ms;
       log().info("ControlNet {} ({} layout{}): {:.0f} MB in {}, loaded in {:.1f} s", u.model,
                  cn.contents.diffusers ? "diffusers" : "cldm", cn.contents.prefix.empty() ? "" : ", control_model.",
                  cn.bytes / 1e6, weight_type_name(model_->storage().weights), ms / 1000);
+      if (cn.streaming->plan.any()) log().info("ControlNet {}: {}", u.model, cn.streaming->plan.describe());
       keep.emplace(u.model, std::move(cn));
     }
     controlnets_ = std::move(keep);
@@ -263,6 +286,7 @@ class SdFamily final : public FamilyModel {
   EmbeddingLibrary embeddings_;
   std::map<std::string, LoadedControlNet> controlnets_;
   StorageSpec control_storage_;
+  std::optional<uint64_t> control_budget_;
   int pass_width_ = 0, pass_height_ = 0;
   std::shared_ptr<const ClipTokenizer> tokenizer_;
   std::unique_ptr<Model> model_;
