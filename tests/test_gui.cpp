@@ -904,6 +904,32 @@ class TestGui : public QObject {
 
   // The ControlNet tab: an enabled unit needs a model and an image; the preview is the preprocessed
   // hint (canny: preprocess_control's edges of the image); the request carries the unit as set
+  // Compare with a ControlNet unit: the table has the ControlNet's weights in FP16 and in FP8
+  void compareShowsTheControlNetsWeights() {
+    const QString ref = QString::fromUtf8(FP8S_REFERENCE_DIR) + "/controlnet/";
+    if (!QFileInfo::exists(ref + "tiny-control-sd15.safetensors")) QSKIP("../shared/reference/ is absent: needs its tiny ControlNet");
+    auto s = freshSettings("compare-controlnet.ini");
+    auto w = window(*s);
+    loadTiny(*w);
+    smallRun(*w, 2);
+    QImage hint(ref + "control_hint.png");
+    QVERIFY(!hint.isNull());
+    w->controlNetPanel()->setModel(0, ref + "tiny-control-sd15.safetensors");
+    w->controlNetPanel()->setImage(0, hint, "control_hint.png");
+    QSignalSpy done(w->worker(), &EngineWorker::compareFinished);
+    QTest::mouseClick(child<QWidget>(w.get(), "compareButton"), Qt::LeftButton);
+    QVERIFY(arrived(done, 120000));
+    const auto c = done.at(0).at(0).value<CompareResult>();
+    const uint64_t fp16 = c.reference.result.control_bytes, fp8 = c.candidate.result.control_bytes;
+    QVERIFY2(fp16 > 2 * 1300000 && fp8 < fp16 * 6 / 10, qPrintable(QString("%1 %2").arg(fp16).arg(fp8)));
+    QTRY_VERIFY(w->compareView()->hasResult());
+    auto* table = child<QTableWidget>(w.get(), "compareTable");
+    const auto rows = table->findItems("ControlNet weights", Qt::MatchExactly);
+    QCOMPARE(rows.size(), 1);
+    QCOMPARE(table->item(rows[0]->row(), 1)->text(), formatBytes(double(fp16)));
+    QCOMPARE(table->item(rows[0]->row(), 2)->text(), formatBytes(double(fp8)));
+  }
+
   void controlNetPanelMapsToUnits() {
     auto s = freshSettings("controlnet.ini");
     auto w = window(*s);

@@ -90,6 +90,9 @@ void CompareView::setResult(const CompareResult& c) {
       {tr("Median step (ms)"), medianOf(a.timing.step_ms), medianOf(b.timing.step_ms), false},
       {tr("Total (ms)"), a.timing.total_ms, b.timing.total_ms, false},
   };
+  if (a.control_bytes || b.control_bytes) {  // the ControlNets, stored like the model
+    rows.insert(rows.begin() + 2, {tr("ControlNet weights"), double(a.control_bytes), double(b.control_bytes), true});
+  }
   if (a.streamed_bytes || b.streamed_bytes) {  // a weight budget streamed blocks (the rest was resident)
     rows.insert(rows.begin() + 2, {tr("Streamed a step"), perStep(a, double(a.streamed_bytes)), perStep(b, double(b.streamed_bytes)), true});
     rows.insert(rows.begin() + 3, {tr("Transfer wait a step (ms)"), perStep(a, a.transfer_wait_ms), perStep(b, b.transfer_wait_ms), false});
