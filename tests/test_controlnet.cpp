@@ -291,6 +291,45 @@ class TestControlNet : public QObject {
     }
   }
 
+  // The control reaches every path of a run: each sampler family (ancestral, second order, DDIM),
+  // hires fix (its pass at 128x128), img2img, inpainting and a LoRA; each run differs from the
+  // same run without the ControlNet
+  void controlReachesEverySamplerAndPath() {
+    FP8S_REQUIRE_REFERENCE();
+    const QString ref = test::reference_dir();
+    const QString hint = ref + "/controlnet/control_hint.png";
+    RgbImage mask;
+    mask.width = mask.height = 64;
+    mask.pixels.assign(64 * 64 * 3, 0);
+    for (int y = 16; y < 48; ++y) std::fill_n(&mask.pixels[(static_cast<std::size_t>(y) * 64 + 16) * 3], 32 * 3, uint8_t(255));
+    const std::string mask_path = (m_dir.path() + "/mask.png").toStdString();
+    write_png(mask_path, mask, "");
+    const std::vector<std::pair<QString, QStringList>> variants{
+        {"euler_a", {"--sampler", "euler_ancestral"}},
+        {"heun", {"--sampler", "heun"}},
+        {"ddim", {"--sampler", "ddim"}},
+        {"hires", {"--hr-scale", "2", "--hr-steps", "2"}},
+        {"img2img", {"--init-image", hint, "--denoising-strength", "0.6"}},
+        {"inpaint", {"--init-image", hint, "--mask", QString::fromStdString(mask_path)}},
+        {"lora", {"--lora", ref + "/sd1/lora-tiny-sd1.safetensors:0.8"}}};
+    for (const auto& [name, extra] : variants) {
+      std::vector<uint8_t> pixels[2];
+      for (int control = 0; control < 2; ++control) {
+        const QString out = m_dir.path() + "/paths-" + name + "-" + QString::number(control);
+        QStringList args{"generate", "--model", ref + "/sd1/tiny-sd1.safetensors", "--vocab", ref + "/clip", "--prompt",
+                         "a house", "--steps", "3", "--width", "64", "--height", "64", "--seed", "4", "--outdir", out};
+        if (control) args << "--controlnet" << ref + "/controlnet/tiny-control-sd15.safetensors" << "--control-image" << hint;
+        const auto r = test::run_cli(args + extra);
+        QVERIFY2(r.exit_code == 0, qPrintable(name + ": " + r.err));
+        const auto png = read_png(out.toStdString() + "/00001-4.png");
+        QCOMPARE(png.image.width, name == "hires" ? 128 : 64);
+        QVERIFY2(!control || QString::fromStdString(png.parameters).contains("ControlNet 0: "), qPrintable(name));
+        pixels[control] = png.image.pixels;
+      }
+      QVERIFY2(pixels[0] != pixels[1], qPrintable(name + ": the ControlNet changed nothing"));
+    }
+  }
+
   // A "diff" ControlNet (ComfyUI's and A1111's reading): the tiny ControlNet rewritten as FP32
   // differences to tiny-sd1's UNet wherever the UNet has the tensor, plus a `difference` key, loads
   // with the base model to the ControlNet itself: every parameter in FP32, the residuals in E4M3

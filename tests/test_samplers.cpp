@@ -163,6 +163,11 @@ class TestSamplers : public QObject {
     const double expected = std::sqrt(1 - acp[0].item<double>()) / std::sqrt(1 - acp[997].item<double>());
     QVERIFY(std::fabs(scalar(out) - expected) < 1e-5);
     QCOMPARE(ddim_timesteps(6), (std::vector<int64_t>{997, 831, 665, 499, 333, 167, 1}));
+    // 1000 // 3 = 333 divides 999: ldm's list would end at 1000, past the schedule; A1111 clips it
+    QCOMPARE(ddim_timesteps(3), (std::vector<int64_t>{999, 667, 334, 1}));
+    for (int steps = 1; steps <= 1000; ++steps) {
+      for (const int64_t t : ddim_timesteps(steps)) QVERIFY2(t >= 1 && t <= 999, qPrintable(QString::number(steps)));
+    }
   }
 
   void schedules() {

@@ -1,5 +1,6 @@
 #include "sampling/samplers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -112,7 +113,9 @@ std::vector<int64_t> ddim_timesteps(int steps, int64_t train_steps) {
   }
   const int64_t c = train_steps / steps;
   std::vector<int64_t> ts;
-  for (int64_t t = 0; t < train_steps; t += c) ts.push_back(t + 1);
+  // + 1 clipped to the last timestep, as A1111's timestep samplers do: when c divides
+  // train_steps − 1 (3, 9, 27 or 37 steps of 1000) ldm's list would end at train_steps, past the schedule
+  for (int64_t t = 0; t < train_steps; t += c) ts.push_back(std::min(t + 1, train_steps - 1));
   return {ts.rbegin(), ts.rend()};
 }
 

@@ -38,7 +38,8 @@ at::Tensor sample_lcm(const Denoiser& model, at::Tensor x, const at::Tensor& sig
 // that many of the timesteps (img2img: x is then the init latent noised to timestep first).
 at::Tensor sample_ddim(const EpsModel& model, at::Tensor x, int steps,
                        const at::Tensor& alphas_cumprod, const StepCallback& callback = {}, int first = 0);
-// ldm's uniform DDIM timesteps, in visiting order (e.g. 6 steps: 997, 831, ..., 1).
+// ldm's uniform DDIM timesteps, in visiting order (e.g. 6 steps: 997, 831, ..., 1), the last
+// timestep at most train_steps − 1 (A1111's clip; 3 steps: 999, 667, 334, 1).
 std::vector<int64_t> ddim_timesteps(int steps, int64_t train_steps = 1000);
 
 // UNet evaluations a run of `sampler` with `steps` steps needs (for progress and estimates).
