@@ -6,6 +6,8 @@
 
 #include <QComboBox>
 #include <QLineEdit>
+#include <QSettings>
+#include <QSpinBox>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -70,6 +72,7 @@ FamilyTraits toy_traits() {
   t.samplers = {Sampler::Euler, Sampler::Heun};
   t.schedules = {{Schedule::Normal, "Toy linear"}};
   t.default_cfg = 1.0f;
+  t.default_steps = 6;
   t.clip_skip = false;
   t.components = {{"decoder", "toy decoder", {"toy_decoder"}}};
   t.latent.channels = 3;
@@ -284,6 +287,21 @@ class TestFamilyInterface : public QObject {
     auto* sampler = prompt.findChild<QComboBox*>("samplerCombo");
     QCOMPARE(sampler->count(), 2);
     QCOMPARE(prompt.findChild<QComboBox*>("scheduleCombo")->currentText(), QString("Toy linear"));
+    QCOMPARE(prompt.findChild<QSpinBox*>("stepsSpin")->value(), 6);  // the family's steps
+    {  // steps the settings restored stay with the first model; a switch of family brings its own
+      QTemporaryDir dir;
+      QSettings s(dir.filePath("s.ini"), QSettings::IniFormat);
+      s.setValue("prompt/steps", 13);
+      gui::PromptPanel restored;
+      restored.restoreSettings(s);
+      restored.setTraits(toy_traits());
+      QCOMPARE(restored.findChild<QSpinBox*>("stepsSpin")->value(), 13);
+      FamilyTraits other = toy_traits();
+      other.id = "toy-2";
+      other.default_steps = 4;
+      restored.setTraits(other);
+      QCOMPARE(restored.findChild<QSpinBox*>("stepsSpin")->value(), 4);
+    }
     Engine engine(options());
     gui::ModelPanel model;
     model.setModelInfo(engine.info());

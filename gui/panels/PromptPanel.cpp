@@ -235,6 +235,8 @@ void PromptPanel::setTraits(const FamilyTraits& t) {
   m_cfg->setVisible(!t.distilled_guidance);
   m_cfgLabel->setVisible(!t.distilled_guidance);
   m_cfg->setValue(t.default_cfg);
+  // the family's steps (Z-Image Turbo's 8, Flux schnell's 4); the first model keeps restored ones
+  if (switching || !m_stepsRestored) m_steps->setValue(t.default_steps);
   emitChanged();
 }
 
@@ -342,6 +344,7 @@ void PromptPanel::restoreSettings(const QSettings& s) {
   r.prompt = s.value(QStringLiteral("prompt/prompt"), QString::fromStdString(r.prompt)).toString().toStdString();
   r.negative = s.value(QStringLiteral("prompt/negative"), QString::fromStdString(r.negative)).toString().toStdString();
   r.steps = s.value(QStringLiteral("prompt/steps"), r.steps).toInt();
+  m_stepsRestored = s.contains(QStringLiteral("prompt/steps"));
   r.cfg = s.value(QStringLiteral("prompt/cfg"), r.cfg).toFloat();
   r.guidance = s.value(QStringLiteral("prompt/guidance"), r.guidance).toFloat();
   if (auto v = parse_sampler(s.value(QStringLiteral("prompt/sampler")).toString().toStdString())) r.sampler = *v;

@@ -72,6 +72,7 @@ class PromptPanel : public QWidget {
   QLabel* m_guidanceLabel;
   std::string m_family;  // the traits' id
   bool m_familyKnown = false;  // a model's family has been set once
+  bool m_stepsRestored = false;  // the settings held a step count (the first model keeps it)
   QComboBox* m_sampler;
   QComboBox* m_schedule;
   QLineEdit* m_seed;
