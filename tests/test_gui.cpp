@@ -193,6 +193,9 @@ class TestGui : public QObject {
     QCOMPARE(p.tokenCounterText(false), QString("80/150"));
     p.setTokenizer(nullptr, "no vocabulary");
     QCOMPARE(p.tokenCounterText(false), QString("?/75"));
+    QVERIFY(!child<QLabel>(&p, "promptEditCount")->isHidden());
+    p.setTokenizer(nullptr, {});  // a model without CLIP (Z-Image's Qwen3): no CLIP counter
+    QVERIFY(child<QLabel>(&p, "promptEditCount")->isHidden());
   }
 
   void precisionPanelMapsToStorage() {

@@ -303,6 +303,9 @@ QString PromptPanel::tokenCounterText(bool negative) const { return (negative ? 
 void PromptPanel::updateCounter(bool negative) {
   QLabel* label = negative ? m_negativeCount : m_promptCount;
   const QString text = (negative ? m_negative : m_prompt)->toPlainText();
+  // no CLIP tokenizer and no reason: the model has no CLIP text encoder (Z-Image's Qwen3), or none is
+  // loaded yet; CLIP's 75-token chunks mean nothing then
+  label->setVisible(m_tokenizer || !m_tokenizerWhy.isEmpty());
   if (!m_tokenizer) {
     label->setText(QStringLiteral("?/75"));
     label->setToolTip(m_tokenizerWhy);
