@@ -101,6 +101,10 @@ std::optional<std::vector<FolderTensor>> diffusers_controlnet_names(const std::m
   return out;
 }
 
+SafetensorsFile controlnet_file(const std::string& path, const ControlNetContents& contents) {
+  return contents.diffusers ? SafetensorsFile::renamed(path, diffusers_controlnet_names) : SafetensorsFile(path);
+}
+
 ControlNetConfig controlnet_config(const SafetensorsFile& f, const std::string& p) {
   ControlNetConfig c;
   auto shape = [&](const std::string& key) -> const std::vector<int64_t>& {

@@ -42,6 +42,8 @@ std::optional<ControlNetContents> controlnet_contents(const SafetensorsFile& fil
 // controlnet_cond_embedding.{conv_in, blocks.j, conv_out} -> input_hint_block.{0, 2j+2, 14},
 // time_embedding / add_embedding -> time_embed / label_emb.0; nullopt when not that layout.
 std::optional<std::vector<FolderTensor>> diffusers_controlnet_names(const std::map<std::string, TensorRecord>& tensors);
+// The ControlNet file at `path` under cldm's names: layout (b) read through diffusers_controlnet_names.
+SafetensorsFile controlnet_file(const std::string& path, const ControlNetContents& contents);
 
 // The configuration from the shapes of a file in cldm names under `prefix`: channels, levels and
 // res blocks from the input blocks, transformer depths per level and in the middle, linear or conv

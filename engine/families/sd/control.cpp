@@ -33,8 +33,7 @@ LoadedControlNet load_controlnet(const std::string& path, const StorageSpec& sto
                      "adds to: use it with generate --model on an SD 1.5 checkpoint");
   }
   out.contents = *contents;
-  const auto file_ptr = std::make_shared<SafetensorsFile>(
-      contents->diffusers ? SafetensorsFile::renamed(path, diffusers_controlnet_names) : SafetensorsFile(path));
+  const auto file_ptr = std::make_shared<SafetensorsFile>(controlnet_file(path, *contents));
   const SafetensorsFile& file = *file_ptr;
   const auto config = controlnet_config(file, contents->prefix);
   if (base) {

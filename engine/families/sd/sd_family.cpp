@@ -143,7 +143,7 @@ class SdFamily final : public FamilyModel {
     uint64_t control = 0;
     std::set<std::string> counted;
     for (const auto& u : r.controlnets) {
-      const bool loaded = controlnets_.count(u.model) && control_storage_ == r.storage && control_budget_ == r.weight_budget;
+      const bool loaded = controlnets_.count(u.model) && controlnets_hold(r.storage, r.weight_budget);
       if (loaded || !counted.insert(u.model).second) continue;
       control += predicted_bytes(inspect_model_file(SafetensorsFile(u.model)).total, r.storage);
     }
@@ -248,30 +248,34 @@ class SdFamily final : public FamilyModel {
   double load_ms() const override { return load_ms_; }
 
  private:
+  // Whether the loaded ControlNets were loaded for this storage and weight budget (else reloaded).
+  bool controlnets_hold(const StorageSpec& storage, const std::optional<uint64_t>& budget) const {
+    return control_storage_ == storage && control_budget_ == budget;
+  }
   // The request's ControlNets loaded in the model's storage (kept while requests name them).
   void load_controlnets(const GenerationRequest& r) {
-    if (!(control_storage_ == model_->storage()) || control_budget_ != model_->weight_budget()) controlnets_.clear();
+    if (!controlnets_hold(model_->storage(), model_->weight_budget())) controlnets_.clear();
     control_storage_ = model_->storage();
     control_budget_ = model_->weight_budget();
-    // under a weight budget the ControlNets get what the UNet leaves of it; their blocks beyond that stream
+    // under a weight budget the ControlNets get what the UNet leaves of it, in turn; their blocks
+    // beyond that stream
     std::optional<uint64_t> left = control_budget_;
-    if (left) {
-      const auto& plan = model_->residency();
-      left = *left - std::min(*left, plan.fixed_bytes + plan.resident_bytes);
-    }
+    auto take = [&left](const ResidencyPlan& plan) {
+      if (left) left = *left - std::min(*left, plan.fixed_bytes + plan.resident_bytes);
+    };
+    take(model_->residency());
     std::map<std::string, LoadedControlNet> keep;
     for (const auto& u : r.controlnets) {
       if (keep.count(u.model)) continue;
       const auto it = controlnets_.find(u.model);
       if (it != controlnets_.end()) {
-        const auto& plan = it->second.streaming->plan;
-        if (left) left = *left - std::min(*left, plan.fixed_bytes + plan.resident_bytes);
+        take(it->second.streaming->plan);
         keep.emplace(u.model, std::move(it->second));
         continue;
       }
       const auto start = std::chrono::steady_clock::now();
       auto cn = load_controlnet(u.model, model_->storage(), model_->device(), &model_->config().unet, &model_->file(), left);
-      if (left) left = *left - std::min(*left, cn.streaming->plan.fixed_bytes + cn.streaming->plan.resident_bytes);
+      take(cn.streaming->plan);
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       load_ms_ += ms;
       log().info("ControlNet {} ({} layout{}): {:.0f} MB in {}, loaded in {:.1f} s", u.model,

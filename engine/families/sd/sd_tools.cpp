@@ -163,8 +163,7 @@ InspectParts sd_inspect_parts(const SafetensorsFile& file) {
   const auto c = controlnet_contents(file);
   if (!c || file.find("model.diffusion_model.input_blocks.0.0.weight")) return {};  // a ControlNet 1.0 checkpoint: SD's names
   if (c->control_lora) return {"Control-LoRA (lora_controlnet; not supported yet)", {{"controlnet", "", false}}};
-  const SafetensorsFile named = c->diffusers ? SafetensorsFile::renamed(file.path(), diffusers_controlnet_names) : SafetensorsFile(file.path());
-  const auto config = controlnet_config(named, c->prefix);
+  const auto config = controlnet_config(controlnet_file(file.path(), *c), c->prefix);
   const int context = config.unet.context_dim;
   const std::string base = config.sdxl() ? "SDXL" : context == 1024 ? "SD 2.x" : "SD 1.x";
   const std::string layout = c->diffusers ? "diffusers ControlNetModel names"
