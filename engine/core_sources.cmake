@@ -9,6 +9,7 @@ set(FP8S_CORE_SOURCES
   text/qwen_tokenizer.cpp
   core/sha256.cpp
   io/safetensors.cpp
+  io/safetensors_writer.cpp
   io/safetensors_folder.cpp
   io/png.cpp
   io/image_metrics.cpp
