@@ -3,6 +3,7 @@
 set(FP8S_CORE_SOURCES
   core/logging.cpp
   core/types.cpp
+  core/compute_choice.cpp
   core/install_prefix.cpp
   core/files.cpp
   text/t5_tokenizer.cpp

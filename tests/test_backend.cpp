@@ -8,8 +8,10 @@
 #include <torch/version.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "backend/backend.h"
+#include "core/compute_choice.h"
 #include "core/error.h"
 #include "core/threads.h"
 #include "support.h"
@@ -369,6 +371,61 @@ class TestBackend : public QObject {
     test::expect_one_line_error(test::run_cli({"inspect", "--threads", "-2"}), 2, "--threads");
   }
 
+  // The compute type follows the processor (issue 53): auto is BF16 where the CPU has BF16
+  // instructions and FP32 elsewhere, BF16 on a GPU; an explicit bf16 on a CPU without them warns.
+  void computeTypeFollowsTheProcessor() {
+    const CpuBf16 avx2{CpuIsa::Avx2, true}, avx512{CpuIsa::Avx512Bf16, true}, amx{CpuIsa::Amx, true};
+    QCOMPARE(resolve_compute(ComputeType::Auto, false, avx2).type, ComputeType::FP32);
+    QCOMPARE(resolve_compute(ComputeType::Auto, false, avx512).type, ComputeType::BF16);
+    QCOMPARE(resolve_compute(ComputeType::Auto, false, amx).type, ComputeType::BF16);
+    QCOMPARE(resolve_compute(ComputeType::Auto, true, avx2).type, ComputeType::BF16);
+    QCOMPARE(describe(resolve_compute(ComputeType::Auto, false, CpuBf16{CpuIsa::Avx2, false})),
+             std::string("fp32 (auto: this CPU has no BF16 instructions)"));
+    QCOMPARE(describe(resolve_compute(ComputeType::Auto, false, avx2)),
+             std::string("fp32 (auto: this CPU has no BF16 instructions (FP8S_CPU_ISA=avx2))"));
+    QCOMPARE(describe(resolve_compute(ComputeType::Auto, false, avx512)),
+             std::string("bf16 (auto: this CPU has AVX512-BF16 (FP8S_CPU_ISA=avx512bf16))"));
+    QCOMPARE(describe(resolve_compute(ComputeType::Auto, false, amx)), std::string("bf16 (auto: this CPU has AMX-BF16 (FP8S_CPU_ISA=amx))"));
+    // what was asked is kept; bf16 on a CPU without BF16 instructions warns, elsewhere not
+    QVERIFY(resolve_compute(ComputeType::BF16, false, avx2).warning.find("emulated") != std::string::npos);
+    QCOMPARE(resolve_compute(ComputeType::BF16, false, avx2).type, ComputeType::BF16);
+    for (const auto& [asked, cpu, cuda] : {std::tuple{ComputeType::BF16, avx512, false}, std::tuple{ComputeType::BF16, avx2, true},
+                                           std::tuple{ComputeType::FP32, avx2, false}, std::tuple{ComputeType::FP16, avx2, true}}) {
+      const auto c = resolve_compute(asked, cuda, cpu);
+      QCOMPARE(c.type, asked);
+      QVERIFY(c.warning.empty());
+    }
+    // FP8S_CPU_ISA forces the answer; an unknown value is refused by name
+    for (const auto& [name, isa] : {std::pair{"avx2", CpuIsa::Avx2}, std::pair{"avx512bf16", CpuIsa::Avx512Bf16}, std::pair{"amx", CpuIsa::Amx}}) {
+      qputenv("FP8S_CPU_ISA", name);
+      QCOMPARE(cpu_bf16().isa, isa);
+      QVERIFY(cpu_bf16().forced);
+    }
+    qputenv("FP8S_CPU_ISA", "zen9");
+    try {
+      (void)cpu_bf16();
+      QFAIL("FP8S_CPU_ISA=zen9 was taken");
+    } catch (const InputError& e) {
+      QVERIFY2(QString(e.what()).startsWith("FP8S_CPU_ISA=zen9 is not a CPU kind"), e.what());
+    }
+    qunsetenv("FP8S_CPU_ISA");
+    // unforced, cpuid's answer agrees with the kernel's flags (/proc/cpuinfo)
+    QFile info("/proc/cpuinfo");
+    if (!info.open(QIODevice::ReadOnly)) QSKIP("no /proc/cpuinfo");
+    QString flags;
+    for (const auto& line : QString::fromLatin1(info.readAll()).split('\n')) {
+      if (line.startsWith("flags")) {
+        flags = " " + line.section(':', 1) + " ";
+        break;
+      }
+    }
+    const CpuIsa expected = flags.contains(" amx_bf16 ") && flags.contains(" amx_tile ") ? CpuIsa::Amx
+                            : flags.contains(" avx512_bf16 ")                          ? CpuIsa::Avx512Bf16
+                                                                                       : CpuIsa::Avx2;
+    QCOMPARE(cpu_bf16().isa, expected);
+    QVERIFY(!cpu_bf16().forced);
+  }
+
   void deviceChoicesAreCheckedWithClearErrors() {
     QVERIFY(backend::resolve_device("cpu").is_cpu());
     if (backend::cuda_device_count() == 0) {
@@ -506,6 +563,12 @@ class TestBackend : public QObject {
     QVERIFY_THROWS_EXCEPTION(InputError, backend::kernel_options_from_environment());
     qunsetenv("FP8S_ATTENTION");
     qunsetenv("FP8S_PACKED_CONV");
+    // unset, convolutions pack where auto computes in BF16 (a CPU with BF16 instructions) only
+    for (const auto& [isa, packed] : {std::pair{"avx2", false}, std::pair{"avx512bf16", true}, std::pair{"amx", true}}) {
+      qputenv("FP8S_CPU_ISA", isa);
+      QCOMPARE(backend::kernel_options_from_environment().packed_conv, packed);
+    }
+    qunsetenv("FP8S_CPU_ISA");
   }
 };
 

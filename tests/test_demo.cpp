@@ -25,6 +25,7 @@
 #include "pipeline/engine.h"
 #include "text/clip_tokenizer.h"
 #include "text/prompt_parser.h"
+#include "support.h"
 
 using namespace fp8s;
 using namespace fp8s::demo;
@@ -228,6 +229,36 @@ class TestDemo : public QObject {
   // The demo model ships as its FP16 master (issue 22): `generate` with no --model and no --weights
   // stores it in FP16 (two bytes a quantisable weight, "Weights: fp16"), and `compare` with no
   // --model shows what FP8 E4M3 made from it buys (half the UNet bytes) and costs (other pixels).
+  // README command 1 computes in what the processor does natively (issue 53): under each forced
+  // ISA the run logs its choice and the PNG records it; an explicit bf16 on a CPU without BF16
+  // instructions runs with a warning; an unknown FP8S_CPU_ISA is one line naming it
+  void computeFollowsTheProcessor() {
+    FP8S_DEMO_MODEL_OR_SKIP(path);
+    QTemporaryDir dir;
+    struct Case { const char* isa; QStringList extra; const char* line; const char* infotext; bool warns; };
+    for (const Case& c : {Case{"avx2", {}, "compute: fp32 (auto: this CPU has no BF16 instructions (FP8S_CPU_ISA=avx2))", "Compute: fp32", false},
+                          Case{"avx512bf16", {}, "compute: bf16 (auto: this CPU has AVX512-BF16 (FP8S_CPU_ISA=avx512bf16))", "Compute: bf16", false},
+                          Case{"amx", {}, "compute: bf16 (auto: this CPU has AMX-BF16 (FP8S_CPU_ISA=amx))", "Compute: bf16", false},
+                          Case{"avx2", {"--compute", "bf16"}, "compute: bf16 (as asked)", "Compute: bf16", true},
+                          Case{"amx", {"--compute", "fp32"}, "compute: fp32 (as asked)", "Compute: fp32", false}}) {
+      auto env = QProcessEnvironment::systemEnvironment();
+      env.insert("FP8S_CPU_ISA", c.isa);
+      const auto r = test::run_cli(QStringList{"generate", "--prompt", "a red circle on a blue background", "--steps", "2",
+                                               "--seed", "2", "--outdir", "out", "--json"} + c.extra,
+                                   dir.path(), 600000, env);
+      QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+      QVERIFY2(r.err.contains(c.line), qPrintable(r.err));
+      QCOMPARE(r.err.contains("compute bf16 is emulated on this CPU"), c.warns);
+      const auto g = QJsonDocument::fromJson(r.out.toUtf8()).object();
+      const auto png = read_png(dir.filePath(g["images"].toArray()[0].toObject()["path"].toString()).toStdString());
+      QVERIFY2(png.parameters.find(c.infotext) != std::string::npos, png.parameters.c_str());
+    }
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("FP8S_CPU_ISA", "zen9");
+    test::expect_one_line_error(test::run_cli({"generate", "--prompt", "a red circle", "--steps", "1", "--outdir", "out"}, dir.path(), 600000, env),
+                                2, "FP8S_CPU_ISA=zen9");
+  }
+
   void shippedMasterIsFp16AndComparesAgainstFp8() {
     FP8S_DEMO_MODEL_OR_SKIP(path);
     const auto report = inspect_checkpoint(SafetensorsFile(path));

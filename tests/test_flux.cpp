@@ -108,18 +108,18 @@ class TestFlux : public QObject {
     const uint64_t available = 23'400'000'000ull;
     const StorageSpec fp16{WeightType::FP16, Fp8Scale::None, false}, fp8{WeightType::FP8_E4M3, Fp8Scale::None, false};
     auto bytes_of = [&](const StorageSpec& s) { return flux_storage_bytes(files, s); };
-    QVERIFY(flux_peak_bytes(b16, 512, 512, 1, 3072) > available);
-    const auto budget = flux_weight_budget(bytes_of, 3072, fp16, 512, 512, 1, available, std::nullopt);
+    QVERIFY(flux_peak_bytes(b16, 512, 512, 1, ComputeType::BF16, 3072) > available);
+    const auto budget = flux_weight_budget(bytes_of, 3072, fp16, 512, 512, 1, ComputeType::BF16, available, std::nullopt);
     QVERIFY(budget && *budget > 0 && *budget < b16.transformer);
     // the budget, two staged blocks, the autoencoder and the working memory fit; a byte more would not
     FluxComponentBytes capped = b16;
     capped.transformer = *budget + 4 * block0;
-    QVERIFY(flux_peak_bytes(capped, 512, 512, 1, 3072) <= available);
+    QVERIFY(flux_peak_bytes(capped, 512, 512, 1, ComputeType::BF16, 3072) <= available);
     capped.transformer += 1;
-    QVERIFY(flux_peak_bytes(capped, 512, 512, 1, 3072) > available);
-    check_flux_fits(files, fp16, 512, 512, 1, available);  // auto streams: no refusal
+    QVERIFY(flux_peak_bytes(capped, 512, 512, 1, ComputeType::BF16, 3072) > available);
+    check_flux_fits(files, fp16, 512, 512, 1, ComputeType::BF16, available);  // auto streams: no refusal
     try {
-      flux_weight_budget(bytes_of, 3072, fp16, 512, 512, 1, available, b16.transformer);
+      flux_weight_budget(bytes_of, 3072, fp16, 512, 512, 1, ComputeType::BF16, available, b16.transformer);
       QFAIL("a budget of the whole transformer fitted in 23.4 GB");
     } catch (const DoesNotFit& e) {
       const QString m = e.what();
@@ -128,15 +128,20 @@ class TestFlux : public QObject {
     }
     // fully streamed, T5's layers stream too: 4 GB holds two staged double blocks (1.4 GB) and the
     // rest; 1 GB cannot hold even the two staged blocks
-    check_flux_fits(files, fp16, 512, 512, 1, 4'000'000'000ull);
+    check_flux_fits(files, fp16, 512, 512, 1, ComputeType::BF16, 4'000'000'000ull);
     QVERIFY(4 * block0 > 1'000'000'000ull);
     try {
-      check_flux_fits(files, fp16, 512, 512, 1, 1'000'000'000ull);
+      check_flux_fits(files, fp16, 512, 512, 1, ComputeType::BF16, 1'000'000'000ull);
       QFAIL("FP16 Flux fitted in 1 GB");
     } catch (const DoesNotFit& e) {
       QVERIFY2(QString(e.what()).contains("even with every block streamed") && QString(e.what()).contains("this machine has 1.0 GB"), e.what());
     }
-    QVERIFY(!flux_weight_budget(bytes_of, 3072, fp8, 512, 512, 1, available, std::nullopt));
+    QVERIFY(!flux_weight_budget(bytes_of, 3072, fp8, 512, 512, 1, ComputeType::BF16, available, std::nullopt));
+    // at 1024² the autoencoder's levels (6 maps of 128 channels, 1024² each) outweigh the
+    // transformer's 4608 tokens x 3072 x 80 bytes + 256 MiB = 1.40 GB; FP32 compute doubles them
+    QCOMPARE(flux_working_bytes(1024, 1024, 1, ComputeType::BF16, 3072), 1024ull * 1024 * 128 * 6 * 2);
+    QCOMPARE(flux_working_bytes(1024, 1024, 1, ComputeType::FP32, 3072), 1024ull * 1024 * 128 * 6 * 4);
+    QCOMPARE(flux_working_bytes(256, 256, 1, ComputeType::FP32, 3072), (256ull + 512) * 3072 * 80 + (256ull << 20));
   }
 
   // T5's layers under a weight budget: at 0 every layer streams from the file (the reader stages

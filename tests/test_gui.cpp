@@ -198,6 +198,36 @@ class TestGui : public QObject {
     QVERIFY(child<QLabel>(&p, "promptEditCount")->isHidden());
   }
 
+  // The Compute box's Auto names what it chooses on the CPU it runs on (FP8S_CPU_ISA forces the
+  // processor's answer), and the default is Auto
+  void computeBoxNamesWhatAutoChooses() {
+    struct Case { const char* isa; QString label; };
+    for (const Case& c : {Case{"avx2", "Auto (FP32: no BF16 instructions)"}, Case{"avx512bf16", "Auto (BF16: AVX512-BF16)"},
+                          Case{"amx", "Auto (BF16: AMX-BF16)"}}) {
+      qputenv("FP8S_CPU_ISA", c.isa);
+      PrecisionPanel p;
+      p.setDevice("cpu");
+      auto* compute = child<QComboBox>(&p, "computeCombo");
+      QCOMPARE(p.settings().compute, ComputeType::Auto);
+      QCOMPARE(compute->currentText(), c.label);
+      QCOMPARE(compute->itemText(compute->findData(int(ComputeType::Auto))), c.label);
+    }
+    qunsetenv("FP8S_CPU_ISA");
+    // settings saved by a version whose default was bf16 come back as auto; fp32 chosen stays fp32
+    QTemporaryDir dir;
+    for (const auto& [saved, restored] : {std::pair{"bf16", ComputeType::Auto}, std::pair{"fp32", ComputeType::FP32}}) {
+      QSettings s(dir.filePath(QString("old-%1.ini").arg(saved)), QSettings::IniFormat);
+      s.setValue("precision/compute", saved);
+      PrecisionPanel p;
+      p.restoreSettings(s);
+      QCOMPARE(p.settings().compute, restored);
+      p.saveSettings(s);
+      PrecisionPanel again;
+      again.restoreSettings(s);
+      QCOMPARE(again.settings().compute, restored);
+    }
+  }
+
   void precisionPanelMapsToStorage() {
     PrecisionPanel p;
     auto* storage = child<QComboBox>(&p, "storageCombo");

@@ -113,8 +113,8 @@ class TestGuiFlux : public QObject {
     files.clip_l = {ref("flux/tiny-clip-l.safetensors").toStdString(), ""};
     files.vae = {ref("flux/tiny-ae.safetensors").toStdString(), ""};
     const int hidden = flux_hidden_size(files);
-    const uint64_t need16 = flux_peak_bytes(flux_storage_bytes(files, StorageSpec{WeightType::FP16}), 32, 32, 1, hidden);
-    const uint64_t need8 = flux_peak_bytes(flux_storage_bytes(files, StorageSpec{WeightType::FP8_E4M3, Fp8Scale::Tensor}), 32, 32, 1, hidden);
+    const uint64_t need16 = flux_peak_bytes(flux_storage_bytes(files, StorageSpec{WeightType::FP16}), 32, 32, 1, ComputeType::BF16, hidden);
+    const uint64_t need8 = flux_peak_bytes(flux_storage_bytes(files, StorageSpec{WeightType::FP8_E4M3, Fp8Scale::Tensor}), 32, 32, 1, ComputeType::BF16, hidden);
     QVERIFY(need8 < need16);
     QSettings s(m_dir.filePath("compare.ini"), QSettings::IniFormat);
     auto w = loadedWindow(s);  // its components load on first use: no held weights count as freed

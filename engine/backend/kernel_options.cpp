@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "core/compute_choice.h"
 #include "core/error.h"
 
 namespace fp8s::backend {
@@ -46,6 +47,9 @@ KernelOptions kernel_options_from_environment() {
     }
     if (!known) throw InputError("FP8S_ATTENTION=" + v + " is not a kernel: use auto, amx, fused or sliced (or unset it)");
   }
+  // unset: packed where the run computes in BF16 by default (a CPU with BF16 instructions); an FP32
+  // convolution would unpack its weight at every call
+  o.packed_conv = cpu_bf16().native();
   if (const char* e = std::getenv("FP8S_PACKED_CONV"); e && *e) {
     const std::string v = e;
     if (v != "0" && v != "1") throw InputError("FP8S_PACKED_CONV=" + v + " is not 0 or 1 (or unset it)");

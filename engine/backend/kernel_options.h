@@ -19,7 +19,8 @@ struct KernelOptions {
   bool packed_conv = true;  // pack CPU convolution weights at load where the build can (LibTorch >= 2.4)
   bool operator==(const KernelOptions& o) const { return attention == o.attention && packed_conv == o.packed_conv; }
 };
-// FP8S_ATTENTION=auto|amx|fused|sliced and FP8S_PACKED_CONV=1|0 (unset: auto, 1). Any other value
+// FP8S_ATTENTION=auto|amx|fused|sliced and FP8S_PACKED_CONV=1|0 (unset: 1 on a CPU with BF16 instructions,
+// where auto computes in BF16; 0 elsewhere, core/compute_choice.h). Any other value
 // is an InputError naming the variable and the values it takes.
 KernelOptions kernel_options_from_environment();
 std::string describe(const KernelOptions& options);  // "attention auto, packed convolutions on"

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
 #include "cli/commands.h"
@@ -61,6 +62,22 @@ void bench_codec(std::size_t mib, int repeats, bool json) {
     fns.push_back([&, f] { decode_fp8_to_f16(codes.data(), out16.data(), n, f); });
     add("decode " + fmt + "->f16", n * 1.0, fns.back());
   }
+  // 16-bit weights into the compute type, as WeightStore::decode converts them (LibTorch's copy),
+  // beside the codec's own bulk widening
+  const auto h16_t = at::from_blob(h16.data(), {static_cast<int64_t>(n)}, at::kHalf);
+  const auto b16_t = at::from_blob(b16.data(), {static_cast<int64_t>(n)}, at::kBFloat16);
+  auto out32_t = at::from_blob(out32.data(), {static_cast<int64_t>(n)}, at::kFloat);
+  auto out16_t = at::from_blob(out16.data(), {static_cast<int64_t>(n)}, at::kBFloat16);
+  fns.push_back([&] { out32_t.copy_(h16_t); });
+  add("convert f16->f32", n * 2.0, fns.back());
+  fns.push_back([&] { out32_t.copy_(b16_t); });
+  add("convert bf16->f32", n * 2.0, fns.back());
+  fns.push_back([&] { out16_t.copy_(h16_t); });
+  add("convert f16->bf16", n * 2.0, fns.back());
+  fns.push_back([&] { f16_to_f32(h16.data(), out32.data(), n); });
+  add("widen f16->f32 (codec)", n * 2.0, fns.back());
+  fns.push_back([&] { bf16_to_f32(b16.data(), out32.data(), n); });
+  add("widen bf16->f32 (codec)", n * 2.0, fns.back());
   // Rounds alternate over all directions so that drift in machine state hits each equally.
   for (int r = 0; r < repeats; ++r) {
     for (std::size_t i = 0; i < fns.size(); ++i) {
@@ -74,7 +91,7 @@ void bench_codec(std::size_t mib, int repeats, bool json) {
   if (!json) {
     std::printf("FP8 codec, %zu M elements (%zu MiB as FP32), %d threads, %d repeats\n", n >> 20,
                 mib, at::get_num_threads(), repeats);
-    std::printf("%-22s %14s %22s %14s\n", "direction", "GB/s (source)", "min-max", "G elem/s");
+    std::printf("%-24s %14s %22s %14s\n", "direction", "GB/s (source)", "min-max", "G elem/s");
   }
   for (const auto& m : ms) {
     const double med = median(m.seconds);
@@ -86,7 +103,7 @@ void bench_codec(std::size_t mib, int repeats, bool json) {
                      {"gb_per_s_max", m.source_bytes / lo / 1e9}, {"gelem_per_s", n / med / 1e9},
                      {"median_ms", med * 1e3}});
     } else {
-      std::printf("%-22s %14.2f %10.2f-%-10.2f %14.2f\n", m.name.c_str(), gbs,
+      std::printf("%-24s %14.2f %10.2f-%-10.2f %14.2f\n", m.name.c_str(), gbs,
                   m.source_bytes / hi / 1e9, m.source_bytes / lo / 1e9, n / med / 1e9);
     }
   }

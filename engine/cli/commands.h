@@ -41,7 +41,7 @@ struct ControlFlags {
 // The request flags shared by generate, compare and bench, and their conversion.
 struct RequestFlags {
   std::string sampler = "dpmpp_2m", schedule = "karras", weights = "auto", scale = "none",
-              compute = "bf16", lora_mode = "auto";
+              compute = "auto", lora_mode = "auto";
   std::string init_image, mask;  // PNG paths, read by finish_request
   // the options whose defaults are the model family's when not given (FamilyTraits)
   CLI::Option *sampler_option = nullptr, *schedule_option = nullptr, *cfg_option = nullptr, *steps_option = nullptr;

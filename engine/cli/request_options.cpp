@@ -230,8 +230,11 @@ void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flag
     else if (v == "zero") r.uncond = UncondMode::Zero;
     else throw CLI::ValidationError("--uncond", "expected auto, prompt or zero, got '" + v + "'");
   }, "SDXL unconditional branch: auto, prompt or zero");
-  sub.add_option("--compute", compute, "compute type: fp32 or bf16 (fp16 on CUDA; bf16 is fp16 on cards before compute capability 8.0)")
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+  sub.add_option("--compute", compute,
+                 "compute type: auto (bf16 on a GPU or a CPU with BF16 instructions, AVX512-BF16 or AMX; fp32 on "
+                 "other CPUs, where bf16 is emulated and slow), fp32 or bf16 (fp16 on CUDA; bf16 is fp16 on cards "
+                 "before compute capability 8.0)")
+      ->check(CLI::IsMember({"auto", "fp32", "bf16", "fp16"}))
       ->capture_default_str();
   add_image_options(sub, r, init_image, mask);
   sub.add_option_function<std::string>("--weight-budget", [&r](const std::string& v) {

@@ -39,7 +39,8 @@ constexpr Names<WeightType, 5> kWeightDisplay = {{WeightType::FP32, "FP32"}, {We
                                                  {WeightType::FP8_E4M3, "FP8 E4M3"}, {WeightType::FP8_E5M2, "FP8 E5M2"}};
 constexpr Names<LoraMode, 4> kLoraModes = {{LoraMode::Auto, "auto"}, {LoraMode::Merge, "merge"},
                                            {LoraMode::MergeStochastic, "merge-stochastic"}, {LoraMode::Online, "online"}};
-constexpr Names<ComputeType, 3> kComputes = {{ComputeType::FP32, "fp32"}, {ComputeType::BF16, "bf16"}, {ComputeType::FP16, "fp16"}};
+constexpr Names<ComputeType, 4> kComputes = {{ComputeType::FP32, "fp32"}, {ComputeType::BF16, "bf16"}, {ComputeType::FP16, "fp16"},
+                                             {ComputeType::Auto, "auto"}};
 constexpr Names<Fp8Scale, 3> kScales = {{Fp8Scale::None, "none"}, {Fp8Scale::Tensor, "tensor"}, {Fp8Scale::Channel, "channel"}};
 // the first spelling of each is the name; the others are accepted (A1111's "Automatic" schedule)
 constexpr Names<Schedule, 5> kSchedules = {{Schedule::Normal, "normal"}, {Schedule::Karras, "karras"}, {Schedule::Normal, "Normal"},

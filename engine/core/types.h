@@ -34,7 +34,8 @@ struct StorageSpec {
 // How the GUI's legends and tables name a storage choice: "FP16", "FP8 E4M3 /tensor +VAE".
 std::string storage_display_name(const StorageSpec& storage);
 
-enum class ComputeType { FP32, BF16, FP16 };
+// Auto: chosen from the processor at run time (core/compute_choice.h); every other value is a type.
+enum class ComputeType { FP32, BF16, FP16, Auto };
 const char* compute_type_name(ComputeType type);
 std::optional<ComputeType> parse_compute_type(const std::string& name);
 

@@ -64,7 +64,7 @@ struct GenerationRequest {
   // streaming"); the blocks beyond it stream from the file. Unset: auto (all resident when the
   // model fits, else what fits beside the working memory). 0: every block streams.
   std::optional<uint64_t> weight_budget;
-  ComputeType compute = ComputeType::BF16;
+  ComputeType compute = ComputeType::Auto;  // from the processor (core/compute_choice.h)
   std::vector<LoraRequest> loras;  // in addition to <lora:NAME:W> tags in the prompt
   LoraMode lora_mode = LoraMode::Auto;
   std::vector<ControlUnit> controlnets;  // at most 3 (families whose traits say controlnet)

@@ -6,6 +6,7 @@
 
 #include "backend/backend.h"
 #include "backend/kernel_options.h"
+#include "core/compute_choice.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "lora/lora_library.h"
@@ -161,8 +162,11 @@ void Run::image(int n) {
 
 }  // namespace
 
-void validate_run(const RunContext& ctx, const GenerationRequest& r) {
+void validate_run(const RunContext& ctx, const GenerationRequest& request) {
   const FamilyModel& f = *ctx.family;
+  // the checks (the memory estimate among them) see the type the run computes in
+  GenerationRequest r = request;
+  r.compute = resolve_compute(request.compute, f.device().is_cuda()).type;
   const auto& t = f.traits();
   validate_request(r, t.native_size, t.size_multiple, t.min_size);
   if (!r.controlnets.empty() && !t.controlnet) {
@@ -188,10 +192,14 @@ void validate_run(const RunContext& ctx, const GenerationRequest& r) {
 
 GenerationResult run_generation(const RunContext& ctx, const GenerationRequest& request_in, Observer* observer,
                                 const std::atomic<bool>& cancel) {
-  validate_run(ctx, request_in);
   FamilyModel& f = *ctx.family;
   const auto& t = f.traits();
   GenerationRequest r = request_in;
+  const ComputeChoice compute = resolve_compute(r.compute, f.device().is_cuda());
+  r.compute = compute.type;  // every family, the estimate and the infotext see the type chosen
+  log().info("compute: {}", describe(compute));
+  if (!compute.warning.empty()) log().warn("{}", compute.warning);
+  validate_run(ctx, r);
   r.width = request_width(r, t.native_size, t.size_multiple, t.min_size);
   r.height = request_height(r, t.native_size, t.size_multiple, t.min_size);
   r.seed = resolve_seed(r.seed);

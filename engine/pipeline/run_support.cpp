@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/kernel_options.h"
+#include "core/compute_choice.h"
 #include "core/sha256.h"
 #include "memory/process_memory.h"
 #include "memory/tracking_allocator.h"
@@ -17,6 +18,7 @@ namespace fp8s {
 
 at::ScalarType compute_dtype(ComputeType type, const at::Device& device) {
   switch (type) {
+    case ComputeType::Auto: return compute_dtype(resolve_compute(type, device.is_cuda()).type, device);
     case ComputeType::FP32: return at::kFloat;
     case ComputeType::BF16:
       // BF16 where the card has it (compute capability 8.0+), FP16 on older NVIDIA cards

@@ -12,7 +12,8 @@
 
 namespace fp8s {
 
-// The dtype of a compute type on a device (FP16 only on CUDA: the CPU has no fast FP16 kernels).
+// The dtype of a compute type on a device (FP16 only on CUDA: the CPU has no fast FP16 kernels; Auto
+// as resolve_compute chooses).
 at::ScalarType compute_dtype(ComputeType type, const at::Device& device);
 
 using Clock = std::chrono::steady_clock;

@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "ModelPanel.h"
+#include "core/compute_choice.h"
+#include "core/error.h"
 #include "core/threads.h"
 #include "models/inspect.h"
 #include "pipeline/engine.h"
@@ -71,6 +73,7 @@ PrecisionPanel::PrecisionPanel(QWidget* parent) : QWidget(parent) {
   m_scale->setToolTip(tr("FP8 scaling: none casts as A1111/Forge do; tensor or channel scales use the whole FP8 range"));
   m_compute = new QComboBox(this);
   m_compute->setObjectName(QStringLiteral("computeCombo"));
+  m_compute->addItem(tr("Auto"), int(ComputeType::Auto));
   m_compute->addItem(tr("BF16"), int(ComputeType::BF16));
   m_compute->addItem(tr("FP32"), int(ComputeType::FP32));
   m_compute->addItem(tr("FP16"), int(ComputeType::FP16));
@@ -83,8 +86,12 @@ PrecisionPanel::PrecisionPanel(QWidget* parent) : QWidget(parent) {
   const auto devices = available_devices();
   m_device->addItem(devices.size() > 1 ? tr("Auto (first GPU)") : tr("Auto (CPU: no CUDA GPU found)"), QStringLiteral("auto"));
   for (const auto& d : devices) m_device->addItem(QString::fromStdString(d.description), QString::fromStdString(d.id));
+  updateAutoCompute();
   m_device->setToolTip(tr("Where the model runs. On a GPU the charts show VRAM; changing it reloads the model."));
-  connect(m_device, &QComboBox::currentIndexChanged, this, [this] { Q_EMIT deviceChanged(device()); });
+  connect(m_device, &QComboBox::currentIndexChanged, this, [this] {
+    updateAutoCompute();
+    Q_EMIT deviceChanged(device());
+  });
   form->addRow(tr("Device"), m_device);
   m_threads = new QSpinBox(this);
   m_threads->setObjectName(QStringLiteral("threadsSpin"));
@@ -204,6 +211,21 @@ QString PrecisionPanel::device() const { return m_device->currentData().toString
 void PrecisionPanel::setDevice(const QString& id) {
   const QSignalBlocker block(m_device);
   m_device->setCurrentIndex(std::max(0, m_device->findData(id)));  // a GPU that is gone: auto
+  updateAutoCompute();
+}
+
+void PrecisionPanel::updateAutoCompute() {
+  const QString id = device();
+  const bool cuda = id.startsWith(QStringLiteral("cuda")) || (id == QStringLiteral("auto") && m_device->count() > 2);
+  QString label;
+  try {
+    label = QString::fromStdString(auto_compute_label(cuda));
+  } catch (const InputError& e) {  // a bad FP8S_CPU_ISA: the run will say so in full
+    label = tr("Auto (%1)").arg(QString::fromStdString(e.what()));
+  }
+  m_compute->setItemText(m_compute->findData(int(ComputeType::Auto)), label);
+  m_compute->setToolTip(tr("The arithmetic's type. Auto: BF16 on a GPU and on CPUs with BF16 instructions "
+                           "(AVX512-BF16, AMX); FP32 on other CPUs, where BF16 is emulated and several times slower."));
 }
 
 void PrecisionPanel::update() {
@@ -231,7 +253,7 @@ void PrecisionPanel::saveSettings(QSettings& s) const {
   const auto p = settings();
   s.setValue(QStringLiteral("precision/weights"), QString::fromLatin1(weight_type_name(p.storage.weights)));
   s.setValue(QStringLiteral("precision/scale"), int(m_scale->currentData().toInt()));
-  s.setValue(QStringLiteral("precision/compute"), QString::fromLatin1(compute_type_name(p.compute)));
+  s.setValue(QStringLiteral("precision/compute_type"), QString::fromLatin1(compute_type_name(p.compute)));
   s.setValue(QStringLiteral("precision/fp8_vae"), m_vae->currentData().toBool());
   s.setValue(QStringLiteral("precision/device"), device());
   s.setValue(QStringLiteral("precision/threads"), threads());
@@ -243,7 +265,11 @@ void PrecisionPanel::restoreSettings(const QSettings& s) {
   PrecisionSettings p;
   if (auto w = parse_weight_type(s.value(QStringLiteral("precision/weights")).toString().toStdString())) p.storage.weights = *w;
   p.storage.scale = static_cast<Fp8Scale>(s.value(QStringLiteral("precision/scale"), int(Fp8Scale::Tensor)).toInt());
-  if (auto c = parse_compute_type(s.value(QStringLiteral("precision/compute")).toString().toStdString())) p.compute = *c;
+  // "precision/compute" was saved by versions whose default was bf16: that default becomes auto, a
+  // choice of fp32 or fp16 is kept
+  const QString older = s.value(QStringLiteral("precision/compute")).toString();
+  const QString compute = s.value(QStringLiteral("precision/compute_type"), older == QStringLiteral("bf16") ? QStringLiteral("auto") : older).toString();
+  if (auto c = parse_compute_type(compute.toStdString())) p.compute = *c;
   p.storage.fp8_vae = s.value(QStringLiteral("precision/fp8_vae"), false).toBool();
   const QString budget = s.value(QStringLiteral("precision/weight_budget"), QStringLiteral("auto")).toString();
   bool number = false;

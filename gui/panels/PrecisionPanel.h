@@ -28,7 +28,7 @@ namespace fp8s::gui {
 
 struct PrecisionSettings {
   StorageSpec storage{WeightType::FP8_E4M3, Fp8Scale::Tensor, false};
-  ComputeType compute = ComputeType::BF16;
+  ComputeType compute = ComputeType::Auto;  // BF16 or FP32 from the processor (core/compute_choice.h)
   // The memory the denoiser's resident weights may take (Forge's GPU Weights); unset: auto.
   std::optional<uint64_t> weightBudget;
   bool operator==(const PrecisionSettings& o) const {
@@ -74,6 +74,8 @@ class PrecisionPanel : public QWidget {
 
  private:
   void update();
+  // The Auto item names what it chooses on the device now selected: "Auto (FP32: no BF16 instructions)".
+  void updateAutoCompute();
 
   QComboBox* m_storage;
   QComboBox* m_scale;

@@ -16,6 +16,7 @@
 
 #include "backend/backend.h"
 #include "backend/kernel_options.h"
+#include "core/compute_choice.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/strings.h"
@@ -190,7 +191,7 @@ class FluxFamily final : public FamilyModel {
     shapes_ = read_shapes(files);
     traits_ = flux_traits(files.dev, shapes_);
     estimate_bytes(files, o.storage);
-    if (device.is_cpu()) check_fits(files, o.storage, 512, 512, 1, available_memory_bytes());
+    if (device.is_cpu()) check_fits(files, o.storage, 512, 512, 1, resolve_compute(ComputeType::Auto, false).type, available_memory_bytes());
     model_ = std::make_unique<FluxModel>(std::move(files), o.storage, device);
     // each component's own 16-bit type (what a 16-bit storage keeps it in), read once
     for (const auto* c : {&model_->files().t5, &model_->files().clip_l, &model_->files().vae}) {
@@ -263,7 +264,7 @@ class FluxFamily final : public FamilyModel {
     const uint64_t available = device.is_cpu() ? available_memory_bytes() : backend::device_total_bytes(device);
     const auto bytes = estimate_bytes(model_->files(), r.storage);
     if (device.is_cuda()) {
-      const uint64_t working = flux_working_bytes(big_w, big_h, r.batch_size, shapes_.hidden);
+      const uint64_t working = flux_working_bytes(big_w, big_h, r.batch_size, r.compute, shapes_.hidden);
       const bool t5_cpu = t5_on_cpu_ || flux_t5_on_cpu(device, bytes, available, working);
       if (t5_cpu && !t5_on_cpu_ && model_->t5_device() != at::Device(at::kCPU)) {
         log().info("T5-XXL ({:.1f} GB) stays on the CPU: the Flux components and {:.1f} GB of working memory do not fit in {:.1f} GB of VRAM together",
@@ -364,9 +365,9 @@ class FluxFamily final : public FamilyModel {
     return byte_estimates_.back().second;
   }
   void check_fits(const FluxFiles& files, const StorageSpec& storage, int width, int height, int batch,
-                  uint64_t available) const {
+                  ComputeType compute, uint64_t available) const {
     flux_weight_budget([&](const StorageSpec& st) { return estimate_bytes(files, st); }, shapes_.hidden, storage, width,
-                       height, batch, available, std::nullopt);
+                       height, batch, compute, available, std::nullopt);
   }
   // The transformer's weight budget for a request sampled at width x height (the larger pass):
   // what it asks, or auto (flux_weight_budget) over the memory available to this model (what the
@@ -379,7 +380,7 @@ class FluxFamily final : public FamilyModel {
     const auto& held = model_->bytes();
     const uint64_t available = available_memory_bytes() + held.transformer + held.t5 + held.clip_l + held.vae;
     auto budget = flux_weight_budget([&](const StorageSpec& st) { return estimate_bytes(model_->files(), st); },
-                                     shapes_.hidden, r.storage, width, height, r.batch_size, available, r.weight_budget);
+                                     shapes_.hidden, r.storage, width, height, r.batch_size, r.compute, available, r.weight_budget);
     if (budget && !r.weight_budget) *budget -= *budget % (256ull << 20);
     return budget;
   }

@@ -29,13 +29,14 @@ uint64_t component_weight_bytes(const ComponentSource& c, const StorageSpec& sto
 // 16 bits for the rest), from the file headers alone.
 FluxComponentBytes flux_storage_bytes(const FluxFiles& files, const StorageSpec& storage);
 // The sampling phase's working memory beyond the weights at width x height: the transformer's
-// activations or the autoencoder's full-resolution levels, whichever is larger.
-uint64_t flux_working_bytes(int width, int height, int batch, int hidden_size);
+// activations (FP32 streams, and intermediates counted at FP32) or the autoencoder's full-resolution
+// levels in the compute type (FP32 twice BF16's), whichever is larger.
+uint64_t flux_working_bytes(int width, int height, int batch, ComputeType compute, int hidden_size);
 // The transformer's width (img_in's rows), off the file's header.
 int flux_hidden_size(const FluxFiles& files);
 // The peak of a generation at width x height: the larger of the text phase (T5 + CLIP-L) and the
 // transformer phase (transformer + autoencoder + activations), plus what both need.
-uint64_t flux_peak_bytes(const FluxComponentBytes& b, int width, int height, int batch, int hidden_size);
+uint64_t flux_peak_bytes(const FluxComponentBytes& b, int width, int height, int batch, ComputeType compute, int hidden_size);
 // The largest streamed block (a double block) in a storage: a staging slot's size.
 uint64_t flux_largest_block_bytes(int hidden_size, const StorageSpec& storage);
 // The weight budget the transformer runs under (docs/architecture.md, "Weight budget and
@@ -45,10 +46,11 @@ uint64_t flux_largest_block_bytes(int hidden_size, const StorageSpec& storage);
 // with both numbers when it cannot fit even with every block streamed. `available` 0: unknown.
 std::optional<uint64_t> flux_weight_budget(const std::function<FluxComponentBytes(const StorageSpec&)>& bytes_of,
                                            int hidden_size, const StorageSpec& storage, int width, int height,
-                                           int batch, uint64_t available, std::optional<uint64_t> requested);
+                                           int batch, ComputeType compute, uint64_t available,
+                                           std::optional<uint64_t> requested);
 // The auto budget's check alone (refuses what cannot fit even streamed), from the headers.
 void check_flux_fits(const FluxFiles& files, const StorageSpec& storage, int width, int height, int batch,
-                     uint64_t available);
+                     ComputeType compute, uint64_t available);
 // The T5 length a request uses (t5_max_length, else 512 dev / 256 schnell).
 int flux_t5_length(const GenerationRequest& r, bool dev);
 // Forge's infotext for a Flux image.

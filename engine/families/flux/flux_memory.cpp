@@ -45,12 +45,13 @@ FluxComponentBytes flux_storage_bytes(const FluxFiles& files, const StorageSpec&
   return b;
 }
 
-uint64_t flux_working_bytes(int width, int height, int batch, int hidden_size) {
+uint64_t flux_working_bytes(int width, int height, int batch, ComputeType compute, int hidden_size) {
   const uint64_t tokens = static_cast<uint64_t>(width / 16) * static_cast<uint64_t>(height / 16) + 512;
   // FP32 image/text streams, the modulated and MLP intermediates (about 20 hidden-wide rows a token)
   const uint64_t activations = static_cast<uint64_t>(batch) * tokens * static_cast<uint64_t>(hidden_size) * 20 * 4 + (256ull << 20);
-  // the autoencoder's full-resolution levels: ~6 live 128-channel maps in 16 bits
-  const uint64_t decode = static_cast<uint64_t>(batch) * static_cast<uint64_t>(width) * static_cast<uint64_t>(height) * 128 * 6 * 2;
+  // the autoencoder's full-resolution levels: ~6 live 128-channel maps in the compute type
+  const uint64_t element = compute == ComputeType::FP32 ? 4 : 2;
+  const uint64_t decode = static_cast<uint64_t>(batch) * static_cast<uint64_t>(width) * static_cast<uint64_t>(height) * 128 * 6 * element;
   return std::max(activations, decode);
 }
 
@@ -58,9 +59,9 @@ int flux_hidden_size(const FluxFiles& files) {
   return static_cast<int>(SafetensorsFile(files.transformer.path).at(files.transformer.prefix + "img_in.weight").shape[0]);
 }
 
-uint64_t flux_peak_bytes(const FluxComponentBytes& b, int width, int height, int batch, int hidden_size) {
+uint64_t flux_peak_bytes(const FluxComponentBytes& b, int width, int height, int batch, ComputeType compute, int hidden_size) {
   const uint64_t text_phase = b.t5 + b.clip_l;
-  const uint64_t sample_phase = b.transformer + b.vae + flux_working_bytes(width, height, batch, hidden_size);
+  const uint64_t sample_phase = b.transformer + b.vae + flux_working_bytes(width, height, batch, compute, hidden_size);
   return std::max(text_phase, sample_phase) + kFluxProcessBytes;
 }
 
@@ -72,13 +73,14 @@ uint64_t flux_largest_block_bytes(int hidden_size, const StorageSpec& storage) {
 
 std::optional<uint64_t> flux_weight_budget(const std::function<FluxComponentBytes(const StorageSpec&)>& bytes_of,
                                            int hidden_size, const StorageSpec& storage, int width, int height,
-                                           int batch, uint64_t available, std::optional<uint64_t> requested) {
+                                           int batch, ComputeType compute, uint64_t available,
+                                           std::optional<uint64_t> requested) {
   const auto b = bytes_of(storage);
   PhaseBytes p;
   p.denoiser = b.transformer;
   p.text = b.t5 + b.clip_l;
   p.vae = b.vae;
-  p.working = flux_working_bytes(width, height, batch, hidden_size);
+  p.working = flux_working_bytes(width, height, batch, compute, hidden_size);
   p.process = kFluxProcessBytes;
   p.denoiser_staging = 2 * flux_largest_block_bytes(hidden_size, storage);
   // T5-XXL's 24 layers stream under the budget too (its embedding counted in: an upper bound);
@@ -88,14 +90,14 @@ std::optional<uint64_t> flux_weight_budget(const std::function<FluxComponentByte
   return choose_weight_budget(p, available, requested, what, is_fp8(storage.weights), [&] {
     StorageSpec fp8 = storage;
     fp8.weights = WeightType::FP8_E4M3;
-    return flux_peak_bytes(bytes_of(fp8), width, height, batch, hidden_size);
+    return flux_peak_bytes(bytes_of(fp8), width, height, batch, compute, hidden_size);
   });
 }
 
 void check_flux_fits(const FluxFiles& files, const StorageSpec& storage, int width, int height, int batch,
-                     uint64_t available) {
+                     ComputeType compute, uint64_t available) {
   flux_weight_budget([&](const StorageSpec& s) { return flux_storage_bytes(files, s); }, flux_hidden_size(files),
-                     storage, width, height, batch, available, std::nullopt);
+                     storage, width, height, batch, compute, available, std::nullopt);
 }
 
 }  // namespace fp8s

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "core/compute_choice.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "families/flux/flux_family.h"
@@ -84,7 +85,9 @@ class ZImageFamily final : public FamilyModel {
       vae_factor_ = 1 << (static_cast<int>(flux_ae_config(v, files_.vae.prefix).ch_mult.size()) - 1);
     }
     traits_ = zimage_traits(config_.dim, vae_factor_);
-    if (device.is_cpu()) (void)budget_for(storage_, 512, 512, 1, std::nullopt, available_memory_bytes());
+    if (device.is_cpu()) {
+      (void)budget_for(storage_, 512, 512, 1, resolve_compute(ComputeType::Auto, false).type, std::nullopt, available_memory_bytes());
+    }
   }
   ~ZImageFamily() override { release_all(); }
 
@@ -155,7 +158,7 @@ class ZImageFamily final : public FamilyModel {
     const auto bytes = estimate_cached(storage_);
     const uint64_t available = device_.is_cpu() ? available_memory_bytes() + held_.total() : 0;
     // under a budget, or where they do not fit together, the phases take turns
-    together_ = !budget_ && (available == 0 || bytes.total() + working(w, h, r.batch_size) + kZImageProcessBytes < available);
+    together_ = !budget_ && (available == 0 || bytes.total() + working(w, h, r.batch_size, r.compute) + kZImageProcessBytes < available);
     if (!together_) release_transformer();
     (void)text_encoder();
   }
@@ -300,7 +303,7 @@ class ZImageFamily final : public FamilyModel {
     return text_encoder().forward(tokens, at::Tensor(), compute).to(at::kCPU, at::kFloat);
   }
 
-  static uint64_t working(int w, int h, int batch) { return flux_working_bytes(w, h, batch, 3840); }
+  static uint64_t working(int w, int h, int batch, ComputeType compute) { return flux_working_bytes(w, h, batch, compute, 3840); }
 
   // The storage a part is kept in: the transformer the request's; the text encoder its file's
   // 16-bit type under a 16-bit storage; the autoencoder its file's type unless --fp8-vae.
@@ -323,19 +326,19 @@ class ZImageFamily final : public FamilyModel {
   // The weight budget of a request sampled at w x h (budget_for over what this model may use).
   std::optional<uint64_t> budget(const GenerationRequest& r, int w, int h) const {
     if (!device_.is_cpu()) return r.weight_budget;
-    auto b = budget_for(r.storage, w, h, r.batch_size, r.weight_budget, available_memory_bytes() + held_.total());
+    auto b = budget_for(r.storage, w, h, r.batch_size, r.compute, r.weight_budget, available_memory_bytes() + held_.total());
     if (b && !r.weight_budget) *b -= *b % (256ull << 20);  // whole 256 MiB steps: no reload for a few pages
     return b;
   }
-  std::optional<uint64_t> budget_for(const StorageSpec& storage, int w, int h, int batch, std::optional<uint64_t> requested,
-                                     uint64_t available) const {
+  std::optional<uint64_t> budget_for(const StorageSpec& storage, int w, int h, int batch, ComputeType compute,
+                                     std::optional<uint64_t> requested, uint64_t available) const {
     auto phases = [&](const StorageSpec& st) {
       const auto b = estimate_cached(st);
       PhaseBytes p;
       p.denoiser = b.denoiser;
       p.text = b.text;
       p.vae = b.vae;
-      p.working = working(w, h, batch);
+      p.working = working(w, h, batch, compute);
       p.process = kZImageProcessBytes;
       const uint64_t per = is_fp8(st.weights) ? 1 : st.weights == WeightType::FP32 ? 4 : 2;
       const uint64_t d = static_cast<uint64_t>(config_.dim);
