@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The Flux peer benchmark (issue 31; not run in CI): one transformer call at 512x512 (1024 image
 # tokens, 512 T5 tokens) of a full-width, reduced-depth synthetic Flux dev (default 2 double and
-# 4 single blocks), PyTorch 2.x + diffusers' FluxTransformer2DModel in BF16 against
+# 4 single blocks), PyTorch 2.x + diffusers' FluxTransformer2DModel in BF16 and FP32 against
 # fp8studio-cli's step (= one transformer call) in BF16 and FP8 E4M3 storage, on the same file,
 # alternated in one run: peer, ours, peer, ours, ... Prints a table of medians, ranges and ratios.
+#
+# Ours computes in `--compute auto`; on a CPU with BF16 instructions also with the FP32 path
+# forced (FP8S_CPU_ISA=avx2: what auto chooses on an AVX2-only CPU).
 #
 #   scripts/peer-bench/flux_run.sh [--rounds 3] [--depth 2] [--single-depth 4] [--cli build/engine/fp8studio-cli]
 set -euo pipefail
@@ -30,12 +33,18 @@ model=$work/flux-dev-d$depth-s$single.safetensors
 [ -f "$work/t5-1layer.safetensors" ] || "$cli" make-synthetic --arch t5xxl --depth 1 --out "$work/t5-1layer.safetensors" --log-level warn
 [ -f "$work/clip_l.safetensors" ] || "$cli" make-synthetic --arch clip-l --out "$work/clip_l.safetensors" --log-level warn
 [ -f "$work/ae.safetensors" ] || "$cli" make-synthetic --arch flux-ae --out "$work/ae.safetensors" --log-level warn
+native=0
+grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo && native=1
 for r in $(seq "$rounds"); do
   echo "flux peer-bench: round $r/$rounds" >&2
-  "$venv/bin/python" scripts/peer-bench/flux_transformer.py --model "$model" --repeat 2 2>/dev/null > "$work/peer-$r.json"
-  "$cli" bench --section generate --model "$model" --t5 "$work/t5-1layer.safetensors" --clip-l "$work/clip_l.safetensors" \
-    --vae "$work/ae.safetensors" --device cpu --modes bf16,fp8-e4m3 --width 512 --height 512 --steps 2 --repeat 1 \
-    --seed 1 --prompt "a lighthouse on a cliff at dusk" --json --log-level warn > "$work/ours-$r.json"
+  for dtype in bf16 fp32; do
+    "$venv/bin/python" scripts/peer-bench/flux_transformer.py --model "$model" --repeat 2 --dtype "$dtype" 2>/dev/null > "$work/peer-$r-$dtype.json"
+  done
+  ours=("$cli" bench --section generate --model "$model" --t5 "$work/t5-1layer.safetensors" --clip-l "$work/clip_l.safetensors"
+        --vae "$work/ae.safetensors" --device cpu --modes bf16,fp8-e4m3 --width 512 --height 512 --steps 2 --repeat 1
+        --seed 1 --prompt "a lighthouse on a cliff at dusk" --json --log-level warn)
+  "${ours[@]}" > "$work/ours-$r-auto compute.json"
+  if ((native)); then FP8S_CPU_ISA=avx2 "${ours[@]}" > "$work/ours-$r-fp32 compute (FP8S_CPU_ISA=avx2).json"; fi
 done
 "$venv/bin/python" scripts/peer-bench/table.py "$work" "$rounds" \
   "Flux dev, $depth double + $single single blocks at full width, one 512x512 call (1024 image + 512 text tokens)" \

@@ -20,7 +20,9 @@ def main():
     p.add_argument("--size", type=int, default=512)
     p.add_argument("--txt", type=int, default=512)
     p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16")
     a = p.parse_args()
+    dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
     torch.set_num_threads(os.cpu_count())
     with safe_open(a.model, "pt") as f:
         ckpt = {k: f.get_tensor(k) for k in f.keys()}
@@ -34,19 +36,19 @@ def main():
     state = convert_flux_transformer_checkpoint_to_diffusers(ckpt)
     model.load_state_dict(state, strict=True, assign=True)
     del ckpt, state
-    model = model.to(torch.bfloat16).eval()
+    model = model.to(dtype).eval()
     g = torch.Generator().manual_seed(1)
     h = w = a.size // 16
-    img = torch.randn(1, h * w, 64, generator=g).to(torch.bfloat16)
-    txt = torch.randn(1, a.txt, 4096, generator=g).to(torch.bfloat16)
-    y = torch.randn(1, 768, generator=g).to(torch.bfloat16)
+    img = torch.randn(1, h * w, 64, generator=g).to(dtype)
+    txt = torch.randn(1, a.txt, 4096, generator=g).to(dtype)
+    y = torch.randn(1, 768, generator=g).to(dtype)
     img_ids = torch.zeros(h, w, 3)
     img_ids[..., 1] += torch.arange(h)[:, None]
     img_ids[..., 2] += torch.arange(w)[None, :]
     img_ids = img_ids.reshape(-1, 3)
     txt_ids = torch.zeros(a.txt, 3)
-    t = torch.full((1,), 0.5, dtype=torch.bfloat16)
-    gd = torch.full((1,), 3.5, dtype=torch.bfloat16) if guidance else None
+    t = torch.full((1,), 0.5, dtype=dtype)
+    gd = torch.full((1,), 3.5, dtype=dtype) if guidance else None
     times = []
     with torch.inference_mode():
         for i in range(a.repeat + 1):  # the first is a warm-up
@@ -55,7 +57,7 @@ def main():
                   txt_ids=txt_ids, guidance=gd, return_dict=False)
             if i:
                 times.append((time.perf_counter() - start) * 1000)
-    print(json.dumps({"forward_ms": times, "torch": torch.__version__, "double": double, "single": single,
+    print(json.dumps({"forward_ms": times, "dtype": a.dtype, "torch": torch.__version__, "double": double, "single": single,
                       "threads": torch.get_num_threads()}))
 
 

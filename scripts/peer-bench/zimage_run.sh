@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The Z-Image peer benchmark (issue 42; not run in CI): one transformer call at 512x512 (1024 image
 # tokens, a 32-row caption) of a full-width, reduced-depth synthetic Z-Image Turbo (default 2
-# layers, the 2 + 2 refiners), PyTorch 2.x + diffusers' ZImageTransformer2DModel in BF16 against
+# layers, the 2 + 2 refiners), PyTorch 2.x + diffusers' ZImageTransformer2DModel in BF16 and FP32 against
 # fp8studio-cli's step (= one transformer call: Turbo has no CFG) in BF16 and FP8 E4M3 storage, on
 # the same file, alternated in one run: peer, ours, peer, ours, ... Prints a table of medians,
 # ranges and ratios.
+#
+# Ours computes in `--compute auto`; on a CPU with BF16 instructions also with the FP32 path
+# forced (FP8S_CPU_ISA=avx2: what auto chooses on an AVX2-only CPU).
 #
 #   scripts/peer-bench/zimage_run.sh [--rounds 3] [--depth 2] [--cli build/engine/fp8studio-cli]
 set -euo pipefail
@@ -33,12 +36,18 @@ model=$work/zimage-turbo-d$depth.safetensors
 [ -f "$work/ae.safetensors" ] || "$cli" make-synthetic --arch flux-ae --out "$work/ae.safetensors" --log-level warn
 # a prompt whose templated tokens fill one 32-row caption block, as the peer's caption
 prompt="a lighthouse on a cliff at dusk, oil painting, warm light"
+native=0
+grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo && native=1
 for r in $(seq "$rounds"); do
   echo "zimage peer-bench: round $r/$rounds" >&2
-  "$venv/bin/python" scripts/peer-bench/zimage_transformer.py --model "$model" --repeat 2 2>/dev/null > "$work/peer-$r.json"
-  "$cli" bench --section generate --model "$model" --text-encoder "$work/qwen3-2layers.safetensors" --vae "$work/ae.safetensors" \
-    --qwen-tokenizer "$tokenizer" --device cpu --modes bf16,fp8-e4m3 --width 512 --height 512 --steps 2 --repeat 1 \
-    --seed 1 --prompt "$prompt" --json --log-level warn > "$work/ours-$r.json"
+  for dtype in bf16 fp32; do
+    "$venv/bin/python" scripts/peer-bench/zimage_transformer.py --model "$model" --repeat 2 --dtype "$dtype" 2>/dev/null > "$work/peer-$r-$dtype.json"
+  done
+  ours=("$cli" bench --section generate --model "$model" --text-encoder "$work/qwen3-2layers.safetensors" --vae "$work/ae.safetensors"
+        --qwen-tokenizer "$tokenizer" --device cpu --modes bf16,fp8-e4m3 --width 512 --height 512 --steps 2 --repeat 1
+        --seed 1 --prompt "$prompt" --json --log-level warn)
+  "${ours[@]}" > "$work/ours-$r-auto compute.json"
+  if ((native)); then FP8S_CPU_ISA=avx2 "${ours[@]}" > "$work/ours-$r-fp32 compute (FP8S_CPU_ISA=avx2).json"; fi
 done
 "$venv/bin/python" scripts/peer-bench/table.py "$work" "$rounds" \
   "Z-Image Turbo, $depth layers + 2 + 2 refiners at full width, one 512x512 call (1024 image tokens, a 32-row caption)" \

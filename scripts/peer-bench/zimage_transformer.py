@@ -20,7 +20,9 @@ def main():
     p.add_argument("--size", type=int, default=512)
     p.add_argument("--cap", type=int, default=32)
     p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16")
     a = p.parse_args()
+    dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
     torch.set_num_threads(os.cpu_count())
     with safe_open(a.model, "pt") as f:
         ckpt = {k: f.get_tensor(k) for k in f.keys()}
@@ -31,12 +33,12 @@ def main():
     state = convert_z_image_transformer_checkpoint_to_diffusers(ckpt)
     model.load_state_dict(state, strict=True, assign=True)
     del ckpt, state
-    model = model.to(torch.bfloat16).eval()
+    model = model.to(dtype).eval()
     g = torch.Generator().manual_seed(1)
     h = w = a.size // 8
-    x = torch.randn(16, 1, h, w, generator=g).to(torch.bfloat16)
-    cap = torch.randn(a.cap, 2560, generator=g).to(torch.bfloat16)
-    t = torch.full((1,), 0.5, dtype=torch.bfloat16)
+    x = torch.randn(16, 1, h, w, generator=g).to(dtype)
+    cap = torch.randn(a.cap, 2560, generator=g).to(dtype)
+    t = torch.full((1,), 0.5, dtype=dtype)
     times = []
     with torch.inference_mode():
         for i in range(a.repeat + 1):  # the first is a warm-up
@@ -44,7 +46,7 @@ def main():
             model([x], t, [cap], return_dict=False)
             if i:
                 times.append((time.perf_counter() - start) * 1000)
-    print(json.dumps({"forward_ms": times, "torch": torch.__version__, "layers": layers, "refiners": refiners,
+    print(json.dumps({"forward_ms": times, "dtype": a.dtype, "torch": torch.__version__, "layers": layers, "refiners": refiners,
                       "threads": torch.get_num_threads()}))
 
 
