@@ -466,6 +466,12 @@ class TestFp8Files : public QObject {
       l.tensors.push_back({t.name, t.dtype, {100, t.shape[1]}, raw.substr(0, static_cast<std::size_t>(100 * t.shape[1] * 2))});
       return true;
     });
+    // the file's own configuration says 100 rows too (a configuration that does not describe the
+    // file is refused before this check: test_hardening), so the vocabulary is what does not fit
+    auto config = parse_ldm_config(layout.metadata.at("ldm.config"), "x");
+    config.text_encoders.at(0).vocab_size = 100;
+    config.text_encoders.at(0).pad_id = 99;
+    layout.metadata["ldm.config"] = to_ldm_config_json(config);
     const std::string file = path("small-embedding.safetensors");
     layout.write(file);
     const auto g = generate(QString::fromStdString(file), m_dir.path() + "/vocab-out");

@@ -261,6 +261,18 @@ class TestTokenizer : public QObject {
     QCOMPARE(p[3].weight, 1 / 1.1);
     QCOMPARE(p[5].weight, 1.5);
     QVERIFY_EXCEPTION_THROWN(parse_prompt_attention("(a:1.3.4)"), InputError);
+    // BREAK between fragments of equal weight stays its own entry (the neighbours merge around it)
+    p = parse_prompt_attention("cat BREAK dog BREAK fish");
+    QCOMPARE(p.size(), std::size_t(5));
+    QCOMPARE(p[2].text, std::string("dog"));
+    QCOMPARE(p[3].weight, -1.0);
+    // issue 54: 256 brackets deep parse (1.1^256), 257 are refused; a weight beyond FP32 is refused
+    double deep = 1.0;
+    for (int k = 0; k < 256; ++k) deep *= 1.1;  // unclosed brackets apply at the end, one by one
+    QCOMPARE(parse_prompt_attention(std::string(256, '(') + "x").at(0).weight, deep);
+    QVERIFY_EXCEPTION_THROWN(parse_prompt_attention(std::string(257, '[') + "x"), InputError);
+    QVERIFY_EXCEPTION_THROWN(parse_prompt_attention("(x:" + std::string(39, '9') + ")"), InputError);
+    QCOMPARE(parse_prompt_attention("(x:" + std::string(38, '9') + ")").at(0).weight, std::stod(std::string(38, '9')));
     auto e = parse_extra_networks("x <lora:style:0.5:0.25> y");
     QCOMPARE(e.loras.size(), std::size_t(1));
     QCOMPARE(e.loras[0].te_multiplier, 0.5);

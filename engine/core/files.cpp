@@ -45,7 +45,16 @@ std::vector<std::string> names_in(const std::string& dir, const std::string& suf
 
 std::vector<std::string> safetensors_in(const std::string& dir) { return names_in(dir, ".safetensors"); }
 
+void refuse_special_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    throw InputError(path + ": not a regular file (" + (S_ISDIR(st.st_mode) ? "a folder" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket") +
+                     "); give the path of a file");
+  }
+}
+
 std::string read_file(const std::string& path) {
+  refuse_special_file(path);
   std::ifstream f(path, std::ios::binary);
   if (!f) throw InputError(path + ": cannot open");
   std::ostringstream s;

@@ -1,5 +1,7 @@
 #include "core/threads.h"
 
+#include "core/logging.h"
+
 #include <ATen/Parallel.h>
 #include <sched.h>
 
@@ -117,6 +119,12 @@ ThreadChoice init_threads(int requested) {
   } else {
     c.threads = c.cores.cores;
     c.from = "auto";
+  }
+  if (c.threads > c.cores.cores) {
+    // more threads than cores only wait for each other at every barrier (4096 on 2 cores made no
+    // progress in a minute)
+    log().warn("{} {} threads, but this process may use {} cores: using {}", c.from, c.threads, c.cores.cores, c.cores.cores);
+    c.threads = c.cores.cores;
   }
   at::set_num_threads(c.threads);
   c.threads = at::get_num_threads();

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "core/files.h"
 
 namespace fp8s {
 namespace {
@@ -237,6 +238,7 @@ PngContents decode_png(FILE* file, MemorySource* memory, const std::string& labe
 }
 
 PngContents read_png_file(const std::string& path, bool pixels) {
+  refuse_special_file(path);
   std::unique_ptr<FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
   if (!file) throw InputError(path + ": cannot open (" + std::strerror(errno) + ")");
   uint8_t sig[8] = {};

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/files.h"
 
 namespace fp8s {
 namespace {
@@ -157,12 +158,17 @@ SafetensorsIndex parse_safetensors(const uint8_t* bytes, uint64_t available, uin
   const char* text = reinterpret_cast<const char*>(bytes + 8);
 
   // nlohmann keeps the last of duplicate keys silently; the callback sees every top-level key.
+  // The tensor-count limit applies while parsing, so a huge header stops at its 100,001st entry.
   std::set<std::string> seen;
   std::string duplicate;
   auto on_event = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    if (event == nlohmann::json::parse_event_t::key && depth == 1 && duplicate.empty()) {
+    if (event == nlohmann::json::parse_event_t::key && depth == 1) {
+      if (seen.size() > kMaxTensors) {
+        throw InputError(label + ": the header lists more than " + std::to_string(kMaxTensors + 1) + " entries (limit " +
+                         std::to_string(kMaxTensors) + " tensors); the file is not a model");
+      }
       auto key = parsed.get<std::string>();
-      if (!seen.insert(key).second) duplicate = key;
+      if (!seen.insert(key).second && duplicate.empty()) duplicate = key;
     }
     return true;
   };
@@ -249,7 +255,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   }
   g_headers_read.fetch_add(1);
   refuse_pickle_checkpoint(path);
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  refuse_special_file(path);
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO put in place since: no wait, fstat refuses it
   if (fd_ < 0) throw InputError(path + ": cannot open (" + sys_error() + ")");
   struct stat st {};
   if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -27,6 +27,12 @@ LoraFile read_lora(const std::string& path) {
     m.name = layout.name;
     m.down = read_tensor(file, layout.down).to(at::kFloat);
     m.up = read_tensor(file, layout.up).to(at::kFloat);
+    for (const auto* factor : {&m.down, &m.up}) {  // a NaN here would make every picture one colour
+      if (!at::isfinite(*factor).all().item<bool>()) {
+        throw InputError(path + ": LoRA module '" + m.name + "' holds NaN or Inf in its " + (factor == &m.down ? "down" : "up") +
+                         " factor (the file is damaged: use a copy from its source)");
+      }
+    }
     m.alpha = static_cast<double>(m.rank());
     if (layout.alpha) {
       m.alpha = read_tensor(file, *layout.alpha).to(at::kDouble).reshape({}).item<double>();

@@ -92,9 +92,38 @@ Detection detect_architecture(const SafetensorsFile& file) {
   return detect_architecture(shapes);
 }
 
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// A configuration from the file's own metadata describes the file's tensors: every network tensor it
+// implies that the file holds has the shape it implies. Checked before a module is built, so a
+// damaged configuration is named as such instead of failing in a load or a forward.
+void check_config_matches(const ModelConfig& m, const SafetensorsFile& file) {
+  for (const auto& e : checkpoint_layout(m, Dtype::F32)) {
+    if (e.component == Component::Other) continue;
+    const TensorRecord* rec = file.find(e.name);
+    if (rec && rec->shape != e.shape) {
+      throw InputError(file.path() + ": its ldm.config does not describe its tensors: " + e.name + " is " + shape_text(rec->shape) +
+                       " in the file, " + shape_text(e.shape) + " by the configuration (the metadata is damaged: use a "
+                       "checkpoint from its source)");
+    }
+  }
+}
+
+}  // namespace
+
 ModelConfig config_for(const SafetensorsFile& file) {
   auto it = file.metadata().find("ldm.config");
-  if (it != file.metadata().end()) return parse_ldm_config(it->second, file.path());
+  if (it != file.metadata().end()) {
+    ModelConfig m = parse_ldm_config(it->second, file.path());
+    check_config_matches(m, file);
+    return m;
+  }
   const Detection d = detect_architecture(file);
   ModelConfig m;
   if (d.arch == Arch::SD1) {

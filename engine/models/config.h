@@ -84,6 +84,10 @@ ModelConfig preset_tiny_sdxl();
 // Looks a preset up by its make-synthetic name: sd15, sdxl, tiny-sd1, tiny-sdxl.
 std::optional<ModelConfig> preset_by_name(const std::string& name);
 
+// Every field of a configuration in its range (heads dividing widths, a usable latent scale), so
+// that nothing built from it divides by zero, indexes past a list or allocates without bound;
+// InputError naming `label` and the field otherwise. parse_ldm_config calls it.
+void validate_config(const ModelConfig& config, const std::string& label);
 // Parses the `ldm.config` metadata JSON; throws InputError naming `label` when it is malformed.
 ModelConfig parse_ldm_config(const std::string& json_text, const std::string& label);
 std::string to_ldm_config_json(const ModelConfig& config);

@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace fp8s {
@@ -19,7 +21,82 @@ std::vector<int> int_list(const nlohmann::json& j, const std::string& what, cons
   return v;
 }
 
+// A field's value in its range, or an InputError naming the file, the field and the range.
+void check_range(long long value, long long lo, long long hi, const std::string& what, const std::string& label) {
+  if (value < lo || value > hi) {
+    throw InputError(label + ": ldm.config " + what + " is " + std::to_string(value) + ", outside " + std::to_string(lo) + ".." +
+                     std::to_string(hi) + " (the file's configuration is damaged: use a checkpoint from its source)");
+  }
+}
+
+void check_list(const std::vector<int>& v, std::size_t max_size, int lo, int hi, const std::string& what, const std::string& label) {
+  check_range(static_cast<long long>(v.size()), 1, static_cast<long long>(max_size), what + "'s length", label);
+  for (int e : v) check_range(e, lo, hi, what + " entry", label);
+}
+
 }  // namespace
+
+void validate_config(const ModelConfig& m, const std::string& label) {
+  // Ranges far beyond every released model (SDXL: 320 channels, mult 4, 10 transformer layers, 2048
+  // context), so that what they build stays small enough to compare with the file before loading.
+  const auto& u = m.unet;
+  check_range(u.in_channels, 1, 64, "unet in_channels", label);
+  check_range(u.out_channels, 1, 64, "unet out_channels", label);
+  check_range(u.model_channels, 1, 4096, "unet model_channels", label);
+  check_list(u.channel_mult, 8, 1, 64, "unet channel_mult", label);
+  check_range(u.num_res_blocks, 1, 16, "unet num_res_blocks", label);
+  for (int a : u.attention_resolutions) check_range(a, 1, 1 << 16, "unet attention_resolutions entry", label);
+  check_list(u.transformer_depth, 8, 0, 64, "unet transformer_depth", label);
+  check_range(u.transformer_depth_middle, 0, 64, "unet transformer_depth_middle", label);
+  check_range(u.context_dim, 1, 16384, "unet context_dim", label);
+  check_range(u.adm_in_channels, 0, 16384, "unet adm_in_channels", label);
+  if (u.num_head_channels > 0) {
+    check_range(u.num_head_channels, 1, 4096, "unet num_head_channels", label);
+  } else {
+    check_range(u.num_heads, 1, 1024, "unet num_heads (with no num_head_channels)", label);
+  }
+  for (int mult : u.channel_mult) {
+    const int width = u.model_channels * mult;
+    const int per = u.num_head_channels > 0 ? u.num_head_channels : u.num_heads;
+    if (width % per != 0) {
+      throw InputError(label + ": ldm.config unet " + (u.num_head_channels > 0 ? "num_head_channels " : "num_heads ") +
+                       std::to_string(per) + " does not divide a level's width " + std::to_string(width) +
+                       " (the file's configuration is damaged: use a checkpoint from its source)");
+    }
+  }
+  const auto& v = m.vae;
+  check_range(v.ch, 1, 1024, "vae ch", label);
+  check_list(v.ch_mult, 8, 1, 64, "vae ch_mult", label);
+  check_range(v.num_res_blocks, 1, 16, "vae num_res_blocks", label);
+  check_range(v.z_channels, 1, 256, "vae z_channels", label);
+  check_range(v.embed_dim, 1, 256, "vae embed_dim", label);
+  check_range(v.in_channels, 1, 16, "vae in_channels", label);
+  check_range(v.out_ch, 1, 16, "vae out_ch", label);
+  // 0 or 1e-300 divides the latent into infinities: a black picture
+  if (!(std::abs(v.scale_factor) >= 1e-6f && std::abs(v.scale_factor) <= 1e6f) || !std::isfinite(v.shift_factor)) {
+    throw InputError(label + ": ldm.config vae scale_factor " + std::to_string(v.scale_factor) +
+                     " is not a usable latent scale (SD 1.x uses 0.18215, SDXL 0.13025)");
+  }
+  if (m.text_encoders.empty() || m.text_encoders.size() > 4) {
+    throw InputError(label + ": ldm.config lists " + std::to_string(m.text_encoders.size()) + " text encoders (SD 1.x has 1, SDXL 2)");
+  }
+  for (const auto& t : m.text_encoders) {
+    const std::string te = "text encoder " + t.name + " ";
+    check_range(t.width, 1, 16384, te + "width", label);
+    check_range(t.layers, 1, 256, te + "layers", label);
+    check_range(t.heads, 1, 1024, te + "heads", label);
+    if (t.width % t.heads != 0) {
+      throw InputError(label + ": ldm.config " + te + "heads " + std::to_string(t.heads) + " do not divide its width " +
+                       std::to_string(t.width) + " (the file's configuration is damaged: use a checkpoint from its source)");
+    }
+    check_range(t.mlp_dim, 1, 65536, te + "mlp_dim", label);
+    check_range(t.vocab_size, 1, 1 << 20, te + "vocab_size", label);
+    check_range(t.context_length, 1, 4096, te + "context_length", label);
+    check_range(t.projection_dim, 0, 16384, te + "projection_dim", label);
+    check_range(t.hidden_state_index, 1, t.layers, te + "hidden_state_index", label);
+    check_range(t.pad_id, 0, t.vocab_size - 1, te + "pad_id", label);
+  }
+}
 
 std::string to_ldm_config_json(const ModelConfig& m) {
   using nlohmann::ordered_json;
@@ -140,12 +217,7 @@ ModelConfig parse_ldm_config(const std::string& json_text, const std::string& la
       t.pad_id = jt.value("pad_id", 49407);
       m.text_encoders.push_back(t);
     }
-    for (int d : u.channel_mult) {
-      if (d <= 0) throw InputError(label + ": ldm.config channel_mult must be positive");
-    }
-    if (u.model_channels <= 0 || u.num_res_blocks <= 0 || v.ch <= 0 || m.text_encoders.empty()) {
-      throw InputError(label + ": ldm.config has non-positive sizes or no text encoder");
-    }
+    validate_config(m, label);
     return m;
   } catch (const nlohmann::json::exception& e) {
     throw InputError(label + ": ldm.config metadata is malformed (" + std::string(e.what()) + ")");

@@ -59,6 +59,12 @@ struct Run {
       log().warn("the {} decode overflowed in {}; decoding again in fp32", family.traits().decode_label,
                  compute_type_name(r.compute));
       decoded = family.decode(latent, ComputeType::FP32);
+      // a one-colour picture is never the answer: the autoencoder itself is damaged
+      if (!at::isfinite(decoded).all().item<bool>()) {
+        throw InputError("the " + family.traits().decode_label + " gives NaN or Inf even in fp32 from a finite latent: " +
+                         "the autoencoder's weights or its latent scale are not usable (check the VAE file or the "
+                         "checkpoint's; weights must be finite)");
+      }
     }
     return decoded;
   }
@@ -110,6 +116,13 @@ void Run::image(int n) {
   int steps_after = r.enable_hr ? hr_steps : 0;  // and the first pass counts them in its total
   int first_pass_steps = 0;
   const StepCallback on_step = [&](int i, int total, float sigma, const at::Tensor&, const at::Tensor& denoised) {
+    // NaN or Inf never becomes a picture (issue 54): a step that gives them stops the run, naming
+    // what can cause them
+    if (!at::isfinite(denoised).all().item<bool>()) {
+      throw InputError("the " + family.traits().denoiser_label + " gave NaN or Inf at step " + std::to_string(step_offset + i + 1) +
+                       ": a weight of the model, a LoRA or an embedding is not finite, or the prompt's emphasis is too "
+                       "large (check the files and the weights in the prompt; weights must be finite)");
+    }
     backend::synchronize(device);  // the step's device work is done before the clock is read
     const double step_ms = ms_since(step_start);
     if (step_offset == 0) first_pass_steps = total;

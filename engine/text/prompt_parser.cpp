@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "core/error.h"
 #include "text/text_clean.h"
@@ -36,6 +37,8 @@ std::vector<std::u32string> split_break(const std::u32string& s) {
   return parts;
 }
 
+constexpr std::size_t kMaxEmphasisDepth = 256;
+
 bool is_digit(char32_t c) {
   return c >= '0' && c <= '9';
 }
@@ -63,6 +66,12 @@ std::vector<WeightedText> parse_prompt_attention(const std::string& prompt) {
         i += 1;
       }
       continue;
+    }
+    if ((c == '(' || c == '[') && round.size() + square.size() >= kMaxEmphasisDepth) {
+      // each fragment is multiplied once per bracket open around it: the bound keeps the parse
+      // linear, and 1.1^256 is far past any emphasis that draws
+      throw InputError("prompt: brackets nested more than " + std::to_string(kMaxEmphasisDepth) +
+                       " deep; write the weight instead, e.g. (word:1.5), or escape literal brackets as \\( \\)");
     }
     if (c == '(') {
       round.push_back(res.size());
@@ -143,14 +152,23 @@ std::vector<WeightedText> parse_prompt_attention(const std::string& prompt) {
   for (std::size_t pos : round) multiply(pos, 1.1);
   for (std::size_t pos : square) multiply(pos, 1 / 1.1);
   if (res.empty()) res.push_back({"", 1.0});
-  for (std::size_t k = 0; k + 1 < res.size();) {
-    if (res[k].weight == res[k + 1].weight) {
-      res[k].text += res[k + 1].text;
-      res.erase(res.begin() + static_cast<std::ptrdiff_t>(k) + 1);
-    } else {
-      ++k;
+  for (const auto& r : res) {
+    // the multipliers are applied as FP32: a weight beyond its range would be Inf, a one-colour picture
+    if (r.weight != -1 && !(std::abs(r.weight) <= std::numeric_limits<float>::max())) {
+      throw InputError("prompt: the emphasis around '" + r.text.substr(0, 40) + "' gives a weight of " + std::to_string(r.weight) +
+                       ", beyond what a weight can be; use weights like (word:1.3)");
     }
   }
+  // neighbours of equal weight merge (in place: one pass)
+  std::size_t kept = 0;
+  for (std::size_t k = 1; k < res.size(); ++k) {
+    if (res[k].weight == res[kept].weight) {
+      res[kept].text += res[k].text;
+    } else if (++kept != k) {
+      res[kept] = std::move(res[k]);
+    }
+  }
+  res.resize(kept + 1);
   return res;
 }
 
@@ -250,6 +268,11 @@ PromptChunks tokenize_prompt(const ClipTokenizer& tokenizer, const std::string& 
     return best;
   };
   auto next_chunk = [&](bool is_last) {
+    if (out.ids.size() >= kMaxPromptChunks) {
+      // A1111 has no cap; 150 chunks (11,250 tokens) is far past any use, and each costs a text-encoder pass
+      throw InputError("prompt: more than " + std::to_string(kMaxPromptChunks) + " chunks of 75 tokens (" +
+                       std::to_string(kMaxPromptChunks * kChunkTokens) + " tokens, each BREAK starting a chunk); shorten it");
+    }
     out.token_count += is_last ? static_cast<int>(tokens.size()) : kChunkTokens;
     std::array<int32_t, 77> ids{};
     std::array<float, 77> m{};

@@ -39,6 +39,8 @@ struct ExtraNetworks {
 ExtraNetworks parse_extra_networks(const std::string& prompt);
 
 constexpr int kChunkTokens = 75;
+// The most 75-token chunks a prompt may take (tokenize_prompt refuses more).
+constexpr std::size_t kMaxPromptChunks = 150;
 
 // A textual-inversion embedding as the tokenizer sees it: its name's token ids and how many
 // vectors (tokens of a chunk) it takes.

@@ -36,6 +36,9 @@ at::Tensor as_vectors(const SafetensorsFile& file, const TensorRecord& rec) {
   if (t.dim() != 2 || t.size(0) < 1 || t.size(0) > 75) {
     throw InputError(file.path() + ": '" + rec.name + "' is not a list of 1..75 embedding vectors");
   }
+  if (!at::isfinite(t).all().item<bool>()) {
+    throw InputError(file.path() + ": the embedding '" + rec.name + "' holds NaN or Inf (the file is damaged: use a copy from its source)");
+  }
   return t.contiguous();
 }
 

@@ -1,0 +1,203 @@
+// Bad input from files, prompts and options (issue 54): every case gives a one-line error with exit
+// code 2 (or a correct picture), never a crash, a runaway allocation, a hang or a one-colour PNG.
+// The files are the tiny SD1 reference checkpoint rewritten with one thing damaged.
+#include <QtTest>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include <sys/stat.h>
+
+#include "fp8/codec.h"
+#include "io/safetensors.h"
+#include "support.h"
+
+using namespace fp8s;
+
+namespace {
+
+// A copy of `src` whose metadata and tensors `edit_meta` and `edit_tensor` change (a tensor's raw
+// bytes, by name).
+void rewrite(const std::string& src_path, const std::string& out,
+             const std::function<void(std::map<std::string, std::string>&)>& edit_meta,
+             const std::function<void(const std::string&, std::vector<uint8_t>&)>& edit_tensor = {}) {
+  SafetensorsFile src(src_path);
+  auto meta = src.metadata();
+  edit_meta(meta);
+  std::vector<TensorSpec> specs;
+  for (const auto& t : src.tensors()) specs.push_back({t.name, t.dtype, t.shape});
+  SafetensorsWriter w(out, specs, meta, true);
+  for (const auto& t : src.tensors()) {
+    std::vector<uint8_t> raw(t.nbytes());
+    src.read(t, raw.data());
+    if (edit_tensor) edit_tensor(t.name, raw);
+    w.append(raw.data(), raw.size());
+  }
+  w.commit();
+}
+
+// The first element of a float tensor's raw bytes set to `value` in the tensor's own type.
+void set_first(std::vector<uint8_t>& raw, Dtype dtype, float value) {
+  if (dtype == Dtype::F32) {
+    std::memcpy(raw.data(), &value, sizeof value);
+  } else {
+    const uint16_t bits = dtype == Dtype::F16 ? f32_to_f16(value) : f32_to_bf16(value);
+    std::memcpy(raw.data(), &bits, sizeof bits);
+  }
+}
+
+}  // namespace
+
+class TestHardening : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir m_dir;
+  std::string m_model;
+
+  QString path(const QString& name) const { return m_dir.filePath(name); }
+
+  // The tiny SD1 file with its ldm.config changed by `edit`.
+  QString with_config(const QString& name, const std::function<void(nlohmann::json&)>& edit) {
+    const QString out = path(name);
+    rewrite(m_model, out.toStdString(), [&](std::map<std::string, std::string>& meta) {
+      auto j = nlohmann::json::parse(meta.at("ldm.config"));
+      edit(j);
+      meta["ldm.config"] = j.dump();
+    });
+    return out;
+  }
+
+  test::CliResult generate(const QString& model, const QStringList& extra = {}) {
+    return test::run_cli(QStringList{"generate", "--model", model, "--vocab", QString::fromStdString(test::reference_path("clip")),
+                                     "--prompt", "a red circle", "--steps", "2", "--width", "64", "--height", "64",
+                                     "--outdir", path("out")} + extra,
+                         QString(), 120000);
+  }
+
+ private Q_SLOTS:
+  void initTestCase() {
+    FP8S_REQUIRE_REFERENCE();
+    m_model = test::reference_path("sd1/tiny-sd1.safetensors");
+  }
+
+  // Class 1: a file's own configuration is checked before anything is built: zero heads (once
+  // SIGFPE), an empty VAE ch_mult (once SIGSEGV), absurd widths, depths and lists (once allocating
+  // until the machine ran out), and a configuration that does not describe the file's tensors
+  void configurationsAreCheckedBeforeBuilding() {
+    struct Case { const char* name; std::function<void(nlohmann::json&)> edit; const char* needle; };
+    const std::vector<Case> cases = {
+        {"unet-heads0", [](nlohmann::json& j) { j["unet"]["num_heads"] = 0; }, "unet num_heads"},
+        {"text-heads0", [](nlohmann::json& j) { j["text_encoders"][0]["heads"] = 0; }, "heads is 0"},
+        {"vae-chmult-empty", [](nlohmann::json& j) { j["vae"]["ch_mult"] = nlohmann::json::array(); }, "vae ch_mult's length is 0"},
+        {"unet-wide", [](nlohmann::json& j) { j["unet"]["model_channels"] = 1000000000; }, "unet model_channels is 1000000000"},
+        {"text-deep", [](nlohmann::json& j) { j["text_encoders"][0]["layers"] = 1000000; }, "layers is 1000000"},
+        {"unet-long-list", [](nlohmann::json& j) { j["unet"]["channel_mult"] = std::vector<int>(100000, 1); }, "channel_mult's length is 100000"},
+        {"heads-divide", [](nlohmann::json& j) { j["unet"]["num_heads"] = 3; }, "does not divide a level's width"},
+        {"vae-scale0", [](nlohmann::json& j) { j["vae"]["scale_factor"] = 0; }, "scale_factor"},
+        {"vae-scale-tiny", [](nlohmann::json& j) { j["vae"]["scale_factor"] = 1e-300; }, "scale_factor"},
+        {"other-width", [](nlohmann::json& j) { j["unet"]["model_channels"] = 64; }, "does not describe its tensors"},
+        {"other-depth", [](nlohmann::json& j) { j["text_encoders"][0]["width"] = 128; }, "does not describe its tensors"},
+    };
+    for (const auto& c : cases) {
+      const QString model = with_config(QString("%1.safetensors").arg(c.name), c.edit);
+      test::expect_one_line_error(generate(model), 2, c.needle);
+      test::expect_one_line_error(test::run_cli({"inspect", "--model", model, "--weight-budget", "1G"}), 2, c.needle);
+    }
+  }
+
+  // Class 2: NaN or Inf never becomes a picture: in a UNet, text-encoder or VAE weight, a LoRA's
+  // factor, an embedding, or a prompt whose emphasis overflows; each is one line naming its source
+  void nonFiniteValuesNeverBecomeAPicture() {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    auto poisoned = [&](const QString& name, const std::string& tensor, float value) {
+      const QString out = path(name);
+      rewrite(m_model, out.toStdString(), [](auto&) {}, [&](const std::string& n, std::vector<uint8_t>& raw) {
+        if (n == tensor) set_first(raw, SafetensorsFile(m_model).at(n).dtype, value);
+      });
+      return out;
+    };
+    test::expect_one_line_error(generate(poisoned("unet-nan.safetensors", "model.diffusion_model.out.2.weight", nan)), 2,
+                                "the UNet gave NaN or Inf at step 1");
+    test::expect_one_line_error(
+        generate(poisoned("text-inf.safetensors", "cond_stage_model.transformer.text_model.final_layer_norm.bias",
+                          std::numeric_limits<float>::infinity())),
+        2, "the UNet gave NaN or Inf at step 1");
+    test::expect_one_line_error(generate(poisoned("vae-nan.safetensors", "first_stage_model.decoder.conv_out.bias", nan)), 2,
+                                "gives NaN or Inf even in fp32");
+    // a LoRA with a NaN in a factor, merged or online: refused when read
+    const std::string lora = test::reference_path("sd1/lora-tiny-sd1.safetensors");
+    const QString bad_lora = path("lora-nan.safetensors");
+    bool poisoned_one = false;
+    rewrite(lora, bad_lora.toStdString(), [](auto&) {}, [&](const std::string& n, std::vector<uint8_t>& raw) {
+      if (!poisoned_one && n.find("lora_up") != std::string::npos) {
+        set_first(raw, SafetensorsFile(lora).at(n).dtype, nan);
+        poisoned_one = true;
+      }
+    });
+    QVERIFY(poisoned_one);
+    for (const char* mode : {"merge", "online"}) {
+      test::expect_one_line_error(generate(QString::fromStdString(m_model), {"--lora", bad_lora + ":1", "--lora-mode", mode}), 2,
+                                  "holds NaN or Inf in its up factor");
+    }
+    // an embedding with an Inf, used by name in the prompt
+    QDir().mkpath(path("emb"));
+    {
+      SafetensorsWriter w(path("emb/badword.safetensors").toStdString(), {{"emb_params", Dtype::F32, {1, 64}}}, {});
+      std::vector<float> v(64, 0.01f);
+      v[5] = std::numeric_limits<float>::infinity();
+      w.append(v.data(), v.size() * sizeof(float));
+      w.commit();
+    }
+    auto r = test::run_cli({"generate", "--model", QString::fromStdString(m_model), "--vocab", QString::fromStdString(test::reference_path("clip")),
+                            "--embeddings-dir", path("emb"), "--prompt", "a badword circle", "--steps", "2", "--width", "64",
+                            "--height", "64", "--outdir", path("out")});
+    test::expect_one_line_error(r, 2, "holds NaN or Inf");
+    // emphasis: a weight beyond FP32's range, and brackets nested a thousand deep
+    test::expect_one_line_error(generate(QString::fromStdString(m_model), {"--prompt", "(cat:" + QString(39, '9') + ")"}), 2,
+                                "beyond what a weight can be");
+    test::expect_one_line_error(generate(QString::fromStdString(m_model), {"--prompt", QString(1000, '(') + "cat" + QString(1000, ')')}), 2,
+                                "nested more than 256 deep");
+    QVERIFY(!QDir(path("out")).exists() || QDir(path("out")).entryList({"*.png"}).isEmpty());  // no picture was written
+  }
+
+  // Class 3: linear parsers and bounds: 125 KB of prompt (argv's limit for one argument is 128 KiB)
+  // and 2,000 BREAKs end with the chunk
+  // cap; a FIFO as the model or the init image is refused before open() blocks; --threads beyond
+  // the cores is capped with a warning; a header of 150,000 tensors is refused by its count
+  void parsersAreLinearAndInputsBounded() {
+    test::expect_one_line_error(generate(QString::fromStdString(m_model), {"--prompt", QString("cat, ").repeated(25000)}), 2,
+                                "more than 150 chunks of 75 tokens");
+    test::expect_one_line_error(generate(QString::fromStdString(m_model), {"--prompt", QString("cat BREAK ").repeated(2000)}), 2,
+                                "more than 150 chunks of 75 tokens");
+    test::expect_one_line_error(generate(QString::fromStdString(m_model), {"--prompt", QString("((a)) [b] ").repeated(12000)}), 2,
+                                "more than 150 chunks of 75 tokens");
+    const QString fifo = path("x.safetensors");
+    QCOMPARE(::mkfifo(fifo.toLocal8Bit().constData(), 0600), 0);
+    test::expect_one_line_error(generate(fifo), 2, "not a regular file (a FIFO)");
+    test::expect_one_line_error(generate(QString::fromStdString(m_model), {"--init-image", fifo}), 2, "not a regular file (a FIFO)");
+    const auto many = generate(QString::fromStdString(m_model), {"--threads", "4096", "--steps", "1"});
+    QVERIFY2(many.exit_code == 0, qPrintable(many.err));
+    QVERIFY2(many.err.contains("--threads 4096 threads, but this process may use"), qPrintable(many.err));
+    // a header of 150,000 tiny tensors (1.1 MB of JSON)
+    const QString big = path("many.safetensors");
+    {
+      std::string header = "{";
+      for (int i = 0; i < 150000; ++i) {
+        header += (i ? "," : "") + std::string("\"t") + std::to_string(i) + "\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[" +
+                  std::to_string(i) + "," + std::to_string(i + 1) + "]}";
+      }
+      header += "}";
+      std::string bytes(8, '\0');
+      uint64_t n = header.size();
+      std::memcpy(bytes.data(), &n, 8);
+      test::write_bytes(big.toStdString(), bytes + header + std::string(150000, '\0'));
+    }
+    test::expect_one_line_error(test::run_cli({"inspect", "--model", big}), 2, "limit 100000 tensors");
+  }
+};
+
+QTEST_GUILESS_MAIN(TestHardening)
+#include "test_hardening.moc"
