@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <sys/stat.h>
+#include <zlib.h>
 
 #include "fp8/codec.h"
 #include "io/safetensors.h"
@@ -196,6 +197,61 @@ class TestHardening : public QObject {
       test::write_bytes(big.toStdString(), bytes + header + std::string(150000, '\0'));
     }
     test::expect_one_line_error(test::run_cli({"inspect", "--model", big}), 2, "limit 100000 tensors");
+  }
+
+  // Class 5: images and vocabularies are bounded: a PNG that claims 16384² is refused from its
+  // header (its pixel data is never read), a gzip bomb given as the CLIP vocabulary stops at 32 MB
+  void imagesAndVocabulariesAreBounded() {
+    const QString png = path("huge.png");
+    {
+      auto chunk = [](const std::string& type, const std::string& data) {
+        std::string c(4, '\0');
+        const uint32_t n = static_cast<uint32_t>(data.size());
+        for (int i = 0; i < 4; ++i) c[static_cast<std::size_t>(i)] = static_cast<char>((n >> (24 - 8 * i)) & 0xFF);
+        const std::string body = type + data;
+        uLong crc = crc32(0L, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size()));
+        std::string tail(4, '\0');
+        for (int i = 0; i < 4; ++i) tail[static_cast<std::size_t>(i)] = static_cast<char>((crc >> (24 - 8 * i)) & 0xFF);
+        return c + body + tail;
+      };
+      // IHDR: 16384 x 16384, 8-bit RGB; the IDAT that follows is never reached
+      const std::string ihdr("\x00\x00\x40\x00\x00\x00\x40\x00\x08\x02\x00\x00\x00", 13);
+      test::write_bytes(png.toStdString(), std::string("\x89PNG\r\n\x1a\n", 8) + chunk("IHDR", ihdr) + chunk("IDAT", "xx") + chunk("IEND", ""));
+    }
+    test::expect_one_line_error(generate(QString::fromStdString(m_model), {"--init-image", png}), 2, "more than the 64 megapixels");
+    // 40 MB of zeros in 40 KB of gzip
+    const QString bomb = path("bomb/bpe_simple_vocab_16e6.txt.gz");
+    QDir().mkpath(path("bomb"));
+    {
+      gzFile f = gzopen(bomb.toLocal8Bit().constData(), "wb9");
+      const std::string zeros(1 << 20, '\0');
+      for (int i = 0; i < 40; ++i) gzwrite(f, zeros.data(), static_cast<unsigned>(zeros.size()));
+      gzclose(f);
+    }
+    auto r = test::run_cli({"tokenize", "--vocab", bomb, "a cat"});
+    test::expect_one_line_error(r, 2, "decompresses to more than 32 MB");
+    // Class 6: a CLIP vocabulary cut short is refused, not read as a smaller one
+    const QString cut = path("cut/bpe_simple_vocab_16e6.txt.gz");
+    QDir().mkpath(path("cut"));
+    {
+      const std::string full = test::read_bytes(test::reference_path("clip/merges.txt"));
+      std::size_t end = 0;
+      for (int line = 0; line < 1000; ++line) end = full.find('\n', end) + 1;
+      gzFile f = gzopen(cut.toLocal8Bit().constData(), "wb");
+      gzwrite(f, full.data(), static_cast<unsigned>(end));
+      gzclose(f);
+    }
+    test::expect_one_line_error(test::run_cli({"tokenize", "--vocab", cut, "astronaut"}), 2, "holds 999 merges");
+  }
+
+  // Class 7: answers that say what the thing is, with exit code 2: a seed beyond 64 bits, a
+  // checkpoint given as a LoRA
+  void messagesSayWhatTheThingIs() {
+    for (const char* seed : {"9223372036854775808", "18446744073709551616"}) {
+      test::expect_one_line_error(generate(QString::fromStdString(m_model), {"--seed", seed}), 2, "is not a whole number from -1");
+    }
+    test::expect_one_line_error(generate(QString::fromStdString(m_model), {"--lora", QString::fromStdString(m_model) + ":1"}), 2,
+                                "is a model checkpoint (tensor '");
   }
 };
 

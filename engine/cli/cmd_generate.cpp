@@ -1,4 +1,5 @@
 // generate: prompt -> PNG files, with progress on stderr and an optional JSON report.
+#include <filesystem>
 #include <unistd.h>
 
 #include <csignal>
@@ -79,6 +80,9 @@ void register_generate(CLI::App& app) {
     Engine engine(load);
     engine.validate(o->r);
     if (!o->flags.control.save_hint.empty() && !o->r.controlnets.empty()) {  // the hint the first pass sees
+      if (std::filesystem::exists(o->flags.control.save_hint)) {
+        throw InputError("--save-hint " + o->flags.control.save_hint + " exists; choose another file name (nothing is overwritten)");
+      }
       const auto& u = o->r.controlnets.front();
       const int w = request_width(o->r, family.native_size, family.size_multiple, family.min_size);
       const int h = request_height(o->r, family.native_size, family.size_multiple, family.min_size);

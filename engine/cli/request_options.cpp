@@ -191,7 +191,17 @@ void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flag
   sub.add_option("--cfg-norm", r.cfg_norm, "Z-Image with CFG: cap the guided prediction's norm at K times the prompt's (0: off)")->capture_default_str();
   sub.add_option("--cfg-truncation", r.cfg_truncation, "Z-Image with CFG: steps past this t (1 - sigma) run without CFG (1: never)")->capture_default_str();
   sub.add_option("--qwen-max-length", r.text_max_length, "Z-Image: the templated prompt's token limit (0: 512)")->capture_default_str();
-  sub.add_option("--seed", r.seed, "seed (-1: random); batch count N uses seed, seed+1, ...")->capture_default_str();
+  sub.add_option("--seed", r.seed, "seed (-1: random); batch count N uses seed, seed+1, ...")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            // CLI11 saturates an out-of-range integer (2^63 became 2^63 - 1): refuse it instead
+            int64_t seed = 0;
+            const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), seed);
+            if (ec == std::errc() && end == v.data() + v.size()) return {};
+            return "seed " + v + " is not a whole number from -1 (random) to 9223372036854775807";
+          },
+          "SEED"));
   sub.add_option("--width", r.width, "width in pixels, a multiple of 8 (0: the model's native size)");
   sub.add_option("--height", r.height, "height in pixels, a multiple of 8 (0: the model's native size)");
   sub.add_option("--batch-size", r.batch_size, "images per sampling run")->capture_default_str();

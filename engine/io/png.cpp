@@ -202,6 +202,11 @@ PngContents decode_png(FILE* file, MemorySource* memory, const std::string& labe
     if (png_get_rowbytes(png, info) != static_cast<std::size_t>(width) * 3) {
       throw RuntimeFailure("unsupported PNG layout");
     }
+    if (pixels && static_cast<uint64_t>(width) * static_cast<uint64_t>(height) > kPngMaxPixels) {
+      // 780 KB of zeros can claim 16384² (805 MB of pixels, and each copy and resize more)
+      throw InputError(label + ": a PNG of " + std::to_string(width) + "x" + std::to_string(height) +
+                       " is more than the 64 megapixels this app decodes; downscale it (generation goes up to 4096x4096)");
+    }
     if (pixels) {
       out.image.width = width;
       out.image.height = height;

@@ -31,6 +31,7 @@ struct PngContents {
 };
 // Limits on what a PNG may claim: width and height, and the bytes of one (decompressed) text chunk.
 constexpr uint32_t kPngMaxSide = 16384;
+constexpr uint64_t kPngMaxPixels = 64ull << 20;  // the pixels decoded (8192x8192)
 constexpr std::size_t kPngMaxTextBytes = 8u << 20;
 
 // Reads an 8-bit RGB/RGBA/grey PNG (converted to RGB). Throws InputError for anything else.

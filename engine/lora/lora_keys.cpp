@@ -65,8 +65,15 @@ std::vector<LoraModuleLayout> lora_modules(const std::vector<TensorRecord>& tens
   std::map<std::string, Parts> parts;
   for (const auto& t : tensors) {
     const std::string& k = t.name;
+    // a model's own weights: a checkpoint (or a diffusion model) given where a LoRA belongs
+    for (const char* model_prefix : {"model.diffusion_model.", "first_stage_model.", "double_blocks.", "diffusion_model.double_blocks."}) {
+      if (starts_with(k, model_prefix) && k.find("lora") == std::string::npos && ends_with(k, ".weight")) {
+        throw InputError(label + ": is a model checkpoint (tensor '" + k + "'), not a LoRA; open it as the model (--model)");
+      }
+    }
     for (const char* kind : {".hada_w1_a", ".lokr_w1", ".lokr_w1_a", ".oft_blocks", ".b_norm", ".diff"}) {
-      if (k.find(kind) != std::string::npos) {
+      // LyCORIS's names end with their kind (".diff" inside "model.diffusion_model." is not one)
+      if (ends_with(k, kind) || k.find(std::string(kind) + ".") != std::string::npos || k.find(std::string(kind) + "_") != std::string::npos) {
         const std::string name = std::strcmp(kind, ".hada_w1_a") == 0 ? "LoHa"
                                  : std::string(kind).rfind(".lokr", 0) == 0 ? "LoKr"
                                                                             : "this LyCORIS kind";

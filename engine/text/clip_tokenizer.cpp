@@ -12,20 +12,31 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "core/logging.h"
+#include "core/sha256.h"
 #include "text/text_clean.h"
 
 namespace fp8s {
 namespace {
 
 constexpr int kMerges = 49152 - 256 - 2;  // CLIP uses the first 48894 merges of the file
+constexpr std::size_t kMaxVocabTextBytes = 32u << 20;
 
 std::string read_gzip(const std::string& path) {
+  refuse_special_file(path);
   gzFile f = gzopen(path.c_str(), "rb");
   if (!f) throw InputError(path + ": cannot open the CLIP vocabulary");
   std::string out;
   char buf[1 << 16];
   int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
+  while ((n = gzread(f, buf, sizeof buf)) > 0) {
+    out.append(buf, static_cast<std::size_t>(n));
+    if (out.size() > kMaxVocabTextBytes) {  // a gzip bomb stops here, not at the machine's memory
+      gzclose(f);
+      throw InputError(path + ": decompresses to more than 32 MB; CLIP's vocabulary is 3.2 MB (get "
+                       "bpe_simple_vocab_16e6.txt.gz from openai/CLIP)");
+    }
+  }
   const bool failed = n < 0;
   gzclose(f);
   if (failed || out.empty()) throw InputError(path + ": the CLIP vocabulary is not a valid gzip file");
@@ -96,8 +107,21 @@ ClipTokenizer ClipTokenizer::load(const std::string& path_in) {
       throw InputError(path + ": not a valid vocab.json (" + e.what() + ")");
     }
     parse_merges(read_file(merges_path), 1, std::numeric_limits<int>::max());
+    // CLIP's own vocabulary (49408 tokens) needs all its merges, or words split into pieces
+    if (t.vocab_.size() >= 49408 && static_cast<int>(merges.size()) < kMerges) {
+      throw InputError(merges_path + ": holds " + std::to_string(merges.size()) + " merges for a vocabulary of " +
+                       std::to_string(t.vocab_.size()) + " tokens; CLIP's has " + std::to_string(kMerges) +
+                       " (the file is cut short: use the tokenizer/ folder of a CLIP model)");
+    }
   } else {
     parse_merges(read_gzip(path), 1, kMerges);
+    if (static_cast<int>(merges.size()) < kMerges) {
+      throw InputError(path + ": holds " + std::to_string(merges.size()) + " merges, CLIP's vocabulary " + std::to_string(kMerges) +
+                       " (the file is cut short or another tokenizer's: get bpe_simple_vocab_16e6.txt.gz from openai/CLIP)");
+    }
+    if (sha256_file(path) != kClipVocabSha256) {
+      log().warn("{}: not the CLIP vocabulary this version was checked against (sha256 differs); using it", path);
+    }
     int id = 0;
     for (int b : order) t.vocab_[t.byte_symbol_[b]] = id++;
     for (int b : order) t.vocab_[t.byte_symbol_[b] + "</w>"] = id++;
