@@ -199,6 +199,42 @@ class TestHardening : public QObject {
     test::expect_one_line_error(test::run_cli({"inspect", "--model", big}), 2, "limit 100000 tensors");
   }
 
+  // Class 4: SIGTERM ends the process within 2 s, inside a long single step (2048² on the tiny
+  // UNet: its full-resolution attention) and during the load and text encode, with nothing written
+  void sigtermEndsTheProcessWithinTwoSeconds() {
+    for (const bool in_step : {true, false}) {
+      const QString outdir = path(in_step ? "term-step" : "term-encode");
+      QProcess p;
+      p.setProcessChannelMode(QProcess::MergedChannels);
+      p.start(QString::fromUtf8(FP8S_CLI_PATH),
+              {"generate", "--model", QString::fromStdString(m_model), "--vocab", QString::fromStdString(test::reference_path("clip")),
+               "--prompt", QString("a red circle, ").repeated(in_step ? 1 : 700), "--steps", "1", "--width", in_step ? "2048" : "64",
+               "--height", in_step ? "2048" : "64", "--outdir", outdir});
+      QVERIFY(p.waitForStarted());
+      QString seen;
+      QElapsedTimer waited;
+      waited.start();
+      // in the step: once sampling has begun; else as soon as the engine begins to load the model
+      const QString mark = in_step ? "compute:" : "kernels:";
+      while (!seen.contains(mark) && waited.elapsed() < 60000) {
+        p.waitForReadyRead(100);
+        seen += QString::fromUtf8(p.readAll());
+      }
+      QVERIFY2(seen.contains(mark), qPrintable(seen));
+      if (in_step) QTest::qWait(1000);
+      QElapsedTimer t;
+      t.start();
+      p.terminate();  // SIGTERM
+      QVERIFY(p.waitForFinished(10000));
+      const qint64 ms = t.elapsed();
+      seen += QString::fromUtf8(p.readAll());
+      QVERIFY2(ms < 2000, qPrintable(QString("ended %1 ms after SIGTERM: %2").arg(ms).arg(seen.right(400))));
+      QCOMPARE(p.exitCode(), 130);
+      QVERIFY2(seen.trimmed().endsWith("error: cancelled"), qPrintable(seen.right(400)));
+      QVERIFY(!QDir(outdir).exists() || QDir(outdir).entryList(QDir::Files | QDir::Hidden).isEmpty());
+    }
+  }
+
   // Class 5: images and vocabularies are bounded: a PNG that claims 16384² is refused from its
   // header (its pixel data is never read), a gzip bomb given as the CLIP vocabulary stops at 32 MB
   void imagesAndVocabulariesAreBounded() {

@@ -1,5 +1,6 @@
 #include "io/png.h"
 
+#include <atomic>
 #include <dirent.h>
 #include <png.h>
 #include <sys/stat.h>
@@ -55,7 +56,17 @@ void check_writable_folder(const std::string& dir) {
   ::unlink(tmpl.data());
 }
 
+namespace {
+std::atomic<int> g_writes_in_flight{0};
+}  // namespace
+
+int png_writes_in_flight() { return g_writes_in_flight.load(); }
+
 void write_png(const std::string& path, const RgbImage& image, const std::string& parameters) {
+  struct InFlight {
+    InFlight() { g_writes_in_flight.fetch_add(1); }
+    ~InFlight() { g_writes_in_flight.fetch_sub(1); }
+  } in_flight;
   if (image.width <= 0 || image.height <= 0 ||
       image.pixels.size() != static_cast<std::size_t>(image.width) * image.height * 3) {
     throw RuntimeFailure("write_png: image buffer does not match its size");

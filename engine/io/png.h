@@ -19,6 +19,9 @@ struct RgbImage {
 // temporary file in the same folder; refuses to replace an existing file. Throws RuntimeFailure
 // (disk full, read-only folder) leaving no partial file.
 void write_png(const std::string& path, const RgbImage& image, const std::string& parameters);
+// PNG writes under way in this process (a process that must end now waits for them: every file
+// is then whole or absent).
+int png_writes_in_flight();
 
 // Writes into `folder` as `NNNNN-SEED.png`, NNNNN one above the highest existing number.
 // Creates the folder if needed. Returns the path written.

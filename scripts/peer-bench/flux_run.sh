@@ -26,6 +26,8 @@ venv=.venv-cuda
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/python" -c 'import torch, diffusers, safetensors' 2>/dev/null ||
   "$venv/bin/pip" install --quiet --disable-pip-version-check torch diffusers safetensors
+tokenizer=${FP8S_T5_TOKENIZER:-../shared/reference/flux/t5_tokenizer}
+[ -e "$tokenizer" ] || { echo "flux peer-bench: the T5 tokenizer is needed: set FP8S_T5_TOKENIZER" >&2; exit 2; }
 work=${FLUX_PEER_DIR:-$(mktemp -d)}
 mkdir -p "$work"
 model=$work/flux-dev-d$depth-s$single.safetensors
@@ -41,6 +43,7 @@ for r in $(seq "$rounds"); do
     "$venv/bin/python" scripts/peer-bench/flux_transformer.py --model "$model" --repeat 2 --dtype "$dtype" 2>/dev/null > "$work/peer-$r-$dtype.json"
   done
   ours=("$cli" bench --section generate --model "$model" --t5 "$work/t5-1layer.safetensors" --clip-l "$work/clip_l.safetensors"
+        --t5-tokenizer "$tokenizer"
         --vae "$work/ae.safetensors" --device cpu --modes bf16,fp8-e4m3 --width 512 --height 512 --steps 2 --repeat 1
         --seed 1 --prompt "a lighthouse on a cliff at dusk" --json --log-level warn)
   "${ours[@]}" > "$work/ours-$r-auto compute.json"
