@@ -21,7 +21,10 @@ const fp8s::ClipTokenizer& tokenizer() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string prompt(reinterpret_cast<const char*>(data), size);
   try {
-    fp8s::parse_prompt_attention(prompt);
+    // emphasis weights are finite and within FP32 (issue 54: an overflow made a one-colour picture)
+    for (const auto& w : fp8s::parse_prompt_attention(prompt)) {
+      if (!(std::abs(w.weight) <= 3.4028234663852886e38)) std::abort();
+    }
   } catch (const fp8s::InputError&) {
   }
   const auto extra = fp8s::parse_extra_networks(prompt);
@@ -32,6 +35,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto chunks = fp8s::tokenize_prompt(tokenizer(), extra.prompt_without_tags);
     if (chunks.ids.empty() || chunks.ids.size() != chunks.multipliers.size()) std::abort();
     const int32_t bos = tokenizer().bos(), eos = tokenizer().eos();
+    if (chunks.ids.size() > fp8s::kMaxPromptChunks) std::abort();
+    for (const auto& m : chunks.multipliers) {
+      for (float v : m) {
+        if (!std::isfinite(v)) std::abort();
+      }
+    }
     for (const auto& ids : chunks.ids) {
       if (ids[0] != bos) std::abort();
       for (int32_t id : ids) {
