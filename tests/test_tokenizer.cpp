@@ -9,6 +9,8 @@
 #include "text/prompt_parser.h"
 #include "text/qwen_tokenizer.h"
 #include "text/t5_tokenizer.h"
+
+#include <nlohmann/json.hpp>
 #include "support.h"
 
 using namespace fp8s;
@@ -153,6 +155,17 @@ class TestTokenizer : public QObject {
       QVERIFY2(QString(e.what()).contains("/nonexistent-fp8s/models/t5_tokenizer"), e.what());
     }
     qunsetenv("XDG_DATA_HOME");
+    // issue 54: an unk_id outside the vocabulary is refused when read, not at the first unknown piece
+    auto j = nlohmann::json::parse(test::read_bytes(test::reference_path("flux/t5_tokenizer/tokenizer.json")));
+    j["model"]["unk_id"] = 1000000;
+    QTemporaryDir dir;
+    test::write_bytes(dir.filePath("tokenizer.json").toStdString(), j.dump());
+    try {
+      (void)T5Tokenizer::load(dir.path().toStdString());
+      QFAIL("an unk_id of 1000000 was taken");
+    } catch (const InputError& e) {
+      QVERIFY2(QString(e.what()).contains("unk_id 1000000 is outside its vocabulary"), e.what());
+    }
   }
 
   void vocabularyFacts() {

@@ -88,6 +88,11 @@ T5Tokenizer T5Tokenizer::load(const std::string& path_in) {
     }
     t.unk_score_ = min_score - 10.0;  // HF tokenizers' K_UNK_PENALTY
     t.unk_ = model.value("unk_id", 2);
+    if (t.unk_ < 0 || static_cast<std::size_t>(t.unk_) >= t.scores_.size()) {
+      // an id past the vocabulary would index past T5's embedding at the first unknown piece
+      throw InputError(what + ": its unk_id " + std::to_string(t.unk_) + " is outside its vocabulary of " +
+                       std::to_string(t.scores_.size()) + " pieces (the file is damaged: use a copy from its source)");
+    }
     std::string charsmap;
     for (const auto& n : j.at("normalizer").at("normalizers")) {
       if (n.at("type") == "Precompiled") charsmap = base64_decode(n.at("precompiled_charsmap").get<std::string>(), path);
