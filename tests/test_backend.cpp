@@ -276,6 +276,9 @@ class TestBackend : public QObject {
 
   void packedConvolutionsMatchTheExactConvolution() {
     if (!backend::has_packed_conv()) QSKIP("this build does not pack convolution weights (LibTorch < 2.4, or no oneDNN BF16)");
+    // packed whatever the CPU's default (off where auto computes in FP32)
+    const backend::KernelOptions packed_on{backend::AttentionKernel::Auto, true};
+    const backend::KernelScope scope(packed_on);
     at::manual_seed(3);
     struct Shape { int64_t out, in, k, stride, size; };
     for (const Shape s : {Shape{64, 4, 3, 1, 16}, Shape{4, 64, 3, 1, 16}, Shape{96, 64, 1, 1, 12},

@@ -11,8 +11,28 @@
 namespace fp8s::backend {
 namespace {
 
-const KernelOptions kDefaults{};
-thread_local const KernelOptions* t_current = &kDefaults;
+// Packed convolutions by default where auto computes in BF16 (a CPU with BF16 instructions): an FP32
+// convolution would unpack a packed weight at every call. A bad FP8S_CPU_ISA is left to the run,
+// whose error names it.
+bool packed_conv_by_default() {
+  try {
+    return cpu_bf16().native();
+  } catch (const InputError&) {
+    return true;
+  }
+}
+
+// Outside an engine's KernelScope: the defaults, the same as an engine's without the environment's
+// overrides, so that a model loaded in-process holds what the CLI's would.
+const KernelOptions& defaults() {
+  static const KernelOptions d = [] {
+    KernelOptions o;
+    o.packed_conv = packed_conv_by_default();
+    return o;
+  }();
+  return d;
+}
+thread_local const KernelOptions* t_current = nullptr;
 
 std::atomic<uint64_t> g_attention[3];  // amx, fused, sliced
 std::atomic<uint64_t> g_conv[3];       // packed, channels_last, NCHW
@@ -47,9 +67,7 @@ KernelOptions kernel_options_from_environment() {
     }
     if (!known) throw InputError("FP8S_ATTENTION=" + v + " is not a kernel: use auto, amx, fused or sliced (or unset it)");
   }
-  // unset: packed where the run computes in BF16 by default (a CPU with BF16 instructions); an FP32
-  // convolution would unpack its weight at every call
-  o.packed_conv = cpu_bf16().native();
+  o.packed_conv = packed_conv_by_default();
   if (const char* e = std::getenv("FP8S_PACKED_CONV"); e && *e) {
     const std::string v = e;
     if (v != "0" && v != "1") throw InputError("FP8S_PACKED_CONV=" + v + " is not 0 or 1 (or unset it)");
@@ -63,7 +81,7 @@ std::string describe(const KernelOptions& options) {
          (options.packed_conv ? "on" : "off");
 }
 
-const KernelOptions& current_kernel_options() { return *t_current; }
+const KernelOptions& current_kernel_options() { return t_current ? *t_current : defaults(); }
 
 KernelScope::KernelScope(const KernelOptions& options) : previous_(t_current) { t_current = &options; }
 KernelScope::~KernelScope() { t_current = previous_; }

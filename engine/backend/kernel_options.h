@@ -26,7 +26,7 @@ KernelOptions kernel_options_from_environment();
 std::string describe(const KernelOptions& options);  // "attention auto, packed convolutions on"
 
 // The calling thread's options: an engine sets its own around loading and generating (KernelScope);
-// outside one, the defaults.
+// outside one, the defaults (convolutions packed where auto computes in BF16, as an engine's).
 const KernelOptions& current_kernel_options();
 class KernelScope {
  public:
