@@ -29,6 +29,32 @@
 
 using namespace fp8s;
 
+namespace {
+
+// A CPU engine's options for a checkpoint in `storage`, with the reference CLIP vocabulary.
+LoadOptions reference_load(const std::string& checkpoint, const StorageSpec& storage) {
+  LoadOptions o;
+  o.checkpoint = checkpoint;
+  o.vocab = test::reference_path("clip");
+  o.device = "cpu";
+  o.storage = storage;
+  return o;
+}
+
+// "a red circle" at 64x64 with Euler in `storage`.
+GenerationRequest red_circle(const StorageSpec& storage, int64_t seed, int steps) {
+  GenerationRequest r;
+  r.prompt = "a red circle";
+  r.seed = seed;
+  r.steps = steps;
+  r.width = r.height = 64;
+  r.storage = storage;
+  r.sampler = Sampler::Euler;
+  return r;
+}
+
+}  // namespace
+
 class TestFp8Storage : public QObject {
   Q_OBJECT
 
@@ -229,19 +255,8 @@ class TestFp8Storage : public QObject {
                                 "--weights", weights, "--fp8-scale", scale, "--out", fp8});
         QVERIFY2(r.exit_code == 0, qPrintable(r.err));
         auto run = [&](const StorageSpec& storage) {
-          LoadOptions o;
-          o.checkpoint = fp8.toStdString();
-          o.vocab = test::reference_path("clip");
-          o.device = "cpu";
-          o.storage = storage;
-          Engine engine(o);
-          GenerationRequest g;
-          g.prompt = "a red circle";
-          g.seed = 3;
-          g.steps = 2;
-          g.width = g.height = 64;
-          g.storage = storage;
-          g.sampler = Sampler::Euler;
+          Engine engine(reference_load(fp8.toStdString(), storage));
+          GenerationRequest g = red_circle(storage, 3, 2);
           g.compute = ComputeType::FP32;
           auto image = engine.generate(g, nullptr, cancel).images.at(0).image;
           return std::pair{engine.unet_probe(storage, ComputeType::FP32, 9, 8), image.pixels};
@@ -337,19 +352,9 @@ class TestFp8Storage : public QObject {
       const std::string ckpt = test::reference_path(QString("%1/tiny-%1.safetensors").arg(family));
       const std::string lora = test::reference_path(QString("%1/lora-tiny-%1.safetensors").arg(family));
       for (const WeightType storage : {WeightType::FP16, WeightType::FP8_E4M3}) {
-        LoadOptions o;
-        o.checkpoint = ckpt;
-        o.vocab = test::reference_path("clip");
-        o.device = "cpu";
-        o.storage = {storage, Fp8Scale::Tensor, false};
+        const LoadOptions o = reference_load(ckpt, {storage, Fp8Scale::Tensor, false});
         Engine engine(o);
-        GenerationRequest r;
-        r.prompt = "a red circle";
-        r.seed = 5;
-        r.steps = 3;
-        r.width = r.height = 64;
-        r.storage = o.storage;
-        r.sampler = Sampler::Euler;
+        GenerationRequest r = red_circle(o.storage, 5, 3);
         const auto resident = engine.generate(r, nullptr, cancel);
         const uint64_t all = resident.unet_bytes;
         QCOMPARE(engine.info().streamed_blocks, 0);

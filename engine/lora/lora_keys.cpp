@@ -37,12 +37,6 @@ std::string resnet_part(const std::string& rest) {
   return rest;
 }
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 int64_t trailing_product(const std::vector<int64_t>& s) {
   int64_t n = 1;
   for (std::size_t i = 1; i < s.size(); ++i) {

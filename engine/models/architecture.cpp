@@ -94,12 +94,6 @@ Detection detect_architecture(const SafetensorsFile& file) {
 
 namespace {
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 // A configuration from the file's own metadata describes the file's tensors: every network tensor it
 // implies that the file holds has the shape it implies. Checked before a module is built, so a
 // damaged configuration is named as such instead of failing in a load or a forward.
