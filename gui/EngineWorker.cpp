@@ -25,6 +25,7 @@ class SignalObserver : public Observer {
     Q_EMIT m_worker->step(m_run, e);
   }
   void onMemory(const MemorySample& s) override { Q_EMIT m_worker->memory(m_run, s); }
+  void onNotice(const std::string& text) override { Q_EMIT m_worker->notice(m_run, QString::fromStdString(text)); }
 
  private:
   EngineWorker* m_worker;

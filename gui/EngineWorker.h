@@ -82,6 +82,8 @@ class EngineWorker : public QObject {
   void phase(int run, const fp8s::PhaseEvent& event);
   void step(int run, const fp8s::StepEvent& event);
   void memory(int run, const fp8s::MemorySample& sample);
+  // A warning before long work (a size far above the model's own), shown in the status bar.
+  void notice(int run, const QString& text);
   void finished(const fp8s::gui::RunResult& result);
   void compareFinished(const fp8s::gui::CompareResult& result);
   void cancelled(int run);

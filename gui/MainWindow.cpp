@@ -160,6 +160,9 @@ void MainWindow::connectWorker() {
     m_charts->addMemory(run, s);
     m_vramBytes = s.cuda_allocated_bytes;
   });
+  connect(m_worker, &EngineWorker::notice, this, [this](int run, const QString& text) {
+    statusBar()->showMessage(tr("#%1: %2").arg(run).arg(text), 20000);
+  });
   connect(m_worker, &EngineWorker::finished, this, [this](const RunResult& r) {
     m_charts->setWeightBytes(r.run, r.result.weight_bytes);
     if (r.request.weight_budget) m_charts->setWeightBudget(r.run, *r.request.weight_budget);

@@ -48,7 +48,7 @@ class TestGenerateErrors : public QObject {
   void wrongArchitecture() {
     if (!test::have_reference()) QSKIP("needs ../shared/reference (SDXL and LoRA files)");
     test::expect_one_line_error(generate({}, test::reference_dir() + "/sd1/lora-tiny-sd1.safetensors"), 2,
-                                "not supported");
+                                "not a model of a family this program loads");
     // an SD 2.x layout (open_clip ViT-H text encoder): detected, named and refused
     const std::string sd2 = (m_dir.path() + "/sd2.safetensors").toStdString();
     {

@@ -490,6 +490,32 @@ class TestGui : public QObject {
       disconnect(worker, &EngineWorker::step, w.get(), nullptr);
       QTRY_VERIFY(!w->isBusy());
     }
+    {  // Interrupt inside one long step (2048² on the tiny UNet, 1024x its pixels): the status bar says
+       // beforehand that the run is long, and the run ends within 2 s of the Interrupt, mid-step
+      child<QSpinBox>(w.get(), "stepsSpin")->setValue(1);
+      child<QSpinBox>(w.get(), "widthSpin")->setValue(2048);
+      child<QSpinBox>(w.get(), "heightSpin")->setValue(2048);
+      QSignalSpy notice(worker, &EngineWorker::notice);
+      QSignalSpy phases(worker, &EngineWorker::phase);
+      QSignalSpy cancelled(worker, &EngineWorker::cancelled);
+      QSignalSpy steps(worker, &EngineWorker::step);
+      w->generate();
+      QVERIFY(arrived(notice, 60000));
+      QVERIFY2(w->statusBar()->currentMessage().contains("2048x2048 is"), qPrintable(w->statusBar()->currentMessage()));
+      QTRY_VERIFY_WITH_TIMEOUT(std::any_of(phases.begin(), phases.end(), [](const QList<QVariant>& a) {
+                                 return a.at(1).value<PhaseEvent>().phase == Phase::Sample;
+                               }), 60000);
+      QTest::qWait(500);  // inside the step
+      QElapsedTimer t;
+      t.start();
+      w->interrupt();
+      QVERIFY(arrived(cancelled, 10000));
+      QVERIFY2(t.elapsed() < 2000, qPrintable(QString("cancelled %1 ms after Interrupt").arg(t.elapsed())));
+      QCOMPARE(steps.count(), 0);  // it stopped inside the only step
+      QTRY_VERIFY(!w->isBusy());
+      child<QSpinBox>(w.get(), "widthSpin")->setValue(64);
+      child<QSpinBox>(w.get(), "heightSpin")->setValue(64);
+    }
     {  // a second generation then succeeds
       child<QSpinBox>(w.get(), "stepsSpin")->setValue(3);
       QSignalSpy finished(worker, &EngineWorker::finished);

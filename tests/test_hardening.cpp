@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "fp8/codec.h"
+#include "io/png.h"
 #include "io/safetensors.h"
 #include "support.h"
 
@@ -24,20 +25,34 @@ namespace {
 // bytes, by name).
 void rewrite(const std::string& src_path, const std::string& out,
              const std::function<void(std::map<std::string, std::string>&)>& edit_meta,
-             const std::function<void(const std::string&, std::vector<uint8_t>&)>& edit_tensor = {}) {
+             const std::function<void(const std::string&, std::vector<uint8_t>&)>& edit_tensor = {},
+             const std::string& drop = {}) {
   SafetensorsFile src(src_path);
   auto meta = src.metadata();
   edit_meta(meta);
   std::vector<TensorSpec> specs;
-  for (const auto& t : src.tensors()) specs.push_back({t.name, t.dtype, t.shape});
+  for (const auto& t : src.tensors()) {
+    if (t.name != drop) specs.push_back({t.name, t.dtype, t.shape});
+  }
   SafetensorsWriter w(out, specs, meta, true);
   for (const auto& t : src.tensors()) {
+    if (t.name == drop) continue;
     std::vector<uint8_t> raw(t.nbytes());
     src.read(t, raw.data());
     if (edit_tensor) edit_tensor(t.name, raw);
     w.append(raw.data(), raw.size());
   }
   w.commit();
+}
+
+// A copy of a reference file with its metadata JSON `key` changed by `edit`.
+void with_metadata(const std::string& src, const std::string& out, const std::string& key,
+                   const std::function<void(nlohmann::json&)>& edit) {
+  rewrite(src, out, [&](std::map<std::string, std::string>& meta) {
+    auto j = nlohmann::json::parse(meta.at(key));
+    edit(j);
+    meta[key] = j.dump();
+  });
 }
 
 // The first element of a float tensor's raw bytes set to `value` in the tensor's own type.
@@ -106,6 +121,59 @@ class TestHardening : public QObject {
       const QString model = with_config(QString("%1.safetensors").arg(c.name), c.edit);
       test::expect_one_line_error(generate(model), 2, c.needle);
       test::expect_one_line_error(test::run_cli({"inspect", "--model", model, "--weight-budget", "1G"}), 2, c.needle);
+    }
+  }
+
+  // Class 1 for the other families' configurations (their metadata, a folder's config.json): RoPE
+  // axes of 0 or a million entries, a zero theta, a latent scale of 0, zero CLIP heads; each a
+  // one-line error naming the file and the field, before the network is built
+  void otherFamiliesConfigurationsAreChecked() {
+    const QString flux = QString::fromStdString(test::reference_path("flux")) + "/";
+    const QString zimage = QString::fromStdString(test::reference_path("zimage")) + "/";
+    auto flux_run = [&](const QString& model, const QString& ae, const QString& clip) {
+      qputenv("FP8S_T5_TOKENIZER", (flux + "t5_tokenizer/tokenizer.json").toUtf8());
+      return test::run_cli({"generate", "--model", model, "--t5", flux + "tiny-t5xxl.safetensors", "--clip-l", clip, "--vae", ae,
+                            "--vocab", QString::fromStdString(test::reference_path("clip")), "--prompt", "a red circle",
+                            "--steps", "1", "--width", "64", "--height", "64", "--outdir", path("out")},
+                           QString(), 120000);
+    };
+    auto zimage_run = [&](const QString& model, const QString& ae) {
+      return test::run_cli({"generate", "--model", model, "--text-encoder", zimage + "tiny-qwen3.safetensors", "--vae", ae,
+                            "--qwen-tokenizer", zimage + "qwen_tokenizer", "--prompt", "a red circle", "--steps", "1",
+                            "--width", "64", "--height", "64", "--outdir", path("out")},
+                           QString(), 120000);
+    };
+    struct Case { const char* file; const char* key; std::function<void(nlohmann::json&)> edit; const char* needle; };
+    const std::vector<Case> cases = {
+        {"tiny-flux-schnell.safetensors", "flux.config", [](nlohmann::json& j) { j["axes_dim"] = {0, 20, 12}; }, "flux.config axes_dim entry is 0"},
+        {"tiny-flux-schnell.safetensors", "flux.config", [](nlohmann::json& j) { j["axes_dim"] = std::vector<int>(1000000, 1); }, "axes_dim's length is 1e+06"},
+        {"tiny-flux-schnell.safetensors", "flux.config", [](nlohmann::json& j) { j["theta"] = 0; }, "flux.config theta is 0"},
+        {"tiny-ae.safetensors", "ae.config", [](nlohmann::json& j) { j["scale_factor"] = 0; }, "scale_factor (its magnitude) is 0"},
+        {"tiny-ae.safetensors", "ae.config", [](nlohmann::json& j) { j["scale_factor"] = 1e-300; }, "scale_factor (its magnitude) is 0"},
+        {"tiny-clip-l.safetensors", "clip.config", [](nlohmann::json& j) { j["heads"] = 0; }, "clip.config heads is 0"},
+        {"tiny-clip-l.safetensors", "clip.config", [](nlohmann::json& j) { j["heads"] = 3; }, "heads 3 does not divide the width 32"},
+    };
+    for (const auto& c : cases) {
+      const QString out = path(QString("bad-%1-%2").arg(&c - cases.data()).arg(c.file));
+      with_metadata((flux + c.file).toStdString(), out.toStdString(), c.key, c.edit);
+      const QString file = c.file;
+      const auto r = flux_run(file.contains("flux-") ? out : flux + "tiny-flux-schnell.safetensors",
+                              file.contains("-ae") ? out : flux + "tiny-ae.safetensors",
+                              file.contains("clip") ? out : flux + "tiny-clip-l.safetensors");
+      test::expect_one_line_error(r, 2, c.needle);
+    }
+    const std::vector<Case> zcases = {
+        {"tiny-zimage-turbo.safetensors", "zimage.config", [](nlohmann::json& j) { j["norm_eps"] = -1; }, "zimage.config norm_eps is -1"},
+        {"tiny-zimage-turbo.safetensors", "zimage.config", [](nlohmann::json& j) { j["rope_theta"] = 0; }, "zimage.config rope_theta is 0"},
+        {"tiny-zimage-turbo.safetensors", "zimage.config", [](nlohmann::json& j) { j["axes_dims"] = nlohmann::json::array(); }, "axes_dims's length is 0"},
+        {"tiny-ae.safetensors", "ae.config", [](nlohmann::json& j) { j["scale_factor"] = 0; }, "scale_factor (its magnitude) is 0"},
+    };
+    for (const auto& c : zcases) {
+      const QString out = path(QString("zbad-%1-%2").arg(&c - zcases.data()).arg(c.file));
+      with_metadata((zimage + c.file).toStdString(), out.toStdString(), c.key, c.edit);
+      const bool ae = QString(c.file).contains("-ae");
+      test::expect_one_line_error(zimage_run(ae ? zimage + "tiny-zimage-turbo.safetensors" : out, ae ? out : zimage + "tiny-ae.safetensors"),
+                                  2, c.needle);
     }
   }
 
@@ -221,7 +289,12 @@ class TestHardening : public QObject {
         seen += QString::fromUtf8(p.readAll());
       }
       QVERIFY2(seen.contains(mark), qPrintable(seen));
-      if (in_step) QTest::qWait(1000);
+      if (in_step) {
+        QTest::qWait(1000);
+        seen += QString::fromUtf8(p.readAll());
+        // the warning before a long run: 2048² is 1024x the 64² the tiny model was made for
+        QVERIFY2(seen.contains("2048x2048 is 1024x the pixels"), qPrintable(seen));
+      }
       QElapsedTimer t;
       t.start();
       p.terminate();  // SIGTERM
@@ -288,6 +361,29 @@ class TestHardening : public QObject {
     }
     test::expect_one_line_error(generate(QString::fromStdString(m_model), {"--lora", QString::fromStdString(m_model) + ":1"}), 2,
                                 "is a model checkpoint (tensor '");
+    // a file no family loads: every family is named, in generate and in inspect
+    const QString lora = QString::fromStdString(test::reference_path("sd1/lora-tiny-sd1.safetensors"));
+    for (const auto& r : {generate(lora), test::run_cli({"inspect", "--model", lora})}) {
+      test::expect_one_line_error(r, 2, "not a model of a family this program loads (SD 1.x, SDXL base");
+      QVERIFY2(r.err.contains("Flux.1 dev and schnell") && r.err.contains("Z-Image Turbo"), qPrintable(r.err));
+    }
+    // a checkpoint that lacks a layer's weight names it once
+    const std::string gone = "model.diffusion_model.out.2.weight";
+    const QString lacking = path("lacking.safetensors");
+    rewrite(m_model, lacking.toStdString(), [](auto&) {}, {}, gone);
+    const auto missing = generate(lacking);
+    test::expect_one_line_error(missing, 2, "1 tensor the model needs is missing (" + QString::fromStdString(gone) + ")");
+  }
+
+  // Class 5: a PNG is sized against the memory free before its pixels are decoded: 4096² needs
+  // 4096 x 4096 x 3 bytes x 7 = 336 MiB to decode and prepare, refused when only 100 MB (95 MiB) are free
+  void imagesAreSizedAgainstMemory() {
+    const QString png = path("big.png");
+    write_png(png.toStdString(), RgbImage{4096, 4096, std::vector<uint8_t>(4096ull * 4096 * 3, 128)}, "");
+    qputenv("FP8S_AVAILABLE_MEMORY", "100M");
+    const auto r = generate(QString::fromStdString(m_model), {"--init-image", png});
+    qunsetenv("FP8S_AVAILABLE_MEMORY");
+    test::expect_one_line_error(r, 2, "a PNG of 4096x4096 needs about 336 MiB to decode and prepare, more than the 95 MiB free");
   }
 };
 

@@ -344,6 +344,28 @@ class TestZImage : public QObject {
     QCOMPARE(QString::fromStdString(info.components[2].path), root + "/vae");
     QCOMPARE(info.unet_bytes + info.text_bytes + info.vae_bytes, b.info().unet_bytes + b.info().text_bytes + b.info().vae_bytes);
     QVERIFY(pixels(a, tiny_request()) == pixels(b, tiny_request()));
+    // an index that places every tensor in the first shard names a tensor the shard lacks (it once
+    // blamed the tokenizer)
+    const QString index = root + "/transformer/diffusion_pytorch_model.safetensors.index.json";
+    {
+      QFile f(index);
+      QVERIFY(f.open(QIODevice::ReadOnly));
+      const QByteArray original = f.readAll();
+      f.close();
+      QJsonObject j = QJsonDocument::fromJson(original).object();
+      QJsonObject map = j["weight_map"].toObject();
+      for (auto it = map.begin(); it != map.end(); ++it) it.value() = "diffusion_pytorch_model-00001-of-00003.safetensors";
+      j["weight_map"] = map;
+      QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+      f.write(QJsonDocument(j).toJson());
+      f.close();
+      const QString wrong = load_refusal(folder);
+      QVERIFY2(wrong.contains("in diffusion_pytorch_model-00001-of-00003.safetensors, which does not hold it") &&
+                   wrong.contains("from different downloads"),
+               qPrintable("an index that does not match its shards: " + wrong));
+      QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+      f.write(original);
+    }
     // a missing shard is named with what to do
     QVERIFY(QFile::remove(root + "/transformer/diffusion_pytorch_model-00002-of-00003.safetensors"));
     const QString refused = load_refusal(folder);

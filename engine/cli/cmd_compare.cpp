@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/interrupt.h"
 #include "families/family.h"
 #include "compare/compare.h"
 #include "core/error.h"
@@ -50,6 +51,7 @@ void register_compare(CLI::App& app) {
     c.request.loras = parse_lora_flags(o->loras);
     c.retention_only = o->retention_only;
     if (c.retention_only && c.request.loras.empty()) throw InputError("--retention-only needs --lora");
+    c.cancel = &install_interrupt();
     const auto report = run_compare(c, [](const std::string& s) { log().info("{}", s); });
     if (o->common.json) {
       std::ifstream f(report.folder + "/report.json");
@@ -94,6 +96,7 @@ std::function<void(bool json)> register_bench_generate(CLI::App& bench) {
     b.modes = parse_modes(o->modes, o->r.storage.scale);
     b.repeats = o->repeats;
     b.profile = o->profile;
+    b.cancel = &install_interrupt();
     const auto modes = run_bench(b, [](const std::string& s) { log().info("{}", s); });
     if (json) {
       nlohmann::json j = nlohmann::json::array();

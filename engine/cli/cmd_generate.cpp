@@ -2,15 +2,13 @@
 #include <filesystem>
 #include <unistd.h>
 
-#include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/interrupt.h"
 #include "cli/progress.h"
 #include "core/error.h"
 #include "families/family.h"
@@ -21,30 +19,6 @@
 
 namespace fp8s::cli {
 namespace {
-
-std::atomic<bool> g_cancel{false};
-
-// The first Ctrl+C (or SIGTERM) asks the engine to stop at its next cancel point (a UNet block, a
-// step, a file); a second one ends the program at once (the default action, restored here).
-void on_interrupt(int sig) {
-  g_cancel.store(true);
-  std::signal(sig, SIG_DFL);
-}
-
-// Work without a cancel point for a while (a long text encode, a transformer block at a huge size)
-// must not keep a cancelled process alive: 1.5 s after the request the watchdog ends it, once no
-// PNG is being written (so every file is whole or absent), with the usual message and code.
-void start_cancel_watchdog() {
-  std::thread([] {
-    using namespace std::chrono_literals;
-    while (!g_cancel.load()) std::this_thread::sleep_for(20ms);
-    const auto deadline = std::chrono::steady_clock::now() + 1500ms;
-    while (std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
-    while (png_writes_in_flight() > 0) std::this_thread::sleep_for(5ms);
-    std::fputs("error: cancelled\n", stderr);
-    std::_Exit(130);
-  }).detach();
-}
 
 // Progress bar over all steps of all images.
 class CliObserver : public Observer {
@@ -92,9 +66,7 @@ void register_generate(CLI::App& app) {
     load.storage = o->r.storage;
     // before the model loads: an output folder that cannot take files is an error now, not after sampling
     check_writable_folder(o->outdir);
-    std::signal(SIGINT, on_interrupt);
-    std::signal(SIGTERM, on_interrupt);
-    start_cancel_watchdog();
+    const std::atomic<bool>& g_cancel = install_interrupt();
     Engine engine(load);
     engine.validate(o->r);
     if (!o->flags.control.save_hint.empty() && !o->r.controlnets.empty()) {  // the hint the first pass sees

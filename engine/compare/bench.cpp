@@ -21,7 +21,8 @@ std::vector<BenchMode> run_bench(BenchOptions& o, const std::function<void(const
   GenerationRequest request = o.request;
   if (request.seed < 0) request.seed = 1;
   engine.validate(request);
-  std::atomic<bool> never{false};
+  const std::atomic<bool> never{false};
+  const std::atomic<bool>& cancel = o.cancel ? *o.cancel : never;
   std::vector<BenchMode> out(o.modes.size());
   std::vector<uint64_t> decode_ns(o.modes.size()), decode_weights(o.modes.size());
   std::vector<double> step_total(o.modes.size());
@@ -41,7 +42,7 @@ std::vector<BenchMode> run_bench(BenchOptions& o, const std::function<void(const
         }
       } observer(o.profile && round >= 0);
       reset_op_profile();
-      const auto r = engine.generate(request, &observer, never);
+      const auto r = engine.generate(request, &observer, cancel);
       set_op_profiling(false);
       const auto stats = decode_stats();
       if (round < 0) continue;

@@ -237,6 +237,7 @@ CompareReport run_compare(const CompareOptions& o, const std::function<void(cons
   CompareReport report = measure_compare(engine, o, hooks);
   write_compare(report, folder);
   return report;
+  hooks.cancel = o.cancel;
 }
 
 }  // namespace fp8s

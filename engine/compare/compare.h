@@ -3,6 +3,7 @@
 // and fidelity figures and the files that show them.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <optional>
 #include <string>
@@ -35,6 +36,7 @@ struct CompareOptions {
   std::string outdir;         // a new compare-NNNNN folder is made inside
   bool unet_error = true;     // also measure the UNet output error vs FP32 storage
   bool retention_only = false;  // only the LoRA retention table (no images)
+  const std::atomic<bool>* cancel = nullptr;  // run_compare's: Cancelled at the engine's next cancel point
 };
 
 // How much of a LoRA's effect survives a storage type and LoRA mode:
@@ -103,6 +105,7 @@ struct BenchOptions {
   std::vector<ModeSpec> modes;
   int repeats = 3;
   bool profile = false;  // time per op kind in the measured runs (OpProfile)
+  const std::atomic<bool>* cancel = nullptr;  // Cancelled at the engine's next cancel point
   std::string device;  // filled by run_bench: ModelInfo::device
   bool gpu = false;
 };

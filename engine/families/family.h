@@ -194,6 +194,7 @@ struct FamilyTools {
 
 struct FamilyEntry {
   std::string id;  // "sd", "flux", ...
+  std::string label;  // what it loads, for users: "SD 1.x, SDXL base", "Flux.1 dev and schnell"
   std::function<bool(const SafetensorsFile& file)> detect;
   // The traits as the header tells them, before a load (front ends' defaults).
   std::function<FamilyTraits(const SafetensorsFile& file)> traits;

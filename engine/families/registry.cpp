@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "families/family.h"
+#include "models/architecture.h"
 #include "pipeline/engine.h"
 #include "families/flux/flux_family.h"
 #include "families/sd/sd_family.h"
@@ -33,8 +34,18 @@ std::vector<FolderRenamer> family_folder_names() {
   return out;
 }
 
-// before main() (a pointer only: the families are built at their first use)
+std::string family_labels() {
+  const std::lock_guard<std::mutex> lock(registry_mutex());
+  std::string out;
+  for (const auto& e : registry()) {
+    if (!e.label.empty()) out += (out.empty() ? "" : "; ") + e.label;
+  }
+  return out;
+}
+
+// before main() (pointers only: the families are built at their first use)
 [[maybe_unused]] const bool g_folder_names_source = (set_folder_renamer_source(&family_folder_names), true);
+[[maybe_unused]] const bool g_labels_source = (set_supported_families_source(&family_labels), true);
 
 }  // namespace
 

@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "memory/process_memory.h"
 #include "core/files.h"
 
 namespace fp8s {
@@ -219,6 +220,15 @@ PngContents decode_png(FILE* file, MemorySource* memory, const std::string& labe
                        " is more than the 64 megapixels this app decodes; downscale it (generation goes up to 4096x4096)");
     }
     if (pixels) {
+      // sized against memory before decoding: its RGB bytes, and the float copies and resizes an
+      // init image, a mask or a control hint makes of it (about 6 times as much)
+      const uint64_t need = static_cast<uint64_t>(width) * static_cast<uint64_t>(height) * 3 * 7;
+      const uint64_t free_bytes = available_memory_bytes();
+      if (free_bytes > 0 && need > free_bytes) {
+        throw InputError(label + ": a PNG of " + std::to_string(width) + "x" + std::to_string(height) + " needs about " +
+                         std::to_string(need >> 20) + " MiB to decode and prepare, more than the " +
+                         std::to_string(free_bytes >> 20) + " MiB free; downscale it or free memory");
+      }
       out.image.width = width;
       out.image.height = height;
       out.image.pixels.resize(static_cast<std::size_t>(width) * height * 3);

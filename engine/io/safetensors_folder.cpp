@@ -3,6 +3,7 @@
 // registered FolderRenamers give them.
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <atomic>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -17,8 +18,15 @@ namespace {
 
 std::atomic<std::vector<FolderRenamer> (*)()> g_renamer_source{nullptr};
 
-// The shard files of a component folder: those its index names, else its .safetensors files.
-std::vector<std::string> shard_files(const std::string& dir) {
+// The shard files of a component folder: those its index names, else its .safetensors files; and
+// the index (its path, and each tensor's shard) to check against what the shards hold.
+struct Shards {
+  std::vector<std::string> files;
+  std::string index;
+  std::map<std::string, std::string> weight_map;
+};
+
+Shards shard_files(const std::string& dir) {
   const std::vector<std::string> indexes = names_in(dir, ".safetensors.index.json");
   std::vector<std::string> files;
   for (const auto& n : safetensors_in(dir)) {
@@ -37,7 +45,7 @@ std::vector<std::string> shard_files(const std::string& dir) {
       throw InputError(dir + ": holds " + std::to_string(files.size()) +
                        " .safetensors files and no *.safetensors.index.json to say which belong together; pass one file");
     }
-    return {dir + "/" + files[0]};
+    return {{dir + "/" + files[0]}, {}, {}};
   }
   const std::string index = dir + "/" + indexes[0];
   nlohmann::json j;
@@ -51,6 +59,8 @@ std::vector<std::string> shard_files(const std::string& dir) {
     throw InputError(index + ": has no weight_map; is it a safetensors index?");
   }
   std::set<std::string> shards;
+  Shards out;
+  out.index = index;
   for (const auto& [name, file] : j["weight_map"].items()) {
     if (!file.is_string()) throw InputError(index + ": weight_map entry '" + name + "' is not a file name");
     const std::string f = file.get<std::string>();
@@ -58,13 +68,13 @@ std::vector<std::string> shard_files(const std::string& dir) {
       throw InputError(index + ": weight_map names '" + f + "', not a file in this folder");
     }
     shards.insert(f);
+    out.weight_map[name] = f;
   }
-  std::vector<std::string> out;
-  for (const auto& s : shards) {
-    if (!is_file(dir + "/" + s)) throw InputError(index + ": names the shard " + s + ", which is missing; download it again");
-    out.push_back(dir + "/" + s);
+  for (const auto& sh : shards) {
+    if (!is_file(dir + "/" + sh)) throw InputError(index + ": names the shard " + sh + ", which is missing; download it again");
+    out.files.push_back(dir + "/" + sh);
   }
-  if (out.empty()) throw InputError(index + ": its weight_map is empty");
+  if (out.files.empty()) throw InputError(index + ": its weight_map is empty");
   return out;
 }
 
@@ -83,7 +93,22 @@ void SafetensorsFile::open_folder(const std::string& dir) {
     }
     throw InputError(dir + ": a diffusers model folder without transformer/ or unet/; is the download complete?");
   }
-  for (const auto& shard : shard_files(dir)) parts_.push_back(std::make_unique<SafetensorsFile>(shard));
+  const Shards shards = shard_files(dir);
+  for (const auto& shard : shards.files) parts_.push_back(std::make_unique<SafetensorsFile>(shard));
+  // the index against the shards: a tensor it places in a shard that lacks it is named here, not
+  // later as a missing part of the model (or a tokenizer) the family then looks for
+  if (!shards.index.empty()) {
+    std::map<std::string, const SafetensorsFile*> by_file;
+    for (std::size_t i = 0; i < parts_.size(); ++i) by_file[shards.files[i].substr(dir.size() + 1)] = parts_[i].get();
+    for (const auto& [name, file] : shards.weight_map) {
+      const SafetensorsFile* part = by_file.at(file);
+      if (!part->find(name)) {
+        throw InputError(shards.index + ": places tensor '" + name + "' in " + file + ", which does not hold it (" +
+                         std::to_string(part->tensors().size()) +
+                         " tensors); the index and the shards are from different downloads: download the folder again");
+      }
+    }
+  }
   std::vector<FolderRenamer> renamers;
   if (const auto source = g_renamer_source.load()) renamers = source();
   assemble(dir, renamers);

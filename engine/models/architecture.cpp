@@ -1,10 +1,24 @@
 // Architecture detection from the keys, and the configuration of an opened checkpoint.
 #include "models/architecture.h"
 
+#include <atomic>
+
 #include "core/error.h"
 #include "core/strings.h"
 
 namespace fp8s {
+namespace {
+
+std::atomic<std::string (*)()> g_supported_source{nullptr};
+
+std::string supported_families() {
+  const auto source = g_supported_source.load();
+  return source ? source() : "SD 1.x, SDXL base";
+}
+
+}  // namespace
+
+void set_supported_families_source(std::string (*source)()) { g_supported_source.store(source); }
 
 std::string Detection::description() const {
   return variant.empty() ? arch_name(arch) : std::string(arch_name(arch)) + " (" + variant + ")";
@@ -124,9 +138,13 @@ ModelConfig config_for(const SafetensorsFile& file) {
     m = preset_sd15();
   } else if (d.arch == Arch::SDXL_BASE && (d.variant.empty() || d.variant == "inpainting")) {
     m = preset_sdxl_base();
+  } else if (d.arch == Arch::UNKNOWN) {
+    const std::string first = file.tensors().empty() ? std::string("none") : "'" + file.tensors().front().name + "'";
+    throw InputError(file.path() + ": not a model of a family this program loads (" + supported_families() +
+                     "); its first tensor is " + first + ". Is it a LoRA, an embedding or a part of a model?");
   } else {
     throw InputError(file.path() + ": " + d.description() +
-                     " checkpoints are not supported yet (supported: SD 1.x, SDXL base)");
+                     " checkpoints are not supported yet (supported: " + supported_families() + ")");
   }
   m.unet.in_channels = static_cast<int>(file.at("model.diffusion_model.input_blocks.0.0.weight").shape[1]);
   if (m.unet.in_channels != 4 && m.unet.in_channels != 9) {

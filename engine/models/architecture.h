@@ -27,4 +27,8 @@ Detection detect_architecture(const SafetensorsFile& file);
 // for the detected architecture. Throws InputError for architectures without one.
 ModelConfig config_for(const SafetensorsFile& file);
 
+// What the registered families load ("SD 1.x, SDXL; Flux.1 dev and schnell; ..."), for the error
+// about a file none of them takes; the family registry sets the source before main().
+void set_supported_families_source(std::string (*source)());
+
 }  // namespace fp8s

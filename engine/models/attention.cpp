@@ -7,6 +7,7 @@
 
 #include "backend/backend.h"
 #include "backend/kernel_options.h"
+#include "core/cancel.h"
 #include "kernels/attention_amx.h"
 #include "models/nn.h"
 #include "models/op_profile.h"
@@ -37,6 +38,7 @@ at::Tensor sliced_attention(const at::Tensor& q, const at::Tensor& k, const at::
   if (slice >= nq) return attend(q, mask);
   auto out = at::empty({b, h, nq, v.size(3)}, v.options());
   for (int64_t start = 0; start < nq; start += slice) {
+    cancel_point();  // one attention at a huge size is minutes on a CPU: cancel reaches each slice
     const int64_t end = std::min(nq, start + slice);
     auto ms = mask.defined() ? mask.slice(-2, start, end) : at::Tensor();
     out.slice(2, start, end).copy_(attend(q.slice(2, start, end), ms));
@@ -86,7 +88,19 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   }
   if (fused && want != AttentionKernel::Sliced) {
     backend::count_attention(AttentionKernel::Fused);
-    return backend::fused_attention(q, k, v, scale, mask);
+    // beyond 2^26 scores per head on a CPU (a 2048² SD1 step's first blocks: 65536²), the queries
+    // go in chunks with a cancel point between them (each query row's result is its own)
+    const int64_t nq = q.size(2), nk = k.size(2);
+    const int64_t rows = std::max<int64_t>(256, (int64_t{1} << 26) / std::max<int64_t>(1, nk));
+    if (!q.is_cpu() || nq <= rows) return backend::fused_attention(q, k, v, scale, mask);
+    auto out = at::empty({q.size(0), q.size(1), nq, v.size(3)}, q.options());
+    for (int64_t start = 0; start < nq; start += rows) {
+      cancel_point();
+      const int64_t end = std::min(nq, start + rows);
+      const auto ms = mask.defined() && mask.dim() >= 2 && mask.size(-2) == nq ? mask.slice(-2, start, end) : mask;
+      out.slice(2, start, end).copy_(backend::fused_attention(q.slice(2, start, end), k, v, scale, ms));
+    }
+    return out;
   }
   backend::count_attention(AttentionKernel::Sliced);
   return sliced_attention(q, k, v, scale, mask, budget_bytes);

@@ -2,6 +2,7 @@
 // it has override the released defaults.
 #pragma once
 
+#include <cstdio>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -21,6 +22,16 @@ void read_config_json(const std::string& text, const std::string& label, const c
   } catch (const nlohmann::json::exception& e) {
     throw InputError(label + ": malformed " + key + " metadata (" + e.what() + ")");
   }
+}
+
+// A configuration value inside [lo, hi] (NaN is outside), else an InputError naming the file
+// (`label`) and the field: every family's metadata and config.json values pass here before a
+// network is built from them.
+inline void check_config_value(double value, double lo, double hi, const std::string& label, const std::string& what) {
+  if (value >= lo && value <= hi) return;
+  char text[160];
+  std::snprintf(text, sizeof text, " is %g, outside %g..%g", value, lo, hi);
+  throw InputError(label + ": " + what + text + " (the model's configuration is damaged: use the files from its source)");
 }
 
 // Each integer field takes its key's value where the object has the key.

@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "backend/kernel_options.h"
+#include "core/cancel.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/strings.h"
@@ -284,10 +285,12 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
   std::vector<std::pair<std::string, QuantisedLayer*>> layers(fused.begin(), fused.end());
   for (auto& l : quantised_layers(module)) layers.push_back(std::move(l));
   for (const auto& [name, layer] : layers) {
+    cancel_point();
     const std::string key = prefix + name;
     const auto* rec = file.find(key);
     if (!rec) {
       missing.push_back(key);
+      handled.insert(name);  // named once: its weight parameter is not looked up again below
       continue;
     }
     if (!shape_equals(rec->shape, layer->store.weight.sizes())) {
@@ -314,6 +317,7 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
   }
   const at::ScalarType float_dtype = float_storage_dtype(storage.weights);
   auto load_one = [&](const std::string& name, at::Tensor& t) {
+    cancel_point();
     if (handled.count(name)) return;
     const std::string key = prefix + name;
     const auto* rec = file.find(key);
@@ -364,7 +368,7 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
       list += (i ? ", " : "") + missing[i];
     }
     throw InputError(file.path() + ": " + std::to_string(missing.size()) +
-                     " tensors the model needs are missing (" + list +
+                     (missing.size() == 1 ? " tensor the model needs is missing (" : " tensors the model needs are missing (") + list +
                      (missing.size() > 3 ? ", ..." : "") +
                      "); is this a complete SD checkpoint of the detected architecture?");
   }

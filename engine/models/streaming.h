@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/cancel.h"
+
 namespace fp8s {
 
 class SafetensorsFile;
@@ -34,7 +36,9 @@ class BlockHooks {
 // Calls enter/leave around one block (no hooks: nothing), and abort when the pass unwinds.
 class BlockScope {
  public:
+  // Every network's block loop passes here: it is also the cancel point inside a step or an encode.
   BlockScope(BlockHooks* hooks, int block) : hooks_(hooks), block_(block) {
+    cancel_point();
     if (hooks_) hooks_->enter(block_);
   }
   ~BlockScope() {

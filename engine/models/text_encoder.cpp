@@ -1,5 +1,7 @@
 #include "models/text_encoder.h"
 
+#include "core/cancel.h"
+
 #include <limits>
 
 namespace fp8s {
@@ -110,6 +112,7 @@ TextEncoderOutput TextEncoderImpl::forward(const at::Tensor& tokens, int layer, 
   at::Tensor selected = layer == 0 ? x : at::Tensor();
   at::Tensor last;
   for (int i = 0; i < static_cast<int>(layers_.size()); ++i) {
+    cancel_point();
     x = block(layers_[i], x, mask);
     if (i + 1 == layer) selected = x;
     // Only the pooled output needs layers past the selected one.

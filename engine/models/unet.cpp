@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/cancel.h"
 #include "core/error.h"
 
 namespace fp8s {
@@ -12,6 +13,7 @@ namespace {
 
 void check_cancel(const std::atomic<bool>* cancel) {
   if (cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled();
+  cancel_point();
 }
 
 // value · gelu(gate), the same products: the gate (a strided half of the projection) made contiguous

@@ -1,5 +1,7 @@
 #include "models/vae.h"
 
+#include "core/cancel.h"
+
 #include <cmath>
 
 namespace fp8s {
@@ -101,6 +103,7 @@ at::Tensor VaeImpl::encode_moments(const at::Tensor& image, at::ScalarType compu
   InferenceGuard no_grad;
   auto h = enc_in_->forward(as_activation(image, compute));
   for (const auto& level : down_) {
+    cancel_point();
     for (const auto& b : level.blocks) h = b->forward(h);
     if (level.resample) h = level.resample->forward(at::constant_pad_nd(h, {0, 1, 0, 1}, 0));
   }
@@ -117,6 +120,7 @@ at::Tensor VaeImpl::decode(const at::Tensor& latent, at::ScalarType compute) {
   auto h = dec_in_->forward(z);
   h = dec_mid2_->forward(dec_attn_->forward(dec_mid1_->forward(h)));
   for (int i = static_cast<int>(up_.size()) - 1; i >= 0; --i) {
+    cancel_point();
     for (const auto& b : up_[i].blocks) h = b->forward(h);
     if (up_[i].resample) {
       h = up_[i].resample->forward(at::upsample_nearest2d(h, {h.size(2) * 2, h.size(3) * 2}));

@@ -157,6 +157,8 @@ class Observer {
   virtual void onPhase(const PhaseEvent&) {}
   virtual void onStep(const StepEvent&) {}
   virtual void onMemory(const MemorySample&) {}
+  // A warning for the user before long work (a size far above the model's own); the CLI logs it.
+  virtual void onNotice(const std::string&) {}
 };
 
 struct TimingReport {

@@ -6,6 +6,7 @@
 
 #include "backend/backend.h"
 #include "backend/kernel_options.h"
+#include "core/cancel.h"
 #include "core/compute_choice.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -19,6 +20,21 @@
 
 namespace fp8s {
 namespace {
+
+// Before a run far above the model's own size, a warning the CLI logs and the GUI shows: the work
+// per step grows at least with the pixels (attention with their square), and on a CPU a step at
+// 16x the native pixels takes minutes. Empty when the size is usual or the device is a GPU.
+std::string long_run_notice(const FamilyTraits& t, int w, int h, const at::Device& device) {
+  const double ratio = static_cast<double>(w) * h / (static_cast<double>(t.native_size) * t.native_size);
+  if (device.is_cuda() || ratio < 4.0) return {};
+  char text[320];
+  std::snprintf(text, sizeof text,
+                "%dx%d is %.0fx the pixels %s was made for (%dx%d): on a CPU each step takes at least %.0fx as long "
+                "and its attention up to %.0fx; the progress line gives the time left after the first step, and "
+                "Ctrl+C or Interrupt stops it",
+                w, h, ratio, t.name.c_str(), t.native_size, t.native_size, ratio, ratio * ratio);
+  return text;
+}
 
 std::string sampler_list(const FamilyTraits& t) {
   std::string out;
@@ -207,6 +223,7 @@ GenerationResult run_generation(const RunContext& ctx, const GenerationRequest& 
                                 const std::atomic<bool>& cancel) {
   FamilyModel& f = *ctx.family;
   const auto& t = f.traits();
+  const CancelScope cancel_scope(&cancel);  // the cancel points inside steps, encodes and decodes
   GenerationRequest r = request_in;
   const ComputeChoice compute = resolve_compute(r.compute, f.device().is_cuda());
   r.compute = compute.type;  // every family, the estimate and the infotext see the type chosen
@@ -216,6 +233,12 @@ GenerationResult run_generation(const RunContext& ctx, const GenerationRequest& 
   r.width = request_width(r, t.native_size, t.size_multiple, t.min_size);
   r.height = request_height(r, t.native_size, t.size_multiple, t.min_size);
   r.seed = resolve_seed(r.seed);
+  const int largest_w = r.enable_hr ? r.hr_target_width(r.width) : r.width;
+  const int largest_h = r.enable_hr ? r.hr_target_height(r.height) : r.height;
+  if (const std::string notice = long_run_notice(t, largest_w, largest_h, f.device()); !notice.empty()) {
+    log().warn("{}", notice);
+    if (observer) observer->onNotice(notice);
+  }
   const auto start = Clock::now();
   reset_tracked_peak();
   GenerationResult result;

@@ -9,7 +9,7 @@ out="$here/corpus"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 rm -rf "$out"
-mkdir -p "$out"/{fuzz_safetensors,fuzz_fp8_metadata,fuzz_png_parameters,fuzz_prompt,fuzz_lora_keys,fuzz_cli_numbers}
+mkdir -p "$out"/{fuzz_safetensors,fuzz_fp8_metadata,fuzz_png_parameters,fuzz_prompt,fuzz_lora_keys,fuzz_cli_numbers,fuzz_ldm_config}
 
 # safetensors: whole LoRA files for the tiny layouts (rank 1), the header of a tiny checkpoint,
 # and hand-made edge cases (empty, scalar, FP8 with its scale, metadata only).
@@ -118,4 +118,13 @@ printf '%s\n' --width 512 --height 768 --steps 20 --cfg 7.5 --seed 42 --sampler 
 printf '%s\n' --original-size 1024x1024 --target-size 2048x512 --crop 0,64 --weights fp8-e4m3 --fp8-scale channel > "$C/sdxl"
 printf '%s\n' --lora style.safetensors:0.8 --lora "a:b.safetensors:-1.5" --lora x:nan --batch-size 64 --batch-count 3 > "$C/lora"
 printf '%s\n' --width -8 --height 99999999999 --steps 1e3 --cfg inf --clip-skip 0 --crop 1,2,3 > "$C/bad"
+# ldm.config: the configurations the synthetic writer stores in tiny SD 1.x and SDXL checkpoints
+"$cli" make-synthetic --arch tiny-sdxl --out "$tmp/tiny-sdxl.safetensors" --log-level warn
+python3 - "$tmp" "$out/fuzz_ldm_config" <<'PY'
+import json, struct, sys
+for arch in ("tiny-sd1", "tiny-sdxl"):
+    raw = open(sys.argv[1] + "/" + arch + ".safetensors", "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    open(sys.argv[2] + "/" + arch + ".json", "w").write(json.loads(raw[8:8 + n])["__metadata__"]["ldm.config"])
+PY
 echo "corpora written to $out"

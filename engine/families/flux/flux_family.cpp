@@ -426,6 +426,7 @@ FamilyEntry flux_family_entry() {
   e.tools = flux_tools();
   e.tools.folder_names = {diffusers_flux_transformer_names, diffusers_autoencoder_names};
   return e;
+  e.label = "Flux.1 dev and schnell";
 }
 
 }  // namespace fp8s

@@ -75,12 +75,16 @@ FluxConfig flux_config(const SafetensorsFile& f, const std::string& p, bool dev)
   if (own.empty() && f.metadata().count("config.json")) {  // a diffusers folder's transformer/config.json
     read_config_json(f.metadata().at("config.json"), f.path(), "config.json",
                      [&](const nlohmann::json& j) { c.axes_dim = j.value("axes_dims_rope", c.axes_dim); });
+    check_config_value(static_cast<double>(c.axes_dim.size()), 1, 8, f.path(), "config.json axes_dims_rope's length");
+    for (int a : c.axes_dim) check_config_value(a, 2, 4096, f.path(), "config.json axes_dims_rope entry");
   }
   c.hidden_size = static_cast<int>(dim_of(f, p + "img_in.weight", 0));
   c.in_channels = static_cast<int>(dim_of(f, p + "img_in.weight", 1));
   c.context_in_dim = static_cast<int>(dim_of(f, p + "txt_in.weight", 1));
   c.vec_in_dim = static_cast<int>(dim_of(f, p + "vector_in.in_layer.weight", 1));
-  c.num_heads = static_cast<int>(c.hidden_size / dim_of(f, p + "double_blocks.0.img_attn.norm.query_norm.scale", 0));
+  const int64_t head = dim_of(f, p + "double_blocks.0.img_attn.norm.query_norm.scale", 0);
+  check_config_value(static_cast<double>(head), 2, 4096, f.path(), "the transformer's head width (query_norm)");
+  c.num_heads = static_cast<int>(c.hidden_size / head);
   c.mlp_ratio = static_cast<double>(dim_of(f, p + "double_blocks.0.img_mlp.0.weight", 0)) / c.hidden_size;
   c.depth = count_blocks(f, p + "double_blocks.", ".img_attn.qkv.weight");
   c.depth_single_blocks = count_blocks(f, p + "single_blocks.", ".linear1.weight");
@@ -125,6 +129,11 @@ TextEncoderConfig clip_config(const SafetensorsFile& f, const std::string& p) {
       throw InputError(f.path() + ": malformed clip.config metadata (" + e.what() + ")");
     }
   }
+  check_config_value(c.heads, 1, std::max(1, c.width), f.path(), "clip.config heads");
+  if (c.width % c.heads != 0) {
+    throw InputError(f.path() + ": clip.config heads " + std::to_string(c.heads) + " does not divide the width " +
+                     std::to_string(c.width) + " (the model's configuration is damaged: use the files from its source)");
+  }
   c.position_ids = f.find(p + "embeddings.position_ids") != nullptr;
   c.quick_gelu = true;
   return c;
@@ -141,6 +150,8 @@ VaeConfig flux_ae_config(const SafetensorsFile& f, const std::string& p) {
   c.z_channels = static_cast<int>(dim_of(f, p + "decoder.conv_in.weight", 1));
   c.embed_dim = c.z_channels;
   const int levels = count_blocks(f, p + "encoder.down.", ".block.0.conv1.weight");
+  check_config_value(levels, 1, 8, f.path(), "the autoencoder's levels");
+  check_config_value(c.ch, 1, 4096, f.path(), "the autoencoder's width (encoder.conv_in)");
   c.ch_mult.clear();
   for (int i = 0; i < levels; ++i) {
     c.ch_mult.push_back(static_cast<int>(dim_of(f, p + "encoder.down." + std::to_string(i) + ".block.0.conv1.weight", 0) / c.ch));
@@ -158,6 +169,9 @@ VaeConfig flux_ae_config(const SafetensorsFile& f, const std::string& p) {
       if (j.contains("shift_factor") && j["shift_factor"].is_number()) c.shift_factor = j["shift_factor"].get<float>();
     });
   }
+  // 0 or 1e-300 divides the latent into infinities: a one-colour picture
+  check_config_value(std::abs(c.scale_factor), 1e-6, 1e6, f.path(), "the autoencoder's scale_factor (its magnitude)");
+  check_config_value(c.shift_factor, -1e6, 1e6, f.path(), "the autoencoder's shift_factor");
   return c;
 }
 

@@ -305,6 +305,7 @@ FamilyEntry sd_family_entry() {
   FamilyEntry e;
   e.id = "sd";
   // The checkpoint family is asked last: its loader names what it finds and cannot run (SD 2,
+  e.label = "SD 1.x, SDXL base and their inpainting models";
   // the SDXL refiner, SD3, an unknown layout).
   e.detect = [](const SafetensorsFile&) { return true; };
   e.traits = [](const SafetensorsFile& file) { return sd_traits(config_for(file)); };

@@ -36,11 +36,14 @@ Qwen3Config qwen3_config(const SafetensorsFile& f, const std::string& p) {
       c.eps = j.value("rms_norm_eps", c.eps);
       c.rope_theta = j.value("rope_theta", c.rope_theta);
     });
+    check_config_value(c.eps, 1e-12, 0.1, f.path(), meta->first + " rms_norm_eps");
+    check_config_value(c.rope_theta, 1, 1e9, f.path(), meta->first + " rope_theta");
   }
   c.vocab_size = static_cast<int>(dim(f, p + "embed_tokens.weight", 0));
   c.hidden = static_cast<int>(dim(f, p + "embed_tokens.weight", 1));
   const std::string l0 = p + "layers.0.";
   c.head_dim = static_cast<int>(dim(f, l0 + "self_attn.q_norm.weight", 0));
+  check_config_value(c.head_dim, 2, 4096, f.path(), "the text encoder's head width (q_norm)");
   c.heads = static_cast<int>(dim(f, l0 + "self_attn.q_proj.weight", 0) / c.head_dim);
   c.kv_heads = static_cast<int>(dim(f, l0 + "self_attn.k_proj.weight", 0) / c.head_dim);
   c.intermediate = static_cast<int>(dim(f, l0 + "mlp.gate_proj.weight", 0));

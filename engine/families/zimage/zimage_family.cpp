@@ -88,6 +88,7 @@ std::vector<LayoutEntry> zimage_layout(const std::string& arch, const SyntheticL
 FamilyEntry zimage_family_entry() {
   FamilyEntry e;
   e.id = "zimage";
+  e.label = "Z-Image Turbo";
   e.detect = [](const SafetensorsFile& file) { return zimage_prefix(file).has_value(); };
   e.traits = [](const SafetensorsFile& file) {
     const auto c = zimage_contents(file);

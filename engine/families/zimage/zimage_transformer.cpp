@@ -45,10 +45,17 @@ ZImageConfig zimage_config(const SafetensorsFile& f, const std::string& p) {
       c.t_scale = j.value("t_scale", c.t_scale);
       c.eps = j.value("norm_eps", c.eps);
     });
+    const std::string key = meta->first;
+    check_config_value(c.rope_theta, 1, 1e9, f.path(), key + " rope_theta");
+    check_config_value(c.t_scale, 1e-3, 1e6, f.path(), key + " t_scale");
+    check_config_value(c.eps, 1e-12, 0.1, f.path(), key + " norm_eps");
+    check_config_value(static_cast<double>(c.axes_dims.size()), 1, 8, f.path(), key + " axes_dims's length");
+    for (const int a : c.axes_dims) check_config_value(a, 2, 4096, f.path(), key + " axes_dims entry");
   }
   c.dim = static_cast<int>(dim_of(f, p + "x_embedder.weight", 0));
   c.channels = static_cast<int>(dim_of(f, p + "x_embedder.weight", 1) / (c.patch * c.patch));
   c.head_dim = static_cast<int>(dim_of(f, p + "layers.0.attention.q_norm.weight", 0));
+  check_config_value(c.head_dim, 2, 4096, f.path(), "the transformer's head width (q_norm)");
   c.heads = c.dim / c.head_dim;
   c.cap_dim = static_cast<int>(dim_of(f, p + "cap_embedder.0.weight", 0));
   c.ffn = static_cast<int>(dim_of(f, p + "layers.0.feed_forward.w1.weight", 0));

@@ -17,6 +17,8 @@ T5Config parse_t5_config(const std::string& json_text, const std::string& label)
                         {"relative_attention_num_buckets", &c.buckets},
                         {"relative_attention_max_distance", &c.max_distance}});
   });
+  check_config_value(c.max_distance, 1, 1 << 20, label, "t5.config relative_attention_max_distance");
+  check_config_value(c.buckets, 4, 4096, label, "t5.config relative_attention_num_buckets");
   if (c.d_model <= 0 || c.d_kv <= 0 || c.num_heads <= 0 || c.d_ff <= 0 || c.num_layers <= 0 || c.buckets < 4) {
     throw InputError(label + ": t5.config has a size that is not positive");
   }
