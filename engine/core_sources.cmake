@@ -36,4 +36,5 @@ set(FP8S_CORE_SOURCES
   pipeline/infotext.cpp
   pipeline/request.cpp
   memory/process_memory.cpp
+  memory/host_pinning.cpp
 )

@@ -7,6 +7,7 @@
 #include <torch/csrc/jit/frontend/function_schema_parser.h>
 #include <torch/version.h>
 
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 
@@ -14,6 +15,8 @@
 #include "core/compute_choice.h"
 #include "core/error.h"
 #include "core/threads.h"
+#include "memory/host_pinning.h"
+#include "memory/process_memory.h"
 #include "support.h"
 #include "fp8/codec.h"
 #include "fp8/quantize.h"
@@ -572,6 +575,96 @@ class TestBackend : public QObject {
       QCOMPARE(backend::kernel_options_from_environment().packed_conv, packed);
     }
     qunsetenv("FP8S_CPU_ISA");
+  }
+
+  // --fp8-compute's plan for one layer, over every format, size remainder, scale count and output
+  // type, against _scaled_mm's rules as ScaledBlas.cpp states them: E4M3 only; N and K multiples of
+  // 16 (M free); a per-tensor scale, or row-wise scales with a BF16 output; a bias refused with an
+  // FP32 output (added afterwards)
+  void fp8MmPlanFollowsScaledMmsRules() {
+    int used = 0;
+    for (const bool fp8 : {false, true}) {
+      for (const auto format : {Fp8Format::E4M3FN, Fp8Format::E5M2}) {
+        for (const int64_t n : {3072, 3080, 16}) {
+          for (const int64_t k : {3072, 3073, 48}) {
+            for (const int64_t scales : {int64_t{0}, int64_t{1}, n, int64_t{7}}) {
+              for (const auto out : {at::kBFloat16, at::kHalf, at::kFloat}) {
+                const auto p = backend::plan_fp8_mm(fp8, format, scales, n, k, out);
+                const bool shapes = n % 16 == 0 && k % 16 == 0;
+                const bool per_tensor = scales <= 1;
+                const bool want = fp8 && format == Fp8Format::E4M3FN && shapes && (per_tensor || (scales == n && out == at::kBFloat16));
+                QCOMPARE(p.scaled_mm, want);
+                QCOMPARE(p.rowwise, want && !per_tensor);
+                QCOMPARE(p.bias_after, want && out == at::kFloat);
+                QCOMPARE(QString(p.reason).isEmpty(), want);
+                used += want;
+              }
+            }
+          }
+        }
+      }
+    }
+    // 4 (N, K) pairs of multiples of 16, each with 2 per-tensor scale counts x 3 outputs and row-wise in BF16
+    QCOMPARE(used, 4 * (2 * 3 + 1));
+    QCOMPARE(QString(backend::plan_fp8_mm(true, Fp8Format::E4M3FN, 3072, 3072, 3072, at::kHalf).reason),
+             QString("per-channel scales need BF16 compute"));
+  }
+
+  // The streaming transport's page-locked memory (issue 55): registered in place byte for byte
+  // (the caching host allocator rounded 132 MB up to 256 MiB), never past its cap, and a failed
+  // registration leaves that tensor pageable and says why; everything registered is unregistered
+  void hostPinningIsExactCappedAndFallsBack() {
+    std::vector<void*> live;
+    int refuse_at = -1, calls = 0;
+    {
+      HostPinning pin(300'000'000, [&](void* p, std::size_t) {
+        if (calls++ == refuse_at) return false;
+        live.push_back(p);
+        return true;
+      }, [&](void* p) { live.erase(std::find(live.begin(), live.end(), p)); });
+      std::vector<std::vector<uint8_t>> blocks;
+      for (const std::size_t n : {132'120'576u, 132'120'576u, 7u, 132'120'576u}) blocks.emplace_back(n);
+      QVERIFY(pin.pin(blocks[0].data(), blocks[0].size()));
+      QVERIFY(pin.pin(blocks[1].data(), blocks[1].size()));
+      QVERIFY(pin.pin(blocks[2].data(), blocks[2].size()));
+      QCOMPARE(pin.pinned_bytes(), uint64_t{2 * 132'120'576ull + 7});  // exactly the streamed bytes
+      QVERIFY(pin.fallback().empty());
+      QVERIFY(!pin.pin(blocks[3].data(), blocks[3].size()));  // 264 MB + 132 MB > the 300 MB cap
+      QCOMPARE(pin.pageable_bytes(), uint64_t{132'120'576ull});
+      QCOMPARE(QString::fromStdString(pin.fallback()), QString("the pinning cap"));
+      QCOMPARE(live.size(), std::size_t(3));
+    }
+    QVERIFY(live.empty());  // the destructor unregistered all three
+    refuse_at = 0;
+    calls = 0;
+    {
+      HostPinning pin(1ull << 40, [&](void* p, std::size_t) {
+        if (calls++ == refuse_at) return false;
+        live.push_back(p);
+        return true;
+      }, [&](void* p) { live.erase(std::find(live.begin(), live.end(), p)); });
+      std::vector<uint8_t> a(1000), b(2000);
+      QVERIFY(!pin.pin(a.data(), a.size()));  // the driver refused: pageable, and said
+      QVERIFY(pin.pin(b.data(), b.size()));
+      QCOMPARE(pin.pinned_bytes(), uint64_t{2000});
+      QCOMPARE(pin.pageable_bytes(), uint64_t{1000});
+      QCOMPARE(QString::fromStdString(pin.fallback()), QString("page-locking failed"));
+    }
+    QVERIFY(live.empty());
+    // the cap: FP8S_PIN_LIMIT, 0 turning pinning off, else half the memory available
+    qputenv("FP8S_PIN_LIMIT", "16G");
+    QCOMPARE(default_pin_cap(), 16'000'000'000ull);
+    qputenv("FP8S_PIN_LIMIT", "0");
+    QCOMPARE(default_pin_cap(), uint64_t{0});
+    qputenv("FP8S_PIN_LIMIT", "half");
+    QVERIFY_EXCEPTION_THROWN(default_pin_cap(), InputError);
+    qunsetenv("FP8S_PIN_LIMIT");
+    QCOMPARE(default_pin_cap(), available_memory_bytes() / 2);
+    // a build without CUDA cannot page-lock: its registration says so instead of pretending
+    if (!backend::built_with_cuda()) {
+      std::vector<uint8_t> c(64);
+      QVERIFY(!backend::register_host_memory(c.data(), c.size()));
+    }
   }
 };
 

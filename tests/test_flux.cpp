@@ -6,7 +6,12 @@
 #include <QJsonObject>
 #include <QJsonArray>
 
+#include <cmath>
+#include <limits>
+
+#include "backend/backend.h"
 #include "core/error.h"
+#include "models/flux/flux.h"
 #include "families/flux/flux_family.h"
 #include "families/flux/flux_model.h"
 #include "keys_files.h"
@@ -142,6 +147,51 @@ class TestFlux : public QObject {
     QCOMPARE(flux_working_bytes(1024, 1024, 1, ComputeType::BF16, 3072), 1024ull * 1024 * 128 * 6 * 2);
     QCOMPARE(flux_working_bytes(1024, 1024, 1, ComputeType::FP32, 3072), 1024ull * 1024 * 128 * 6 * 4);
     QCOMPARE(flux_working_bytes(256, 256, 1, ComputeType::FP32, 3072), (256ull + 512) * 3072 * 80 + (256ull << 20));
+  }
+
+  // On a GPU the auto budget fits the card's free memory (issue 55: it used the host's, so FP16
+  // Flux on a 24 GB card ran out of memory instead of streaming). FP8S_AVAILABLE_VRAM stands for
+  // the card here: 24 GB free streams FP16 dev at 1024², 80 GB holds it resident
+  void gpuBudgetFitsTheCardsFreeMemory() {
+    FP8S_REQUIRE_REFERENCE();
+    const auto files = full_size();
+    auto bytes_of = [&](const StorageSpec& s) { return flux_storage_bytes(files, s); };
+    const StorageSpec fp16{WeightType::FP16, Fp8Scale::None, false}, fp8{WeightType::FP8_E4M3, Fp8Scale::None, false};
+    const at::Device gpu(at::kCUDA, 0);
+    QVERIFY(!backend::simulated_vram_bytes());
+    qputenv("FP8S_AVAILABLE_VRAM", "24G");
+    const uint64_t card = backend::device_available_bytes(gpu);
+    QCOMPARE(card, 24'000'000'000ull);  // no GPU here: the simulated card (a GPU would give min(free, 24 GB))
+    QCOMPARE(backend::device_available_bytes(at::Device(at::kCPU)), uint64_t{0});  // the CPU's is the host's
+    const auto streamed = flux_weight_budget(bytes_of, 3072, fp16, 1024, 1024, 1, ComputeType::BF16, card, std::nullopt);
+    QVERIFY(streamed && *streamed < bytes_of(fp16).transformer);
+    QVERIFY(!flux_weight_budget(bytes_of, 3072, fp8, 1024, 1024, 1, ComputeType::BF16, card, std::nullopt));
+    qputenv("FP8S_AVAILABLE_VRAM", "80G");
+    QVERIFY(!flux_weight_budget(bytes_of, 3072, fp16, 1024, 1024, 1, ComputeType::BF16, backend::device_available_bytes(gpu),
+                                std::nullopt));
+    qputenv("FP8S_AVAILABLE_VRAM", "lots");
+    try {
+      backend::device_available_bytes(gpu);
+      QFAIL("FP8S_AVAILABLE_VRAM=lots was taken as a size");
+    } catch (const InputError& e) {
+      QVERIFY2(QString(e.what()).contains("lots"), e.what());
+    }
+    qunsetenv("FP8S_AVAILABLE_VRAM");
+  }
+
+  // FP16 compute clamps Flux's streams as ComfyUI does: infinities to ±65504 and NaN to 0, every
+  // finite FP16 value unchanged; BF16 and FP32 pass as they are (infinities kept)
+  void fp16ClampKeepsFluxStreamsFinite() {
+    std::vector<float> v{1.0f, -2.5f, 65504.0f, -65504.0f, 6e-8f, std::numeric_limits<float>::infinity(),
+                         -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+    const auto x = at::tensor(v).to(at::kHalf);
+    const auto y = flux_fp16_clamp(x).to(at::kFloat);
+    const std::vector<float> want{1.0f, -2.5f, 65504.0f, -65504.0f, static_cast<float>(at::Half(6e-8f)), 65504.0f, -65504.0f, 0.0f};
+    for (std::size_t i = 0; i < want.size(); ++i) QCOMPARE(y[static_cast<int64_t>(i)].item<float>(), want[i]);
+    for (const auto type : {at::kBFloat16, at::kFloat}) {
+      const auto z = flux_fp16_clamp(at::tensor(v).to(type));
+      QVERIFY(std::isinf(z[5].item<float>()) && std::isnan(z[7].item<float>()));
+    }
   }
 
   // T5's layers under a weight budget: at 0 every layer streams from the file (the reader stages

@@ -2,12 +2,15 @@
 
 #include <torch/version.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <optional>
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "memory/process_memory.h"
 
 #if TORCH_VERSION_MAJOR >= 2
 #define FP8S_TORCH2 1
@@ -34,6 +37,9 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 #endif
 
 namespace fp8s::backend {
@@ -142,7 +148,9 @@ int compute_capability(const at::Device& device) {
 
 void synchronize(const at::Device& device) {
 #ifdef FP8S_WITH_CUDA
-  if (device.is_cuda()) c10::cuda::device_synchronize();
+  // this device's compute stream only: not another GPU, and not the copy stream's next prefetch
+  // (a streamed step's time would include it)
+  if (device.is_cuda()) c10::cuda::getCurrentCUDAStream(device.index()).synchronize();
 #endif
   (void)device;
 }
@@ -158,10 +166,69 @@ DeviceMemory device_memory(const at::Device& device) {
     m.allocated_peak = static_cast<uint64_t>(a.peak);
     m.reserved = static_cast<uint64_t>(r.current);
     m.reserved_peak = static_cast<uint64_t>(r.peak);
+    const c10::cuda::CUDAGuard guard(device.index());
+    std::size_t free_bytes = 0, total_bytes = 0;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) m.used = total_bytes - free_bytes;
   }
 #endif
   (void)device;
   return m;
+}
+
+void empty_device_cache() {
+#ifdef FP8S_WITH_CUDA
+  if (cuda_device_count() > 0) {
+    c10::cuda::device_synchronize();
+    c10::cuda::CUDACachingAllocator::emptyCache();
+  }
+#endif
+}
+
+std::optional<uint64_t> simulated_vram_bytes() {
+  const char* e = std::getenv("FP8S_AVAILABLE_VRAM");
+  if (!e || !*e) return std::nullopt;
+  try {
+    return memory_size_bytes(e);
+  } catch (const InputError&) {
+    throw InputError(std::string("FP8S_AVAILABLE_VRAM='") + e + "' is not a memory size; use e.g. 24G, 512M or a number of bytes");
+  }
+}
+
+uint64_t device_available_bytes(const at::Device& device) {
+  if (!device.is_cuda()) return 0;
+  const auto simulated = simulated_vram_bytes();
+  uint64_t available = 0;
+#ifdef FP8S_WITH_CUDA
+  if (cuda_device_count() > device.index()) {
+    const c10::cuda::CUDAGuard guard(device.index());
+    std::size_t free_bytes = 0, total_bytes = 0;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
+      const DeviceMemory m = device_memory(device);
+      available = free_bytes + (m.reserved > m.allocated ? m.reserved - m.allocated : 0);
+    }
+  }
+#endif
+  if (simulated) return available ? std::min(available, *simulated) : *simulated;
+  return available;
+}
+
+bool register_host_memory(void* data, std::size_t bytes) {
+#ifdef FP8S_WITH_CUDA
+  if (cudaHostRegister(data, bytes, cudaHostRegisterDefault) == cudaSuccess) return true;
+  (void)cudaGetLastError();  // a failed registration leaves no sticky error behind
+  return false;
+#else
+  (void)data, (void)bytes;
+  return false;
+#endif
+}
+
+void unregister_host_memory(void* data) {
+#ifdef FP8S_WITH_CUDA
+  if (cudaHostUnregister(data) != cudaSuccess) (void)cudaGetLastError();
+#else
+  (void)data;
+#endif
 }
 
 void reset_device_peak(const at::Device& device) {
@@ -382,28 +449,57 @@ bool supports_fp8_compute(const at::Device& device) {
   return has_native_fp8() && device.is_cuda() && compute_capability(device) >= 89;
 }
 
+Fp8MmPlan plan_fp8_mm(bool fp8, Fp8Format format, int64_t scale_numel, int64_t n, int64_t k, at::ScalarType out) {
+  Fp8MmPlan p;
+  if (!fp8) return p.reason = "not FP8", p;
+  if (format != Fp8Format::E4M3FN) return p.reason = "E5M2 weights", p;
+  if (n % 16 != 0 || k % 16 != 0) return p.reason = "sizes not multiples of 16", p;
+  p.rowwise = scale_numel > 1;
+  if (p.rowwise && (scale_numel != n || out != at::kBFloat16)) {
+    p.rowwise = false;
+    return p.reason = "per-channel scales need BF16 compute", p;
+  }
+  p.scaled_mm = true;
+  p.bias_after = out == at::kFloat;
+  return p;
+}
+
 at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w_fp8, const at::Tensor& w_scale,
-                      const at::Tensor& bias, const at::Tensor& input_scale) {
+                      const at::Tensor& bias, const at::Tensor& input_scale, const Fp8MmPlan& plan) {
 #if (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)) && defined(FP8S_WITH_CUDA)
   const double max = fp8_max_finite(Fp8Format::E4M3FN);
-  auto x2 = x.reshape({-1, x.size(-1)});
-  const int64_t rows = x2.size(0), pad = (16 - rows % 16) % 16;  // cuBLASLt FP8: dimensions of 16
-  if (pad) x2 = at::cat({x2, at::zeros({pad, x2.size(1)}, x2.options())});
-  // the file's calibrated activation scale when it has one (ComfyUI's input_scale), else the input's amax
-  auto a_scale = input_scale.defined() ? input_scale.to(x.device(), at::kFloat).reshape({})
-                                       : (x2.abs().amax().to(at::kFloat) / max).clamp_min(1e-12);
-  auto xq = encode_native_fp8(x2.to(at::kFloat) / a_scale, Fp8Format::E4M3FN);
-  auto ws = w_scale.defined() ? w_scale.to(at::kFloat).reshape({}) : at::ones({}, x.options().dtype(at::kFloat));
+  const auto x2 = x.reshape({-1, x.size(-1)});
+  const int64_t rows = x2.size(0);
+  // the file's calibrated activation scale when it has one (ComfyUI's input_scale), else the
+  // input's largest magnitude (one reduction: the infinity norm) over E4M3's largest value
+  const at::Tensor a_scale =
+      input_scale.defined() ? input_scale.to(x.device(), at::kFloat).reshape({})
+                            : (at::linalg_vector_norm(x2, INFINITY, std::nullopt, false, at::kFloat) / max).clamp_min(1e-12);
+  // x / a_scale in x's type (a 0-dim FP32 factor keeps it), clamped (a calibrated scale can be
+  // exceeded), cast: three element-wise kernels
+  at::Tensor xq = x2.mul(a_scale.reciprocal());
+  if (input_scale.defined()) xq.clamp_(-max, max);
+  xq = xq.to(native_fp8_dtype(Fp8Format::E4M3FN));
+  thread_local at::Tensor one;  // a per-tensor weight scale of 1 for unscaled FP8 weights, made once
+  if (!w_scale.defined() && (!one.defined() || one.device() != x.device())) one = at::ones({}, x.options().dtype(at::kFloat));
+  at::Tensor ws = w_scale.defined() ? w_scale.to(at::kFloat) : one;
+  at::Tensor as = a_scale;
+  if (plan.rowwise) {  // _scaled_mm's row-wise form: [M,1] and [1,N], both FP32
+    as = a_scale.reshape({1, 1}).expand({rows, 1}).contiguous();
+    ws = ws.reshape({1, -1});
+  } else {
+    ws = ws.reshape({});
+  }
   std::optional<at::Tensor> b;
-  if (bias.defined()) b = bias.to(x.scalar_type());
+  if (bias.defined() && !plan.bias_after) b = bias.to(x.scalar_type());
   // _scaled_mm wants the second operand column-major: wᵀ of a row-major [N, K] weight is that.
-  auto y = at::_scaled_mm(xq, w_fp8.t(), a_scale, ws, b, {}, x.scalar_type(), /*use_fast_accum=*/true);
-  if (pad) y = y.narrow(0, 0, rows);
+  auto y = at::_scaled_mm(xq, w_fp8.t(), as, ws, b, {}, x.scalar_type(), /*use_fast_accum=*/false);
+  if (bias.defined() && plan.bias_after) y.add_(bias.to(y.scalar_type()));
   auto sizes = x.sizes().vec();
   sizes.back() = w_fp8.size(0);
   return y.reshape(sizes);
 #else
-  (void)x, (void)w_fp8, (void)w_scale, (void)bias, (void)input_scale;
+  (void)x, (void)w_fp8, (void)w_scale, (void)bias, (void)input_scale, (void)plan;
   throw RuntimeFailure("FP8 compute needs a CUDA build of LibTorch 2.4 or newer (this build: " +
                        torch_version() + (built_with_cuda() ? ", CUDA" : ", CPU only") + ")");
 #endif

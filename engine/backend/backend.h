@@ -6,7 +6,9 @@
 #include <ATen/ATen.h>
 #include <ATen/core/function_schema.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,10 +42,27 @@ void synchronize(const at::Device& device);
 struct DeviceMemory {
   uint64_t allocated = 0, allocated_peak = 0;
   uint64_t reserved = 0, reserved_peak = 0;
+  uint64_t used = 0;  // cudaMemGetInfo's total - free now (context, pools, other processes)
 };
 DeviceMemory device_memory(const at::Device& device);
 // Starts a new peak measurement (per phase).
 void reset_device_peak(const at::Device& device);
+// Returns the CUDA caching allocator's unused blocks to the driver, once the work queued on the
+// current device is done (between the modes of a compare); nothing without a CUDA device.
+void empty_device_cache();
+// What the weights and working memory of a run may take on `device`: on a GPU its free memory
+// (cudaMemGetInfo, after the CUDA context) plus what the caching allocator holds unused, capped by
+// $FP8S_AVAILABLE_VRAM (a size such as 8G: run as if the card had that much free; it also stands
+// for a GPU in plans made on a machine without one). 0 where unknown (the CPU: see
+// available_memory_bytes).
+uint64_t device_available_bytes(const at::Device& device);
+// $FP8S_AVAILABLE_VRAM as bytes (nullopt: unset); InputError for a value that is not a size.
+std::optional<uint64_t> simulated_vram_bytes();
+
+// Page-locks existing host memory for asynchronous copies to the GPU (cudaHostRegister), and
+// unlocks it; false where it failed (or on a build without CUDA): the memory stays pageable.
+bool register_host_memory(void* data, std::size_t bytes);
+void unregister_host_memory(void* data);
 
 // LibTorch >= 2.1: tensors of dtype float8_e4m3fn / float8_e5m2.
 bool has_native_fp8();
@@ -96,10 +115,24 @@ at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::T
 
 // FP8 compute (ComfyUI's fp8_e4m3fn_fast): needs CUDA compute capability >= 8.9 and LibTorch >= 2.1.
 bool supports_fp8_compute(const at::Device& device);
-// y = (x · a_scale) (w · w_scale)ᵀ + bias through at::_scaled_mm: x [M, K] FP16/BF16 is quantised
-// to E4M3 with a per-tensor scale (the file's input scale, else amax / 448), w [N, K] is native
-// float8 with its per-tensor scale. Output in x's dtype. Throws RuntimeFailure where unsupported.
+
+// How one FP8 layer multiplies under --fp8-compute (pure: tested on any build). _scaled_mm takes an
+// E4M3 weight whose N and K are multiples of 16 (cuBLASLt; M is free), with a per-tensor scale, or
+// per-channel (row-wise scales, [M,1] and [1,N]) where the output is BF16. It refuses a bias with an
+// FP32 output: that bias is added afterwards.
+struct Fp8MmPlan {
+  bool scaled_mm = false;   // false: the weight is decoded and multiplied in the compute type
+  bool rowwise = false;     // per-channel weight scales
+  bool bias_after = false;  // FP32 output: y + bias after the product
+  const char* reason = "";  // why not, when not
+};
+Fp8MmPlan plan_fp8_mm(bool fp8, Fp8Format format, int64_t scale_numel, int64_t n, int64_t k, at::ScalarType out);
+// y = (x · a_scale) (w · w_scale)ᵀ + bias through at::_scaled_mm, as `plan` says: x [M, K] is
+// quantised to E4M3 with a per-tensor scale (the file's input scale, else amax / 448: one reduction,
+// one multiply, one cast), w [N, K] is native float8 with its per-tensor or per-channel scale.
+// Accumulation keeps Hopper's periodic FP32 promotion (use_fast_accum off, as ComfyUI). Output in
+// x's dtype. Throws RuntimeFailure where unsupported.
 at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w_fp8, const at::Tensor& w_scale,
-                      const at::Tensor& bias, const at::Tensor& input_scale = {});
+                      const at::Tensor& bias, const at::Tensor& input_scale, const Fp8MmPlan& plan);
 
 }  // namespace fp8s::backend

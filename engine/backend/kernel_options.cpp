@@ -36,6 +36,7 @@ thread_local const KernelOptions* t_current = nullptr;
 
 std::atomic<uint64_t> g_attention[3];  // amx, fused, sliced
 std::atomic<uint64_t> g_conv[3];       // packed, channels_last, NCHW
+std::atomic<uint64_t> g_fp8_linear[2];  // through _scaled_mm, decoded
 
 std::string joined(const std::vector<std::pair<uint64_t, const char*>>& counts) {
   std::string out;
@@ -89,6 +90,7 @@ KernelScope::~KernelScope() { t_current = previous_; }
 void reset_kernel_usage() {
   for (auto& c : g_attention) c.store(0);
   for (auto& c : g_conv) c.store(0);
+  for (auto& c : g_fp8_linear) c.store(0);
 }
 
 KernelUsage kernel_usage() {
@@ -99,6 +101,8 @@ KernelUsage kernel_usage() {
   u.conv_packed = g_conv[0].load();
   u.conv_channels_last = g_conv[1].load();
   u.conv_nchw = g_conv[2].load();
+  u.linear_fp8_mm = g_fp8_linear[0].load();
+  u.linear_fp8_decoded = g_fp8_linear[1].load();
   return u;
 }
 
@@ -109,6 +113,8 @@ void count_attention(AttentionKernel kernel) {
 }
 
 void count_conv(ConvLayout layout) { g_conv[static_cast<int>(layout)]++; }
+
+void count_fp8_linear(bool scaled_mm) { g_fp8_linear[scaled_mm ? 0 : 1]++; }
 
 std::string attention_used(const KernelUsage& u) {
   return joined({{u.attention_amx, "amx"}, {u.attention_fused, "fused"}, {u.attention_sliced, "sliced"}});

@@ -43,12 +43,15 @@ class KernelScope {
 struct KernelUsage {
   uint64_t attention_amx = 0, attention_fused = 0, attention_sliced = 0;
   uint64_t conv_packed = 0, conv_channels_last = 0, conv_nchw = 0;
+  // --fp8-compute: FP8 linear calls through _scaled_mm, and those decoded instead (see Fp8MmPlan)
+  uint64_t linear_fp8_mm = 0, linear_fp8_decoded = 0;
 };
 void reset_kernel_usage();
 KernelUsage kernel_usage();
 void count_attention(AttentionKernel kernel);  // amx, fused or sliced
 enum class ConvLayout { Packed, ChannelsLast, Nchw };
 void count_conv(ConvLayout layout);
+void count_fp8_linear(bool scaled_mm);
 // "fused", "amx", "sliced", or several joined by '+' ("amx+sliced": AMX where it fits); "none".
 std::string attention_used(const KernelUsage& usage);
 // "packed (oneDNN blocked)", "channels_last", "NCHW", or several joined by '+'; "none".

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "backend/backend.h"
 #include "compare/report_format.h"
 #include "core/error.h"
 #include "io/image_metrics.h"
@@ -162,6 +163,8 @@ CompareReport measure_compare(Engine& engine, const CompareOptions& o, const Com
     request.weight_budget = mode.weight_budget;
     ModeResult m;
     m.mode = mode;
+    // each mode's VRAM from an empty cache: the previous mode's blocks would count as reserved here
+    if (report.gpu) backend::empty_device_cache();
     try {
       m.result = engine.generate(request, hooks.observer ? hooks.observer(k) : nullptr, cancel);
     } catch (const DoesNotFit& e) {
@@ -234,10 +237,10 @@ CompareReport run_compare(const CompareOptions& o, const std::function<void(cons
   const std::string folder = make_run_folder(o.outdir);
   CompareHooks hooks;
   hooks.progress = progress;
+  hooks.cancel = o.cancel;
   CompareReport report = measure_compare(engine, o, hooks);
   write_compare(report, folder);
   return report;
-  hooks.cancel = o.cancel;
 }
 
 }  // namespace fp8s

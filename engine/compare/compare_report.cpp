@@ -141,6 +141,7 @@ void write_compare(CompareReport& report, const std::string& folder) {
                           {"peak_rss_is_per_mode", r.rss_peak_is_per_request},
                           {"peak_vram_bytes", r.vram_peak_bytes},
                           {"peak_vram_reserved_bytes", r.vram_reserved_peak_bytes},
+                          {"peak_vram_used_bytes", r.vram_used_peak_bytes},
                           {"peak_drop_per_weight_byte_saved", m.drop_per_weight_byte ? nlohmann::json(*m.drop_per_weight_byte) : nlohmann::json(nullptr)},
                           {"streaming", {{"resident_block_bytes", m.resident_block_bytes},
                                          {"streamed_bytes", r.streamed_bytes},

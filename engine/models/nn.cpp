@@ -63,13 +63,19 @@ QLinearImpl::QLinearImpl(int64_t in, int64_t out, bool has_bias) {
 }
 
 at::Tensor QLinearImpl::forward(const at::Tensor& x) const {
-  // FP8 compute: an E4M3 weight with a per-tensor (or no) scale, on the GPU, sizes as cuBLASLt wants
+  // FP8 compute: an FP8 weight on the GPU through _scaled_mm where its format, sizes and scale
+  // allow (backend::plan_fp8_mm); the others are decoded and counted, and the run says how many
   const auto& w8 = store.weight;
-  const bool mm8 = fp8_compute && store.fp8 && w8.is_cuda() && store.format == Fp8Format::E4M3FN &&
-                   (!store.scale.defined() || store.scale.numel() == 1) && w8.size(0) % 16 == 0 && w8.size(1) % 16 == 0;
-  const at::Tensor w = mm8 ? at::Tensor() : store.decode(x.scalar_type());
+  backend::Fp8MmPlan plan;
+  if (fp8_compute && store.fp8 && w8.is_cuda()) {
+    plan = backend::plan_fp8_mm(true, store.format, store.scale.defined() ? store.scale.numel() : 0, w8.size(0), w8.size(1),
+                                x.scalar_type());
+    backend::count_fp8_linear(plan.scaled_mm);
+  }
+  const at::Tensor w = plan.scaled_mm ? at::Tensor() : store.decode(x.scalar_type());
   const OpTimer timer(OpKind::Linear);
-  auto y = mm8 ? backend::fp8_linear(x, w8, store.scale, bias, store.input_scale) : at::linear(x, w, bias_as(x.scalar_type()));
+  auto y = plan.scaled_mm ? backend::fp8_linear(x, w8, store.scale, bias, store.input_scale, plan)
+                          : at::linear(x, w, bias_as(x.scalar_type()));
   return add_terms(y, x);
 }
 
@@ -134,10 +140,17 @@ namespace {
 bool native_bf16_norm(const at::Tensor& x) {
   return x.is_cpu() && x.scalar_type() == at::kBFloat16 && backend::has_mixed_type_norms() && !training_active();
 }
+// On a GPU, 16-bit activations are normalised in their own type with the weights cast to it (as
+// ComfyUI does): the CUDA kernels keep their statistics in FP32, and no FP32 copy of the activation
+// is made (about 1 GB per norm in an SDXL VAE at 1024², which showed in the VRAM peak).
+bool gpu_half_norm(const at::Tensor& x) {
+  return x.is_cuda() && (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf) && !training_active();
+}
 }  // namespace
 
 at::Tensor GroupNormImpl::forward(const at::Tensor& x) const {
   const OpTimer timer(OpKind::Norm);
+  if (gpu_half_norm(x)) return at::group_norm(x, groups_, weight_.to(x.scalar_type()), bias_.to(x.scalar_type()), eps_);
   const auto w = weight_.to(at::kFloat), b = bias_.to(at::kFloat);
   if (native_bf16_norm(x)) return at::group_norm(x, groups_, w, b, eps_);
   return at::group_norm(x.to(at::kFloat), groups_, w, b, eps_).to(x.scalar_type());
@@ -150,6 +163,7 @@ LayerNormImpl::LayerNormImpl(int64_t channels, double eps) : eps_(eps) {
 
 at::Tensor LayerNormImpl::forward(const at::Tensor& x) const {
   const OpTimer timer(OpKind::Norm);
+  if (gpu_half_norm(x)) return at::layer_norm(x, {weight_.size(0)}, weight_.to(x.scalar_type()), bias_.to(x.scalar_type()), eps_);
   const auto w = weight_.to(at::kFloat), b = bias_.to(at::kFloat);
   if (native_bf16_norm(x)) return at::layer_norm(x, {weight_.size(0)}, w, b, eps_);
   return at::layer_norm(x.to(at::kFloat), {weight_.size(0)}, w, b, eps_).to(x.scalar_type());

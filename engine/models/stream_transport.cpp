@@ -5,10 +5,13 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <cstdlib>
+#include <memory>
 
+#include "backend/backend.h"
 #include "backend/kernel_options.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "memory/host_pinning.h"
 #include "memory/process_memory.h"
 #include "models/loader_detail.h"
 #include "models/nn.h"
@@ -59,7 +62,8 @@ std::vector<std::string> streamed_prefixes(const ResidencyPlan& plan) {
 namespace {
 
 // A streamed layer as the host transport holds it: its stored weight (values, or FP8 codes as
-// uint8: one byte a weight) and scale in host memory, pinned when the device is a GPU.
+// uint8: one byte a weight) and scale in host memory, page-locked in place when the device is a GPU
+// (up to the pinning cap: memory/host_pinning.h).
 struct HostLayer {
   QuantisedLayer* layer = nullptr;
   at::Tensor weight, scale;
@@ -80,6 +84,7 @@ class HostTransport {
                 const at::Device& device)
       : device_(device), layers_(blocks.size()) {
     const bool pin = device.is_cuda();
+    if (pin) pinning_ = std::make_unique<HostPinning>(default_pin_cap(), backend::register_host_memory, backend::unregister_host_memory);
     // read as load_module_weights stores them, unpacked: a CPU device packs at staging
     backend::KernelOptions unpacked = backend::current_kernel_options();
     unpacked.packed_conv = false;
@@ -92,14 +97,23 @@ class HostTransport {
         const WeightStore& st = layer->store;
         // a new tensor over the same memory (release_block_layers resets the layer's own in place);
         // a GPU keeps weights in their logical (contiguous) order, as a load onto it places them
-        const at::Tensor w = device.is_cpu() ? st.weight.detach() : st.weight.contiguous();
+        // (detached: a handle of its own, which release_block_layers' set_data leaves alone)
+        const at::Tensor w = (device.is_cpu() ? st.weight : st.weight.contiguous()).detach();
         const at::Tensor scale = st.scale.defined() ? st.scale.detach() : at::Tensor();
-        HostLayer h{layer, pin ? w.pin_memory() : w, scale.defined() && pin ? scale.pin_memory() : scale, st.fp8, st.format};
+        HostLayer h{layer, w, scale, st.fp8, st.format};
+        if (pin) {  // registered byte for byte where it lies (the scale is a few bytes: copied as it is)
+          pinning_->pin(h.weight.data_ptr(), h.weight.nbytes());
+        }
         host_bytes_ += h.weight.nbytes() + (h.scale.defined() ? h.scale.nbytes() : 0);
         if (st.input_scale.defined()) layer->store.input_scale = st.input_scale.to(device);
         layers_[i].push_back(std::move(h));
       }
       release_block_layers(module);
+    }
+    if (pinning_ && !pinning_->fallback().empty()) {
+      log().warn("streaming: {:.2f} GB of the streamed weights page-locked, {:.2f} GB left pageable ({}; the cap is "
+                 "{:.2f} GB, FP8S_PIN_LIMIT sets it): their copies to the GPU are slower",
+                 pinning_->pinned_bytes() / 1e9, pinning_->pageable_bytes() / 1e9, pinning_->fallback(), pinning_->cap() / 1e9);
     }
     if (!device.is_cpu()) {
       const c10::impl::VirtualGuardImpl impl(device.type());
@@ -134,10 +148,12 @@ class HostTransport {
   }
 
   uint64_t host_bytes() const { return host_bytes_; }
+  uint64_t pinned_bytes() const { return pinning_ ? pinning_->pinned_bytes() : 0; }
 
  private:
   at::Device device_;
   std::vector<std::vector<HostLayer>> layers_;  // per block (streamed ones only)
+  std::unique_ptr<HostPinning> pinning_;  // after layers_: unregistered before their memory is freed
   std::optional<c10::Stream> copy_stream_;
   uint64_t host_bytes_ = 0;
 };
@@ -162,8 +178,8 @@ std::unique_ptr<BlockStreamer> network_streamer(const ResidencyPlan& plan, const
   const backend::KernelOptions kernels = backend::current_kernel_options();
   if (stream_transport(device) == StreamTransport::Host) {
     auto host = std::make_shared<HostTransport>(plan, blocks, file, prefix, storage, quantise_component, every_layer, device);
-    log().info("streaming transport: host memory{} ({:.2f} GB held), copied to {} per block",
-               device.is_cuda() ? ", pinned" : "", host->host_bytes() / 1e9, device.str());
+    log().info("streaming transport: host memory ({:.2f} GB held, {:.2f} GB of it page-locked), copied to {} per block",
+               host->host_bytes() / 1e9, host->pinned_bytes() / 1e9, device.str());
     return std::make_unique<BlockStreamer>(
         plan.streamed,
         [host, kernels](int i) {

@@ -191,7 +191,10 @@ struct GenerationResult {
   uint64_t rss_peak_bytes = 0;
   bool rss_peak_is_per_request = false;  // the kernel let the high-water mark be reset at the start
   uint64_t vram_peak_bytes = 0;           // CUDA allocator: peak allocated bytes during this request
-  uint64_t vram_reserved_peak_bytes = 0;  // and peak reserved (what nvidia-smi shows of the process)
+  uint64_t vram_reserved_peak_bytes = 0;  // and peak reserved (the caching allocator's pool)
+  // and the device's used memory at its highest sample (cudaMemGetInfo: the CUDA context, every
+  // stream's pool and other processes too; what nvidia-smi shows)
+  uint64_t vram_used_peak_bytes = 0;
   // What ran (backend::kernel_usage): the attention kernel(s) and the convolution weight layout(s)
   std::string attention_kernel;
   std::string conv_layout;

@@ -10,6 +10,7 @@
 
 #include "backend/kernel_options.h"
 #include "core/compute_choice.h"
+#include "core/logging.h"
 #include "core/sha256.h"
 #include "memory/process_memory.h"
 #include "memory/tracking_allocator.h"
@@ -58,6 +59,7 @@ std::string stem_of(const std::string& path) {
 void VramPeaks::add(const backend::DeviceMemory& m) {
   allocated = std::max(allocated, m.allocated_peak);
   reserved = std::max(reserved, m.reserved_peak);
+  used = std::max(used, m.used);
 }
 
 // A phase begins: the device's peak counters start again (after the previous phase's are kept).
@@ -97,11 +99,17 @@ void finish_result(GenerationResult& result, VramPeaks& vram, const at::Device& 
   begin_phase(device, &vram);
   result.vram_peak_bytes = vram.allocated;
   result.vram_reserved_peak_bytes = vram.reserved;
+  result.vram_used_peak_bytes = vram.used;
   if (observer) observer->onPhase({Phase::Done, result.timing.total_ms});
   emit_memory(observer, Phase::Done, -1, start, device);
   const auto usage = backend::kernel_usage();
   result.attention_kernel = backend::attention_used(usage);
   result.conv_layout = backend::conv_layout_used(usage);
+  if (usage.linear_fp8_decoded > 0) {  // --fp8-compute did not reach every FP8 layer: said, never silent
+    log().warn("--fp8-compute: {} of {} FP8 linear calls ran in FP8 (_scaled_mm); {} were decoded instead (E5M2 or "
+               "sizes not multiples of 16, or per-channel scales with FP16 compute: use --compute bf16)",
+               usage.linear_fp8_mm, usage.linear_fp8_mm + usage.linear_fp8_decoded, usage.linear_fp8_decoded);
+  }
 }
 
 }  // namespace fp8s

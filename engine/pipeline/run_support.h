@@ -27,6 +27,7 @@ std::string stem_of(const std::string& path);
 // The request's VRAM peaks across phases (each phase resets the allocator's peak).
 struct VramPeaks {
   uint64_t allocated = 0, reserved = 0;
+  uint64_t used = 0;  // the device's used memory at phase ends (the cache only grows within a request)
   void add(const backend::DeviceMemory& m);
 };
 // A phase begins: the device's peak counters start again (after the previous phase's are kept).

@@ -261,7 +261,11 @@ class FluxFamily final : public FamilyModel {
     const at::Device device = model_->device();
     // Phases in sequence where they do not fit together: the transformer leaves before the text
     // encoders load, and they leave before it loads again.
-    const uint64_t available = device.is_cpu() ? available_memory_bytes() : backend::device_total_bytes(device);
+    // what the components may take: the host's memory, or the card's free memory beside what it holds
+    const uint64_t available = device.is_cpu() ? available_memory_bytes()
+                               : backend::device_available_bytes(device) == 0
+                                   ? backend::device_total_bytes(device)
+                                   : backend::device_available_bytes(device) + held_on_device();
     const auto bytes = estimate_bytes(model_->files(), r.storage);
     if (device.is_cuda()) {
       const uint64_t working = flux_working_bytes(big_w, big_h, r.batch_size, r.compute, shapes_.hidden);
@@ -372,13 +376,22 @@ class FluxFamily final : public FamilyModel {
   // The transformer's weight budget for a request sampled at width x height (the larger pass):
   // what it asks, or auto (flux_weight_budget) over the memory available to this model (what the
   // machine has free plus what the model holds now); DoesNotFit when even streaming cannot fit.
-  // Auto budgets are whole 256 MiB steps, so that a request does not reload the transformer for a
-  // few pages of difference. On a GPU a budget is what it asks (the streamed blocks wait in host
-  // memory) and auto keeps every block resident, as before.
-  std::optional<uint64_t> weight_budget(const GenerationRequest& r, int width, int height) const {
-    if (!model_->device().is_cpu()) return r.weight_budget;
+  // What the model holds on its device now (T5 may be kept on the CPU beside a GPU).
+  uint64_t held_on_device() const {
     const auto& held = model_->bytes();
-    const uint64_t available = available_memory_bytes() + held.transformer + held.t5 + held.clip_l + held.vae;
+    return held.transformer + held.clip_l + held.vae + (model_->t5_device() == model_->device() ? held.t5 : 0);
+  }
+
+  // Auto budgets are whole 256 MiB steps, so that a request does not reload the transformer for a
+  // few pages of difference. On a GPU auto fits the card's free memory (the streamed blocks wait in
+  // host memory); a card whose free memory is unknown keeps what was asked.
+  std::optional<uint64_t> weight_budget(const GenerationRequest& r, int width, int height) const {
+    const at::Device device = model_->device();
+    const uint64_t free_bytes = device.is_cpu() ? available_memory_bytes() : backend::device_available_bytes(device);
+    if (free_bytes == 0) return r.weight_budget;
+    const uint64_t available = free_bytes + (device.is_cpu() ? model_->bytes().transformer + model_->bytes().t5 +
+                                                                   model_->bytes().clip_l + model_->bytes().vae
+                                                             : held_on_device());
     auto budget = flux_weight_budget([&](const StorageSpec& st) { return estimate_bytes(model_->files(), st); },
                                      shapes_.hidden, r.storage, width, height, r.batch_size, r.compute, available, r.weight_budget);
     if (budget && !r.weight_budget) *budget -= *budget % (256ull << 20);
@@ -413,6 +426,7 @@ class FluxFamily final : public FamilyModel {
 FamilyEntry flux_family_entry() {
   FamilyEntry e;
   e.id = "flux";
+  e.label = "Flux.1 dev and schnell";
   e.detect = [](const SafetensorsFile& file) { return is_flux_file(file); };
   e.traits = [](const SafetensorsFile& file) {
     const auto contents = flux_contents(file);
@@ -426,7 +440,6 @@ FamilyEntry flux_family_entry() {
   e.tools = flux_tools();
   e.tools.folder_names = {diffusers_flux_transformer_names, diffusers_autoencoder_names};
   return e;
-  e.label = "Flux.1 dev and schnell";
 }
 
 }  // namespace fp8s

@@ -147,7 +147,8 @@ class SdFamily final : public FamilyModel {
       if (loaded || !counted.insert(u.model).second) continue;
       control += predicted_bytes(inspect_model_file(SafetensorsFile(u.model)).total, r.storage);
     }
-    const uint64_t available = available_memory_bytes();
+    // the host's memory, or on a GPU the card's free memory (the weights already hold their part)
+    const uint64_t available = device().is_cpu() ? available_memory_bytes() : backend::device_available_bytes(device());
     if (available > 0 && working + control > available) {
       char msg[400];
       std::snprintf(msg, sizeof msg,
@@ -304,8 +305,8 @@ class SdFamily final : public FamilyModel {
 FamilyEntry sd_family_entry() {
   FamilyEntry e;
   e.id = "sd";
-  // The checkpoint family is asked last: its loader names what it finds and cannot run (SD 2,
   e.label = "SD 1.x, SDXL base and their inpainting models";
+  // The checkpoint family is asked last: its loader names what it finds and cannot run (SD 2,
   // the SDXL refiner, SD3, an unknown layout).
   e.detect = [](const SafetensorsFile&) { return true; };
   e.traits = [](const SafetensorsFile& file) { return sd_traits(config_for(file)); };

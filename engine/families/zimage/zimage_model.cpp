@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/compute_choice.h"
+#include "backend/backend.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "families/flux/flux_family.h"
@@ -156,7 +157,7 @@ class ZImageFamily final : public FamilyModel {
     set_fp8_compute();
     set_loras(r.loras, r.lora_mode);  // every file read and planned before a weight changes
     const auto bytes = estimate_cached(storage_);
-    const uint64_t available = device_.is_cpu() ? available_memory_bytes() + held_.total() : 0;
+    const uint64_t available = run_memory() ? run_memory() + held_.total() : 0;
     // under a budget, or where they do not fit together, the phases take turns
     together_ = !budget_ && (available == 0 || bytes.total() + working(w, h, r.batch_size, r.compute) + kZImageProcessBytes < available);
     if (!together_) release_transformer();
@@ -323,10 +324,17 @@ class ZImageFamily final : public FamilyModel {
     return estimates_.back().second;
   }
 
+  // The memory the weights may take beside what this model holds: the host's on the CPU, the card's
+  // free memory on a GPU (backend::device_available_bytes); 0 where unknown.
+  uint64_t run_memory() const {
+    return device_.is_cpu() ? available_memory_bytes() : backend::device_available_bytes(device_);
+  }
+
   // The weight budget of a request sampled at w x h (budget_for over what this model may use).
   std::optional<uint64_t> budget(const GenerationRequest& r, int w, int h) const {
-    if (!device_.is_cpu()) return r.weight_budget;
-    auto b = budget_for(r.storage, w, h, r.batch_size, r.compute, r.weight_budget, available_memory_bytes() + held_.total());
+    const uint64_t free_bytes = run_memory();
+    if (free_bytes == 0) return r.weight_budget;  // unknown: as asked
+    auto b = budget_for(r.storage, w, h, r.batch_size, r.compute, r.weight_budget, free_bytes + held_.total());
     if (b && !r.weight_budget) *b -= *b % (256ull << 20);  // whole 256 MiB steps: no reload for a few pages
     return b;
   }

@@ -34,6 +34,11 @@ FluxConfig parse_flux_config(const std::string& json_text, bool guidance, const 
   return c;
 }
 
+at::Tensor flux_fp16_clamp(const at::Tensor& x) {
+  if (x.scalar_type() != at::kHalf) return x;
+  return at::nan_to_num(x, 0.0, 65504.0, -65504.0);
+}
+
 at::Tensor flux_apply_rope(const at::Tensor& x, const std::pair<at::Tensor, at::Tensor>& pe) {
   auto sizes = x.sizes().vec();
   sizes.back() /= 2;
@@ -186,7 +191,7 @@ at::Tensor FluxImpl::forward(const at::Tensor& img_in, const at::Tensor& img_ids
     img = img + im[2] * is.proj->forward(a.slice(1, L));
     img = img + im[5] * is.mlp2->forward(at::gelu(is.mlp0->forward(modulate(plain_layer_norm(img), im[3], im[4])), "tanh"));
     txt = txt + tm[2] * ts.proj->forward(a.slice(1, 0, L));
-    txt = txt + tm[5] * ts.mlp2->forward(at::gelu(ts.mlp0->forward(modulate(plain_layer_norm(txt), tm[3], tm[4])), "tanh"));
+    txt = flux_fp16_clamp(txt + tm[5] * ts.mlp2->forward(at::gelu(ts.mlp0->forward(modulate(plain_layer_norm(txt), tm[3], tm[4])), "tanh")));
   }
   at::Tensor x = at::cat({txt, img}, 1);
   for (const auto& s : single_) {
@@ -195,7 +200,7 @@ at::Tensor FluxImpl::forward(const at::Tensor& img_in, const at::Tensor& img_ids
     const auto both = s.linear1->forward(modulate(plain_layer_norm(x), m[0], m[1]));
     const auto qkv = split_heads(both.slice(-1, 0, 3 * h), heads);
     const auto a = attend(rms_norm(qkv[0], s.q_norm), rms_norm(qkv[1], s.k_norm), qkv[2]);
-    x = x + m[2] * s.linear2->forward(at::cat({a, at::gelu(both.slice(-1, 3 * h), "tanh")}, -1));
+    x = flux_fp16_clamp(x + m[2] * s.linear2->forward(at::cat({a, at::gelu(both.slice(-1, 3 * h), "tanh")}, -1)));
   }
   img = x.slice(1, L);
   const auto fm = final_mod_->forward(silu_vec).chunk(2, 1);  // shift, scale

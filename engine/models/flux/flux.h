@@ -33,6 +33,11 @@ at::Tensor flux_timestep_embedding(const at::Tensor& t, int64_t dim);
 std::pair<at::Tensor, at::Tensor> flux_rope(const at::Tensor& ids, const std::vector<int>& axes_dim, double theta);
 // apply_rope: each interleaved pair (2k, 2k+1) of x's last dimension rotated by its angle (flux_rope's
 // cos, sin), in FP32, back in x's type.
+// FP16 compute: the text stream after a double block and the joint stream after a single block
+// overflow FP16 on the released weights (ComfyUI clamps the same places): infinities become
+// ±65504 and NaN 0. Other types pass unchanged.
+at::Tensor flux_fp16_clamp(const at::Tensor& x);
+
 at::Tensor flux_apply_rope(const at::Tensor& x, const std::pair<at::Tensor, at::Tensor>& pe);
 
 class FluxImpl : public torch::nn::Module {
