@@ -20,22 +20,25 @@ if [ ! -d "$dir/torch/include" ]; then
 fi
 inc=$PWD/$dir/torch/include
 [ -d build-cuda ] || { echo "compile-check-torch: build-cuda/ is missing; run ./scripts/build-cuda.sh first" >&2; exit 1; }
-old=$(ninja -C build-cuda -t commands fp8studio-cli 2>/dev/null | grep -o -- '-isystem [^ ]*/torch/include ' | head -1 | cut -d' ' -f2)
+old=$( (ninja -C build-cuda -t commands fp8studio-cli 2>/dev/null || true) | grep -o -- '-isystem [^ ]*/torch/include ' | sort -u | head -1 | cut -d' ' -f2 || true)
 [ -n "$old" ] || { echo "compile-check-torch: no LibTorch include folder in build-cuda's commands" >&2; exit 1; }
-failed=0 checked=0
+# one script per source: the build's command with the other headers, no precompiled header (made
+# from the build's), no object file
+jobs=$(mktemp -d)
+trap 'rm -rf "$jobs"' EXIT
+n=0
 while read -r cmd; do
-  src=$(grep -o -- ' -c [^ ]*' <<<"$cmd" | cut -d' ' -f3)
-  grep -q -E '#include <(torch|ATen|c10)/' "$src" || continue
-  # the other headers, no precompiled header (made from the build's), no object file
   cmd=${cmd//$old/$inc}
   cmd=$(sed -E 's#/usr/bin/ccache ##; s#-Winvalid-pch -include [^ ]*cmake_pch.hxx##; s# -o [^ ]*# -fsyntax-only#; s# -MD -MT [^ ]* -MF [^ ]*##' <<<"$cmd")
-  checked=$((checked + 1))
-  if ! (cd build-cuda && eval "$cmd") > /tmp/compile-check-$$.log 2>&1; then
-    failed=$((failed + 1))
-    echo "FAIL $src"
-    grep -m 5 -E 'error' /tmp/compile-check-$$.log | sed 's/^/  /'
-  fi
+  n=$((n + 1))
+  src=$(grep -o -- ' -c [^ ]*' <<<"$cmd" | cut -d' ' -f3)
+  printf 'cd %q && %s > %q 2>&1 || { echo "FAIL %s"; grep -m 5 error %q | sed "s/^/  /"; }\n' \
+    "$PWD/build-cuda" "$cmd" "$jobs/$n.log" "$src" "$jobs/$n.log" > "$jobs/$n.sh"
 done < <(ninja -C build-cuda -t commands fp8studio-cli 2>/dev/null | grep -E ' -c [^ ]*/engine/[^ ]*\.cpp' | sort -u)
-rm -f /tmp/compile-check-$$.log
-echo "compile-check-torch: LibTorch $version headers: $checked engine sources checked, $failed failed"
+ls "$jobs"/*.sh | xargs -P "$(nproc)" -n 1 bash > "$jobs/result.txt"
+cat "$jobs/result.txt"
+failed=$(grep -c '^FAIL' "$jobs/result.txt" || true)
+header=$(grep -rl "define TORCH_VERSION_MINOR" "$inc" | head -1)
+seen=$(awk '/#define TORCH_VERSION_(MAJOR|MINOR|PATCH)/ {printf "%s%s", sep, $3; sep="."}' "$header")
+echo "compile-check-torch: LibTorch $seen headers ($version): $n engine sources checked, $failed failed"
 ((failed == 0))
