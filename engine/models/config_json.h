@@ -2,11 +2,13 @@
 // it has override the released defaults.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
 
@@ -34,9 +36,43 @@ inline void check_config_value(double value, double lo, double hi, const std::st
   throw InputError(label + ": " + what + text + " (the model's configuration is damaged: use the files from its source)");
 }
 
+// A whole number in an int's range. nlohmann's get<int>() casts a float or a wider integer without
+// a check (2e52 into an int is undefined behaviour: fuzz_ldm_config found it in ldm.config).
+inline int config_int(const nlohmann::json& v, const std::string& label, const std::string& what) {
+  if (v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > INT32_MAX) &&
+      v.get<int64_t>() >= INT32_MIN && v.get<int64_t>() <= INT32_MAX) {
+    return static_cast<int>(v.get<int64_t>());
+  }
+  throw InputError(label + ": " + what + " is " + v.dump().substr(0, 40) +
+                   ", not a whole number in an int's range (the model's configuration is damaged: use the files from its source)");
+}
+
+// A list of whole numbers (`fallback` where the key is absent).
+inline std::vector<int> config_int_list(const nlohmann::json& j, const char* key, const std::vector<int>& fallback,
+                                        const std::string& label, const std::string& what) {
+  if (!j.contains(key)) return fallback;
+  const auto& v = j[key];
+  if (!v.is_array()) throw InputError(label + ": " + what + " is not a list");
+  std::vector<int> out;
+  for (const auto& e : v) out.push_back(config_int(e, label, what + " entry"));
+  return out;
+}
+
+// A float field (`fallback` where absent): read as a double and kept inside ±1e30 before the cast
+// (a double beyond float's range cast to float is undefined behaviour); NaN stays NaN, for the
+// range checks to refuse.
+inline float config_float(const nlohmann::json& j, const char* key, float fallback) {
+  if (!j.contains(key)) return fallback;
+  const double v = j[key].get<double>();
+  return static_cast<float>(v > 1e30 ? 1e30 : v < -1e30 ? -1e30 : v);
+}
+
 // Each integer field takes its key's value where the object has the key.
-inline void read_int_fields(const nlohmann::json& j, std::initializer_list<std::pair<const char*, int*>> fields) {
-  for (const auto& [key, field] : fields) *field = j.value(key, *field);
+inline void read_int_fields(const nlohmann::json& j, const std::string& label, const char* source,
+                            std::initializer_list<std::pair<const char*, int*>> fields) {
+  for (const auto& [key, field] : fields) {
+    if (j.contains(key)) *field = config_int(j[key], label, std::string(source) + " " + key);
+  }
 }
 
 }  // namespace fp8s

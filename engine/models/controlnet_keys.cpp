@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/strings.h"
+#include "models/config_json.h"
 
 namespace fp8s {
 namespace {
@@ -170,10 +171,15 @@ ControlNetConfig controlnet_config(const SafetensorsFile& f, const std::string& 
   if (const auto it = f.metadata().find("controlnet.config"); it != f.metadata().end()) {
     try {
       const auto j = nlohmann::json::parse(it->second).at("unet");
-      u.num_heads = j.value("num_heads", u.num_heads);
-      u.num_head_channels = j.value("num_head_channels", u.num_head_channels);
-    } catch (const std::exception& e) {
+      read_int_fields(j, f.path(), "controlnet.config unet", {{"num_heads", &u.num_heads}, {"num_head_channels", &u.num_head_channels}});
+    } catch (const nlohmann::json::exception& e) {
       throw InputError(f.path() + ": controlnet.config is not valid JSON (" + e.what() + ")");
+    }
+    // -1 leaves the other rule in charge; 0 would divide by zero when the heads are formed
+    if (u.num_head_channels != -1) check_config_value(u.num_head_channels, 1, 4096, f.path(), "controlnet.config num_head_channels");
+    if (u.num_heads != -1) check_config_value(u.num_heads, 1, 1024, f.path(), "controlnet.config num_heads");
+    if (u.num_heads == -1 && u.num_head_channels == -1) {
+      throw InputError(f.path() + ": controlnet.config gives neither num_heads nor num_head_channels; use the file from its source");
     }
   }
   return c;

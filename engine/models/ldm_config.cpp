@@ -4,19 +4,38 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "core/error.h"
+#include "models/config_json.h"
 
 namespace fp8s {
 namespace {
 
+// A whole number that fits an int: nlohmann's get<int>() casts a float or a wider integer without a
+// check (2e52 into an int is undefined behaviour; fuzz_ldm_config found it).
+int whole(const nlohmann::json& j, const std::string& what, const std::string& label) {
+  if (j.is_number_integer() && j.get<int64_t>() >= std::numeric_limits<int>::min() &&
+      j.get<int64_t>() <= std::numeric_limits<int>::max() && !(j.is_number_unsigned() && j.get<uint64_t>() > INT32_MAX)) {
+    return static_cast<int>(j.get<int64_t>());
+  }
+  throw InputError(label + ": ldm.config '" + what + "' is " + j.dump().substr(0, 40) +
+                   ", not a whole number in an int's range (the file's configuration is damaged: use a checkpoint from its source)");
+}
+
+// The field `key` of `j` as a whole number, or `fallback` where it is absent or null.
+int whole_or(const nlohmann::json& j, const char* key, int fallback, const std::string& label) {
+  return j.contains(key) && !j[key].is_null() ? whole(j[key], key, label) : fallback;
+}
+
 std::vector<int> int_list(const nlohmann::json& j, const std::string& what, const std::string& label) {
   std::vector<int> v;
-  if (j.is_number_integer()) return {j.get<int>()};
+  if (j.is_number()) return {whole(j, what, label)};
   if (!j.is_array()) throw InputError(label + ": ldm.config '" + what + "' is not a list");
   for (const auto& e : j) {
     if (!e.is_number_integer()) throw InputError(label + ": ldm.config '" + what + "' holds a non-integer");
-    v.push_back(e.get<int>());
+    v.push_back(whole(e, what, label));
   }
   return v;
 }
@@ -162,59 +181,54 @@ ModelConfig parse_ldm_config(const std::string& json_text, const std::string& la
     m.parameterization = j.value("parameterization", "eps");
     const auto& ju = j.at("unet");
     auto& u = m.unet;
-    u.in_channels = ju.at("in_channels").get<int>();
-    u.out_channels = ju.at("out_channels").get<int>();
-    u.model_channels = ju.at("model_channels").get<int>();
+    u.in_channels = whole(ju.at("in_channels"), "in_channels", label);
+    u.out_channels = whole(ju.at("out_channels"), "out_channels", label);
+    u.model_channels = whole(ju.at("model_channels"), "model_channels", label);
     u.channel_mult = int_list(ju.at("channel_mult"), "channel_mult", label);
-    u.num_res_blocks = ju.at("num_res_blocks").get<int>();
+    u.num_res_blocks = whole(ju.at("num_res_blocks"), "num_res_blocks", label);
     u.attention_resolutions = int_list(ju.at("attention_resolutions"), "attention_resolutions", label);
-    u.num_heads = ju.value("num_heads", -1);
-    u.num_head_channels = ju.value("num_head_channels", -1);
+    u.num_heads = whole_or(ju, "num_heads", -1, label);
+    u.num_head_channels = whole_or(ju, "num_head_channels", -1, label);
     auto depth = int_list(ju.at("transformer_depth"), "transformer_depth", label);
     if (depth.size() == 1) depth.assign(u.channel_mult.size(), depth[0]);
     if (depth.size() != u.channel_mult.size()) {
       throw InputError(label + ": ldm.config transformer_depth does not match channel_mult");
     }
     u.transformer_depth = depth;
-    u.transformer_depth_middle = ju.contains("transformer_depth_middle") &&
-                                         !ju["transformer_depth_middle"].is_null()
-                                     ? ju["transformer_depth_middle"].get<int>()
-                                     : depth.back();
-    u.context_dim = ju.at("context_dim").get<int>();
+    u.transformer_depth_middle = whole_or(ju, "transformer_depth_middle", depth.back(), label);
+    u.context_dim = whole(ju.at("context_dim"), "context_dim", label);
     u.use_linear_in_transformer = ju.value("use_linear_in_transformer", false);
-    u.adm_in_channels = ju.contains("adm_in_channels") && !ju["adm_in_channels"].is_null()
-                            ? ju["adm_in_channels"].get<int>()
-                            : 0;
+    u.adm_in_channels = whole_or(ju, "adm_in_channels", 0, label);
     const auto& jv = j.at("vae");
     auto& v = m.vae;
-    v.ch = jv.at("ch").get<int>();
+    v.ch = whole(jv.at("ch"), "ch", label);
     v.ch_mult = int_list(jv.at("ch_mult"), "ch_mult", label);
-    v.num_res_blocks = jv.at("num_res_blocks").get<int>();
-    v.z_channels = jv.at("z_channels").get<int>();
-    v.embed_dim = jv.value("embed_dim", v.z_channels);
-    v.in_channels = jv.value("in_channels", 3);
-    v.out_ch = jv.value("out_ch", 3);
+    v.num_res_blocks = whole(jv.at("num_res_blocks"), "num_res_blocks", label);
+    v.z_channels = whole(jv.at("z_channels"), "z_channels", label);
+    v.embed_dim = whole_or(jv, "embed_dim", v.z_channels, label);
+    v.in_channels = whole_or(jv, "in_channels", 3, label);
+    v.out_ch = whole_or(jv, "out_ch", 3, label);
     v.double_z = jv.value("double_z", true);
-    v.scale_factor = jv.value("scale_factor", v.scale_factor);
+    v.scale_factor = config_float(jv, "scale_factor", v.scale_factor);
     m.text_encoders.clear();
     for (const auto& jt : j.at("text_encoders")) {
       TextEncoderConfig t;
       t.name = jt.at("name").get<std::string>();
       t.prefix = jt.at("prefix").get<std::string>();
       t.open_clip_layout = jt.value("layout", "hf") == "open_clip";
-      t.width = jt.at("width").get<int>();
-      t.layers = jt.at("layers").get<int>();
-      t.heads = jt.at("heads").get<int>();
-      t.mlp_dim = jt.at("mlp_dim").get<int>();
-      t.vocab_size = jt.value("vocab_size", 49408);
-      t.context_length = jt.value("context_length", 77);
+      t.width = whole(jt.at("width"), "width", label);
+      t.layers = whole(jt.at("layers"), "layers", label);
+      t.heads = whole(jt.at("heads"), "heads", label);
+      t.mlp_dim = whole(jt.at("mlp_dim"), "mlp_dim", label);
+      t.vocab_size = whole_or(jt, "vocab_size", 49408, label);
+      t.context_length = whole_or(jt, "context_length", 77, label);
       t.quick_gelu = jt.value("activation", "quick_gelu") == "quick_gelu";
-      t.projection_dim = jt.value("projection_dim", 0);
+      t.projection_dim = whole_or(jt, "projection_dim", 0, label);
       t.position_ids = !t.open_clip_layout;
       t.logit_scale = t.open_clip_layout;
-      t.hidden_state_index = jt.value("hidden_state_index", t.layers);
+      t.hidden_state_index = whole_or(jt, "hidden_state_index", t.layers, label);
       t.final_layer_norm = jt.value("final_layer_norm", true);
-      t.pad_id = jt.value("pad_id", 49407);
+      t.pad_id = whole_or(jt, "pad_id", 49407, label);
       m.text_encoders.push_back(t);
     }
     validate_config(m, label);

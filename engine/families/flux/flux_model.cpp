@@ -74,7 +74,9 @@ FluxConfig flux_config(const SafetensorsFile& f, const std::string& p, bool dev)
   FluxConfig c = parse_flux_config(own, dev, f.path());
   if (own.empty() && f.metadata().count("config.json")) {  // a diffusers folder's transformer/config.json
     read_config_json(f.metadata().at("config.json"), f.path(), "config.json",
-                     [&](const nlohmann::json& j) { c.axes_dim = j.value("axes_dims_rope", c.axes_dim); });
+                     [&](const nlohmann::json& j) {
+                       c.axes_dim = config_int_list(j, "axes_dims_rope", c.axes_dim, f.path(), "config.json axes_dims_rope");
+                     });
     check_config_value(static_cast<double>(c.axes_dim.size()), 1, 8, f.path(), "config.json axes_dims_rope's length");
     for (int a : c.axes_dim) check_config_value(a, 2, 4096, f.path(), "config.json axes_dims_rope entry");
   }
@@ -124,7 +126,8 @@ TextEncoderConfig clip_config(const SafetensorsFile& f, const std::string& p) {
   c.heads = c.width % 64 == 0 ? c.width / 64 : std::max(1, c.width / 16);
   if (const auto meta = metadata(f, "clip.config"); !meta.empty()) {
     try {
-      c.heads = nlohmann::json::parse(meta).value("heads", c.heads);
+      const auto j = nlohmann::json::parse(meta);
+      if (j.contains("heads")) c.heads = config_int(j["heads"], f.path(), "clip.config heads");
     } catch (const nlohmann::json::exception& e) {
       throw InputError(f.path() + ": malformed clip.config metadata (" + e.what() + ")");
     }
@@ -160,13 +163,13 @@ VaeConfig flux_ae_config(const SafetensorsFile& f, const std::string& p) {
   // the tiny files' ae.config, else diffusers' vae/config.json (scaling_factor, shift_factor)
   const std::string ae = metadata(f, "ae.config");
   read_config_json(ae, f.path(), "ae.config", [&](const nlohmann::json& j) {
-    c.scale_factor = j.value("scale_factor", c.scale_factor);
-    c.shift_factor = j.value("shift_factor", c.shift_factor);
+    c.scale_factor = config_float(j, "scale_factor", c.scale_factor);
+    c.shift_factor = config_float(j, "shift_factor", c.shift_factor);
   });
   if (ae.empty()) {
     read_config_json(metadata(f, "config.json"), f.path(), "config.json", [&](const nlohmann::json& j) {
-      c.scale_factor = j.value("scaling_factor", c.scale_factor);
-      if (j.contains("shift_factor") && j["shift_factor"].is_number()) c.shift_factor = j["shift_factor"].get<float>();
+      c.scale_factor = config_float(j, "scaling_factor", c.scale_factor);
+      if (j.contains("shift_factor") && j["shift_factor"].is_number()) c.shift_factor = config_float(j, "shift_factor", c.shift_factor);
     });
   }
   // 0 or 1e-300 divides the latent into infinities: a one-colour picture

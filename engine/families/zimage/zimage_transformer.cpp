@@ -40,7 +40,7 @@ ZImageConfig zimage_config(const SafetensorsFile& f, const std::string& p) {
   if (meta == f.metadata().end()) meta = f.metadata().find("config.json");
   if (meta != f.metadata().end()) {
     read_config_json(meta->second, f.path(), meta->first.c_str(), [&](const nlohmann::json& j) {
-      c.axes_dims = j.value("axes_dims", c.axes_dims);
+      c.axes_dims = config_int_list(j, "axes_dims", c.axes_dims, f.path(), meta->first + " axes_dims");
       c.rope_theta = j.value("rope_theta", c.rope_theta);
       c.t_scale = j.value("t_scale", c.t_scale);
       c.eps = j.value("norm_eps", c.eps);

@@ -14,10 +14,10 @@ FluxConfig parse_flux_config(const std::string& json_text, bool guidance, const 
   FluxConfig c;
   c.guidance_embed = guidance;
   read_config_json(json_text, label, "flux.config", [&](const nlohmann::json& j) {
-    read_int_fields(j, {{"hidden_size", &c.hidden_size}, {"num_heads", &c.num_heads}, {"depth", &c.depth},
+    read_int_fields(j, label, "flux.config", {{"hidden_size", &c.hidden_size}, {"num_heads", &c.num_heads}, {"depth", &c.depth},
                         {"depth_single_blocks", &c.depth_single_blocks}, {"in_channels", &c.in_channels},
                         {"vec_in_dim", &c.vec_in_dim}, {"context_in_dim", &c.context_in_dim}});
-    c.axes_dim = j.value("axes_dim", c.axes_dim);
+    c.axes_dim = config_int_list(j, "axes_dim", c.axes_dim, label, "flux.config axes_dim");
     c.theta = j.value("theta", c.theta);
     c.mlp_ratio = j.value("mlp_ratio", c.mlp_ratio);
   });

@@ -12,7 +12,7 @@ namespace fp8s {
 T5Config parse_t5_config(const std::string& json_text, const std::string& label) {
   T5Config c;
   read_config_json(json_text, label, "t5.config", [&](const nlohmann::json& j) {
-    read_int_fields(j, {{"d_model", &c.d_model}, {"d_kv", &c.d_kv}, {"num_heads", &c.num_heads}, {"d_ff", &c.d_ff},
+    read_int_fields(j, label, "t5.config", {{"d_model", &c.d_model}, {"d_kv", &c.d_kv}, {"num_heads", &c.num_heads}, {"d_ff", &c.d_ff},
                         {"num_layers", &c.num_layers}, {"vocab_size", &c.vocab_size},
                         {"relative_attention_num_buckets", &c.buckets},
                         {"relative_attention_max_distance", &c.max_distance}});
