@@ -16,6 +16,7 @@
 #include <QRegularExpression>
 
 #include "core/error.h"
+#include "families/zimage/zimage_sampling.h"
 #include "families/family.h"
 #include "models/inspect.h"
 #include "fp8/quantize.h"
@@ -74,6 +75,22 @@ class TestZImage : public QObject {
   }
 
  private Q_SLOTS:
+  // The one CFG the generation and the sampling loop share (issue 56: the two copies differed in a
+  // batch): pos + g·(pos − neg), each item's 2-norm capped at K times its own positive's. By hand,
+  // g = 1, K = 1.5: item 0 pos (3, 4), neg 0 gives (6, 8), norm 10 > 7.5, scaled by 0.75 to
+  // (4.5, 6); item 1 pos = neg = (1, 0) gives (1, 0), under its own cap and left alone (capping the
+  // whole batch's norm would have scaled it by 7.65 / 10.05)
+  void guidanceCapsEachItemOnItsOwn() {
+    const auto pos = at::tensor({3.0f, 4.0f, 1.0f, 0.0f}).view({2, 1, 1, 2});
+    const auto neg = at::tensor({0.0f, 0.0f, 1.0f, 0.0f}).view({2, 1, 1, 2});
+    const auto capped = zimage_guidance(pos, neg, 1.0, 1.5).flatten();
+    const std::vector<float> want{4.5f, 6.0f, 1.0f, 0.0f};
+    for (int i = 0; i < 4; ++i) QCOMPARE(capped[i].item<float>(), want[static_cast<std::size_t>(i)]);
+    const auto free = zimage_guidance(pos, neg, 1.0, 0.0).flatten();
+    const std::vector<float> uncapped{6.0f, 8.0f, 1.0f, 0.0f};
+    for (int i = 0; i < 4; ++i) QCOMPARE(free[i].item<float>(), uncapped[static_cast<std::size_t>(i)]);
+  }
+
   void fullSizeLayoutsLoadOnTheMetaDevice() {
     FP8S_REQUIRE_REFERENCE();
     const auto zkeys = test::load_keys("zimage-turbo.json");

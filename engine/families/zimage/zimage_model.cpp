@@ -223,16 +223,7 @@ class ZImageFamily final : public FamilyModel {
             .to(at::kCPU, at::kFloat);
       };
       at::Tensor pred = call(pos_cap);
-      if (cfg && t_value <= truncation) {
-        const at::Tensor pos = pred;
-        pred = pos + g * (pos - call(neg_cap));
-        if (norm_cap > 0) {  // each item's 2-norm capped at K times its positive prediction's
-          const auto limit = pos.flatten(1).norm(2, {1}) * norm_cap;
-          const auto n = pred.flatten(1).norm(2, {1});
-          const auto factor = at::where(n > limit, limit / n, at::ones_like(n));
-          pred = pred * factor.view({B, 1, 1, 1});
-        }
-      }
+      if (cfg && t_value <= truncation) pred = zimage_guidance(pred, call(neg_cap), g, norm_cap);
       if (on_model_ms) on_model_ms(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
       return x + sigma * pred;
     };

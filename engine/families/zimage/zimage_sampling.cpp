@@ -22,6 +22,20 @@ int zimage_start_step(int steps, double strength) {
   return static_cast<int>(std::max(steps - std::min(steps * strength, static_cast<double>(steps)), 0.0));
 }
 
+at::Tensor zimage_guidance(const at::Tensor& pos, const at::Tensor& neg, double g, double norm_cap) {
+  at::Tensor pred = pos + g * (pos - neg);
+  if (norm_cap > 0) {
+    const int64_t B = pred.size(0);
+    const auto limit = pos.flatten(1).norm(2, {1}) * norm_cap;
+    const auto n = pred.flatten(1).norm(2, {1});
+    const auto factor = at::where(n > limit, limit / n, at::ones_like(n));
+    std::vector<int64_t> shape(static_cast<std::size_t>(pred.dim()), 1);
+    shape[0] = B;
+    pred = pred * factor.view(shape);
+  }
+  return pred;
+}
+
 at::Tensor zimage_sample(ZImageTransformerImpl& model, const at::Tensor& noise, const at::Tensor& cap, const at::Tensor& neg,
                          const at::Tensor& init, const ZImageSampling& s, at::ScalarType compute) {
   const auto sigmas = zimage_sigmas(s.steps, s.shift);
@@ -36,14 +50,7 @@ at::Tensor zimage_sample(ZImageTransformerImpl& model, const at::Tensor& noise, 
     const float T = sigmas[i] * 1000.0f;
     const auto t = at::full({1}, (1000.0f - T) / 1000.0f, at::kFloat);
     at::Tensor pred = call(cap, t);
-    if (cfg && (1000.0f - T) / 1000.0f <= s.cfg_truncation) {
-      const at::Tensor pos = pred;
-      pred = pos + (s.cfg - 1.0) * (pos - call(neg, t));
-      if (s.cfg_norm > 0) {
-        const double limit = s.cfg_norm * pos.norm().item<double>(), norm = pred.norm().item<double>();
-        if (norm > limit) pred = pred * (limit / norm);
-      }
-    }
+    if (cfg && (1000.0f - T) / 1000.0f <= s.cfg_truncation) pred = zimage_guidance(pred, call(neg, t), s.cfg - 1.0, s.cfg_norm);
     x = x + (sigmas[i + 1] - sigmas[i]) * (-pred);
   }
   return x;

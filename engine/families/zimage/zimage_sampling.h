@@ -26,6 +26,12 @@ std::vector<float> zimage_sigmas(int steps, double shift);
 // The first step img2img runs at `strength`: int(max(N − min(N·strength, N), 0)).
 int zimage_start_step(int steps, double strength);
 
+// Classifier-free guidance as ZImagePipeline applies it, the one copy the sampling loop below and
+// the generation's denoiser share: pos + g·(pos − neg), g = C − 1; with norm_cap K > 0, each item's
+// 2-norm (over its channels and pixels) capped at K times its positive prediction's. pos, neg
+// [B, C, h, w] FP32.
+at::Tensor zimage_guidance(const at::Tensor& pos, const at::Tensor& neg, double g, double norm_cap);
+
 // noise, init [1, 16, h, w]; cap [1, L, D], neg [1, Ln, D] (undefined without CFG); init undefined
 // for txt2img. Returns the final latent [1, 16, h, w], FP32.
 at::Tensor zimage_sample(ZImageTransformerImpl& model, const at::Tensor& noise, const at::Tensor& cap, const at::Tensor& neg,
