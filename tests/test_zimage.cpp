@@ -21,6 +21,7 @@
 #include "models/inspect.h"
 #include "fp8/quantize.h"
 #include "pipeline/engine.h"
+#include "pipeline/infotext.h"
 #include "families/zimage/qwen3.h"
 #include "families/zimage/zimage_lora_keys.h"
 #include "families/zimage/zimage_transformer.h"
@@ -89,6 +90,36 @@ class TestZImage : public QObject {
     const auto free = zimage_guidance(pos, neg, 1.0, 0.0).flatten();
     const std::vector<float> uncapped{6.0f, 8.0f, 1.0f, 0.0f};
     for (int i = 0; i < 4; ++i) QCOMPARE(free[i].item<float>(), uncapped[static_cast<std::size_t>(i)]);
+  }
+
+  // A Z-Image image's parameters restore every setting it was made with (issue 56: the shared parser
+  // read "Shift" as Flux's switch and dropped CFG normalization, CFG truncation and Qwen length)
+  void infotextRestoresEverySetting() {
+    FP8S_REQUIRE_REFERENCE();
+    GenerationRequest r = tiny_request();
+    r.negative = "blurry";
+    r.cfg = 4.0f;
+    r.shift = 5.0f;
+    r.cfg_norm = 1.5f;
+    r.cfg_truncation = 0.75f;
+    r.text_max_length = 64;
+    Engine engine(tiny_options());
+    std::atomic<bool> cancel{false};
+    const std::string text = engine.generate(r, nullptr, cancel).images.at(0).parameters;
+    const GenerationRequest back = parse_infotext(text);
+    QCOMPARE(QString::fromStdString(back.prompt), QString::fromStdString(r.prompt));
+    QCOMPARE(QString::fromStdString(back.negative), QString("blurry"));
+    QCOMPARE(back.steps, r.steps);
+    QCOMPARE(back.cfg, 4.0f);
+    QCOMPARE(back.seed, int64_t{7});
+    QCOMPARE(back.width, 32);
+    QCOMPARE(back.height, 24);
+    QCOMPARE(back.shift, 5.0f);
+    QVERIFY(!back.no_shift);
+    QCOMPARE(back.cfg_norm, 1.5f);
+    QCOMPARE(back.cfg_truncation, 0.75f);
+    QCOMPARE(back.text_max_length, 64);
+    QVERIFY2(QString::fromStdString(text).contains("Shift: 5"), text.c_str());
   }
 
   void fullSizeLayoutsLoadOnTheMetaDevice() {

@@ -225,7 +225,15 @@ GenerationRequest parse_infotext(const std::string& text) {
     else if (key == "CFG scale") r.cfg = number(value, r.cfg);
     else if (key == "Distilled CFG Scale") r.guidance = number(value, r.guidance);  // Forge's, Flux dev
     else if (key == "T5 length") r.t5_max_length = number(value, r.t5_max_length);
-    else if (key == "Shift") r.no_shift = value == "off";
+    // "Shift: off" is Flux dev's schedule without the resolution shift; a number is Z-Image's shift.
+    // These and the three keys after them are read here until families declare their own settings
+    // (issue 56); each family writes only its own.
+    else if (key == "Shift") {
+      r.no_shift = value == "off";
+      if (value != "off" && value != "on") r.shift = number(value, r.shift);
+    } else if (key == "CFG normalization") r.cfg_norm = number(value, r.cfg_norm);
+    else if (key == "CFG truncation") r.cfg_truncation = number(value, r.cfg_truncation);
+    else if (key == "Qwen length") r.text_max_length = number(value, r.text_max_length);
     else if (key == "Seed") r.seed = number(value, int64_t{-1});
     else if (key == "Clip skip") r.clip_skip = number(value, r.clip_skip);
     else if (key == "Sampler") {
