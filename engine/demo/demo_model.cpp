@@ -50,15 +50,6 @@ std::string find_demo_model() {
                    "); give a checkpoint with --model, or set FP8S_DEMO_DIR");
 }
 
-bool is_demo_checkpoint(const std::string& path) {
-  try {
-    SafetensorsFile f(path);
-    return f.metadata().count("fp8s.demo") > 0;
-  } catch (const std::exception&) {
-    return false;
-  }
-}
-
 GenerationRequest first_run_request() {
   GenerationRequest r;
   r.prompt = "a small yellow star in the top left corner on a blue background";

@@ -26,8 +26,6 @@ std::string expected_demo_sha256();
 // The first run's settings: a prompt the demo model knows, and the sampler, steps and size it was
 // trained for (what the GUI shows before the user has typed anything).
 GenerationRequest first_run_request();
-// True when `path` is a demo checkpoint (its metadata names it).
-bool is_demo_checkpoint(const std::string& path);
 // Writes the demo's architecture (tiny SD1) with random weights from `seed` to `out` (replaced).
 void make_random_demo_model(const std::string& out, uint64_t seed);
 

@@ -18,7 +18,6 @@ constexpr std::size_t kHeader = 64;
 
 std::atomic<int64_t> g_live{0};
 std::atomic<int64_t> g_peak{0};
-std::atomic<bool> g_installed{false};
 c10::Allocator* g_base = nullptr;  // the allocator we wrap (LibTorch's default CPU allocator)
 
 void note_alloc(int64_t n) {
@@ -70,11 +69,9 @@ void install_tracking_allocator() {
   std::call_once(once, [] {
     g_base = c10::GetCPUAllocator();
     c10::SetCPUAllocator(&g_allocator, /*priority=*/100);
-    g_installed.store(true);
   });
 }
 
-bool tracking_allocator_installed() { return g_installed.load(); }
 
 TrackedBytes tracked_bytes() {
   return {static_cast<uint64_t>(std::max<int64_t>(0, g_live.load())),

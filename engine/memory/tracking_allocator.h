@@ -13,7 +13,6 @@ struct TrackedBytes {
 
 // Installs the tracking allocator once (idempotent, thread-safe).
 void install_tracking_allocator();
-bool tracking_allocator_installed();
 TrackedBytes tracked_bytes();
 // Starts a new peak measurement at the current live bytes.
 void reset_tracked_peak();

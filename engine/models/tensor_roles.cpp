@@ -6,16 +6,6 @@
 
 namespace fp8s {
 
-const char* component_name(Component component) {
-  switch (component) {
-    case Component::UNet: return "unet";
-    case Component::TextEncoder: return "text";
-    case Component::Vae: return "vae";
-    case Component::Other: return "other";
-  }
-  return "other";
-}
-
 Component component_of(const std::string& name) {
   if (starts_with(name, kUNetPrefix)) return Component::UNet;
   if (starts_with(name, kVaePrefix)) return Component::Vae;

@@ -26,7 +26,6 @@ enum class TensorRole {
 };
 
 enum class Component { UNet, TextEncoder, Vae, Other };
-const char* component_name(Component component);
 
 // Classifies a tensor of any checkpoint by its name and shape (used for files whose layout we
 // did not generate): component by prefix, role by name.

@@ -100,7 +100,6 @@ class SdFamily final : public FamilyModel {
   Prediction prediction() const override { return Prediction::Eps; }
   const at::Device& device() const override { return model_->device(); }
   const StorageSpec& storage() const override { return model_->storage(); }
-  std::shared_ptr<const ClipTokenizer> tokenizer() const { return tokenizer_; }
 
   // the UNet's streaming and the ControlNets'
   StreamStats stream_stats() const override {

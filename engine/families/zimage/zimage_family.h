@@ -1,8 +1,8 @@
 // Z-Image Turbo (Tongyi-MAI's single-stream DiT with a Qwen3-4B text encoder and the Flux.1
-// autoencoder) as a model family (families/family.h), built in steps (issue 42): the Qwen
-// tokenizer (text/qwen_tokenizer.h), the Qwen3 text encoder (families/zimage/qwen3.h, probe role
-// `qwen3`) and the transformer (families/zimage/zimage_transformer.h, probe role `zimage`) are in;
-// generation (the sampling loop, the pipeline) is not yet, and a Z-Image file is refused with that.
+// autoencoder) as a model family (families/family.h): the Qwen tokenizer (text/qwen_tokenizer.h),
+// the Qwen3 text encoder (families/zimage/qwen3.h, probe role `qwen3`), the transformer
+// (families/zimage/zimage_transformer.h, probe role `zimage`), its sampling
+// (families/zimage/zimage_sampling.h) and the family's generation (families/zimage/zimage_model.cpp).
 #pragma once
 
 #include "families/family.h"
