@@ -326,6 +326,17 @@ class TestZImage : public QObject {
     uint64_t q_linear = 0;  // the embedding stays 16-bit
     for (const auto& rec : q.tensors()) q_linear += rec.shape.size() == 2 && rec.name.find("embed_tokens") == std::string::npos;
     QCOMPARE(rq.components.at(0).quantisable_tensors, q_linear);
+    // inspect --weight-budget plans the transformer as a load does (it once refused Z-Image): the
+    // tiny file's 4 blocks (1 noise refiner, 1 context refiner, 2 layers) all stream at 0, none at 1 GB
+    auto plan = [&](const char* budget) {
+      const auto r = test::run_cli({"inspect", "--model", ref("tiny-zimage-turbo.safetensors"), "--weights", "bf16", "--weight-budget", budget});
+      if (r.exit_code != 0) return r.err;
+      return r.out;
+    };
+    const QString streamed = plan("0"), resident = plan("1G");
+    QVERIFY2(streamed.contains("resident 0 of 4 blocks") && streamed.contains("layers.1 ") && streamed.contains("streamed"),
+             qPrintable(streamed));
+    QVERIFY2(resident.contains("resident 4 of 4 blocks"), qPrintable(resident));
   }
 
   void diffusersFolderGivesTheSplitFilesImage() {
