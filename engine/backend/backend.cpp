@@ -10,7 +10,6 @@
 
 #include "core/error.h"
 #include "core/logging.h"
-#include "memory/process_memory.h"
 
 #if TORCH_VERSION_MAJOR >= 2
 #define FP8S_TORCH2 1
@@ -37,9 +36,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
-#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
-#include <cuda_runtime_api.h>
 #endif
 
 namespace fp8s::backend {
@@ -151,89 +148,6 @@ void synchronize(const at::Device& device) {
   // this device's compute stream only: not another GPU, and not the copy stream's next prefetch
   // (a streamed step's time would include it)
   if (device.is_cuda()) c10::cuda::getCurrentCUDAStream(device.index()).synchronize();
-#endif
-  (void)device;
-}
-
-DeviceMemory device_memory(const at::Device& device) {
-  DeviceMemory m;
-#ifdef FP8S_WITH_CUDA
-  if (device.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    const auto& a = stats.allocated_bytes[0];  // StatType::AGGREGATE
-    const auto& r = stats.reserved_bytes[0];
-    m.allocated = static_cast<uint64_t>(a.current);
-    m.allocated_peak = static_cast<uint64_t>(a.peak);
-    m.reserved = static_cast<uint64_t>(r.current);
-    m.reserved_peak = static_cast<uint64_t>(r.peak);
-    const c10::cuda::CUDAGuard guard(device.index());
-    std::size_t free_bytes = 0, total_bytes = 0;
-    if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) m.used = total_bytes - free_bytes;
-  }
-#endif
-  (void)device;
-  return m;
-}
-
-void empty_device_cache() {
-#ifdef FP8S_WITH_CUDA
-  if (cuda_device_count() > 0) {
-    c10::cuda::device_synchronize();
-    c10::cuda::CUDACachingAllocator::emptyCache();
-  }
-#endif
-}
-
-std::optional<uint64_t> simulated_vram_bytes() {
-  const char* e = std::getenv("FP8S_AVAILABLE_VRAM");
-  if (!e || !*e) return std::nullopt;
-  try {
-    return memory_size_bytes(e);
-  } catch (const InputError&) {
-    throw InputError(std::string("FP8S_AVAILABLE_VRAM='") + e + "' is not a memory size; use e.g. 24G, 512M or a number of bytes");
-  }
-}
-
-uint64_t device_available_bytes(const at::Device& device) {
-  if (!device.is_cuda()) return 0;
-  const auto simulated = simulated_vram_bytes();
-  uint64_t available = 0;
-#ifdef FP8S_WITH_CUDA
-  if (cuda_device_count() > device.index()) {
-    const c10::cuda::CUDAGuard guard(device.index());
-    std::size_t free_bytes = 0, total_bytes = 0;
-    if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
-      const DeviceMemory m = device_memory(device);
-      available = free_bytes + (m.reserved > m.allocated ? m.reserved - m.allocated : 0);
-    }
-  }
-#endif
-  if (simulated) return available ? std::min(available, *simulated) : *simulated;
-  return available;
-}
-
-bool register_host_memory(void* data, std::size_t bytes) {
-#ifdef FP8S_WITH_CUDA
-  if (cudaHostRegister(data, bytes, cudaHostRegisterDefault) == cudaSuccess) return true;
-  (void)cudaGetLastError();  // a failed registration leaves no sticky error behind
-  return false;
-#else
-  (void)data, (void)bytes;
-  return false;
-#endif
-}
-
-void unregister_host_memory(void* data) {
-#ifdef FP8S_WITH_CUDA
-  if (cudaHostUnregister(data) != cudaSuccess) (void)cudaGetLastError();
-#else
-  (void)data;
-#endif
-}
-
-void reset_device_peak(const at::Device& device) {
-#ifdef FP8S_WITH_CUDA
-  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
 #endif
   (void)device;
 }
