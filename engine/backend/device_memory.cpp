@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
+#include <utility>
 
 #include "backend/backend.h"
 #include "core/error.h"
@@ -17,21 +18,40 @@
 #endif
 
 namespace fp8s::backend {
+namespace {
+
+#ifdef FP8S_WITH_CUDA
+// cudaMemGetInfo on `device`: {free, total}, or {0, 0} where it fails.
+std::pair<std::size_t, std::size_t> mem_info(const at::Device& device) {
+  const c10::cuda::CUDAGuard guard(device.index());
+  std::size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) return {0, 0};
+  return {free_bytes, total_bytes};
+}
+
+// The caching allocator's current and peak bytes on `device` (DeviceMemory without `used`).
+DeviceMemory allocator_memory(const at::Device& device) {
+  DeviceMemory m;
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+  const auto& a = stats.allocated_bytes[0];  // StatType::AGGREGATE
+  const auto& r = stats.reserved_bytes[0];
+  m.allocated = static_cast<uint64_t>(a.current);
+  m.allocated_peak = static_cast<uint64_t>(a.peak);
+  m.reserved = static_cast<uint64_t>(r.current);
+  m.reserved_peak = static_cast<uint64_t>(r.peak);
+  return m;
+}
+#endif
+
+}  // namespace
 
 DeviceMemory device_memory(const at::Device& device) {
   DeviceMemory m;
 #ifdef FP8S_WITH_CUDA
   if (device.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    const auto& a = stats.allocated_bytes[0];  // StatType::AGGREGATE
-    const auto& r = stats.reserved_bytes[0];
-    m.allocated = static_cast<uint64_t>(a.current);
-    m.allocated_peak = static_cast<uint64_t>(a.peak);
-    m.reserved = static_cast<uint64_t>(r.current);
-    m.reserved_peak = static_cast<uint64_t>(r.peak);
-    const c10::cuda::CUDAGuard guard(device.index());
-    std::size_t free_bytes = 0, total_bytes = 0;
-    if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) m.used = total_bytes - free_bytes;
+    m = allocator_memory(device);
+    const auto [free_bytes, total_bytes] = mem_info(device);
+    m.used = total_bytes - free_bytes;
   }
 #endif
   (void)device;
@@ -50,11 +70,7 @@ void empty_device_cache() {
 std::optional<uint64_t> simulated_vram_bytes() {
   const char* e = std::getenv("FP8S_AVAILABLE_VRAM");
   if (!e || !*e) return std::nullopt;
-  try {
-    return memory_size_bytes(e);
-  } catch (const InputError&) {
-    throw InputError(std::string("FP8S_AVAILABLE_VRAM='") + e + "' is not a memory size; use e.g. 24G, 512M or a number of bytes");
-  }
+  return memory_size_bytes(e, "FP8S_AVAILABLE_VRAM");
 }
 
 uint64_t device_available_bytes(const at::Device& device) {
@@ -63,12 +79,9 @@ uint64_t device_available_bytes(const at::Device& device) {
   uint64_t available = 0;
 #ifdef FP8S_WITH_CUDA
   if (cuda_device_count() > device.index()) {
-    const c10::cuda::CUDAGuard guard(device.index());
-    std::size_t free_bytes = 0, total_bytes = 0;
-    if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
-      const DeviceMemory m = device_memory(device);
-      available = free_bytes + (m.reserved > m.allocated ? m.reserved - m.allocated : 0);
-    }
+    const auto free_bytes = mem_info(device).first;
+    const DeviceMemory m = allocator_memory(device);
+    if (free_bytes > 0) available = free_bytes + (m.reserved > m.allocated ? m.reserved - m.allocated : 0);
   }
 #endif
   if (simulated) return available ? std::min(available, *simulated) : *simulated;

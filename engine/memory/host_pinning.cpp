@@ -36,11 +36,7 @@ bool HostPinning::pin(void* data, std::size_t bytes) {
 uint64_t default_pin_cap() {
   if (const char* e = std::getenv("FP8S_PIN_LIMIT"); e && *e) {
     if (std::string(e) == "0") return 0;
-    try {
-      return memory_size_bytes(e);
-    } catch (const InputError&) {
-      throw InputError(std::string("FP8S_PIN_LIMIT='") + e + "' is not a memory size; use e.g. 16G, 0 (no pinning) or a number of bytes");
-    }
+    return memory_size_bytes(e, "FP8S_PIN_LIMIT");
   }
   return available_memory_bytes() / 2;
 }

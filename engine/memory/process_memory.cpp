@@ -51,7 +51,7 @@ void trim_heap() {
 #endif
 }
 
-uint64_t memory_size_bytes(const std::string& text) {
+uint64_t memory_size_bytes(const std::string& text, const char* variable) {
   std::size_t used = 0;
   double v = -1;
   try {
@@ -64,7 +64,7 @@ uint64_t memory_size_bytes(const std::string& text) {
   if (!unit.empty() && unit.back() == 'B') unit.pop_back();
   const double scale = unit.empty() ? 1 : unit == "K" ? 1e3 : unit == "M" ? 1e6 : unit == "G" ? 1e9 : unit == "T" ? 1e12 : -1;
   if (used == 0 || !(v > 0) || scale < 0 || v * scale > 1e18) {
-    throw InputError("FP8S_AVAILABLE_MEMORY='" + text + "' is not a memory size; use e.g. 8G, 512M or a number of bytes");
+    throw InputError(std::string(variable) + "='" + text + "' is not a memory size; use e.g. 8G, 512M or a number of bytes");
   }
   return static_cast<uint64_t>(v * scale);
 }

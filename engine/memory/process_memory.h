@@ -21,7 +21,8 @@ void trim_heap();
 // size such as 8G or 512M: run as if the machine had that much, to see what the memory estimate
 // refuses on a smaller machine; InputError for a value that is not a size).
 uint64_t available_memory_bytes();
-// "8G", "512M", "1.5g", "123456" (bytes; K/M/G/T decimal, an optional B) -> bytes; InputError otherwise.
-uint64_t memory_size_bytes(const std::string& text);
+// "8G", "512M", "1.5g", "123456" (bytes; K/M/G/T decimal, an optional B) -> bytes; otherwise an
+// InputError naming `variable`, the environment variable the text came from.
+uint64_t memory_size_bytes(const std::string& text, const char* variable = "FP8S_AVAILABLE_MEMORY");
 
 }  // namespace fp8s

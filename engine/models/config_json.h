@@ -67,6 +67,12 @@ inline float config_float(const nlohmann::json& j, const char* key, float fallba
   return static_cast<float>(v > 1e30 ? 1e30 : v < -1e30 ? -1e30 : v);
 }
 
+// RoPE axes as a configuration gives them: 1 to 8 axes of 2 to 4096 dimensions each.
+inline void check_rope_axes(const std::vector<int>& axes, const std::string& label, const std::string& what) {
+  check_config_value(static_cast<double>(axes.size()), 1, 8, label, what + "'s length");
+  for (const int a : axes) check_config_value(a, 2, 4096, label, what + " entry");
+}
+
 // Each integer field takes its key's value where the object has the key.
 inline void read_int_fields(const nlohmann::json& j, const std::string& label, const char* source,
                             std::initializer_list<std::pair<const char*, int*>> fields) {

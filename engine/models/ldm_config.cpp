@@ -4,8 +4,6 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <cstdint>
-#include <limits>
 
 #include "core/error.h"
 #include "models/config_json.h"
@@ -13,15 +11,9 @@
 namespace fp8s {
 namespace {
 
-// A whole number that fits an int: nlohmann's get<int>() casts a float or a wider integer without a
-// check (2e52 into an int is undefined behaviour; fuzz_ldm_config found it).
+// A whole number that fits an int (config_int: nlohmann's get<int>() casts without a check).
 int whole(const nlohmann::json& j, const std::string& what, const std::string& label) {
-  if (j.is_number_integer() && j.get<int64_t>() >= std::numeric_limits<int>::min() &&
-      j.get<int64_t>() <= std::numeric_limits<int>::max() && !(j.is_number_unsigned() && j.get<uint64_t>() > INT32_MAX)) {
-    return static_cast<int>(j.get<int64_t>());
-  }
-  throw InputError(label + ": ldm.config '" + what + "' is " + j.dump().substr(0, 40) +
-                   ", not a whole number in an int's range (the file's configuration is damaged: use a checkpoint from its source)");
+  return config_int(j, label, "ldm.config '" + what + "'");
 }
 
 // The field `key` of `j` as a whole number, or `fallback` where it is absent or null.

@@ -13,7 +13,6 @@ namespace {
 
 void check_cancel(const std::atomic<bool>* cancel) {
   if (cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled();
-  cancel_point();
 }
 
 // value · gelu(gate), the same products: the gate (a strided half of the projection) made contiguous

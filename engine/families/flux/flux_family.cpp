@@ -262,10 +262,10 @@ class FluxFamily final : public FamilyModel {
     // Phases in sequence where they do not fit together: the transformer leaves before the text
     // encoders load, and they leave before it loads again.
     // what the components may take: the host's memory, or the card's free memory beside what it holds
+    const uint64_t card_free = device.is_cpu() ? 0 : backend::device_available_bytes(device);
     const uint64_t available = device.is_cpu() ? available_memory_bytes()
-                               : backend::device_available_bytes(device) == 0
-                                   ? backend::device_total_bytes(device)
-                                   : backend::device_available_bytes(device) + held_on_device();
+                               : card_free == 0 ? backend::device_total_bytes(device)
+                                                : card_free + held_on_device();
     const auto bytes = estimate_bytes(model_->files(), r.storage);
     if (device.is_cuda()) {
       const uint64_t working = flux_working_bytes(big_w, big_h, r.batch_size, r.compute, shapes_.hidden);
@@ -376,7 +376,8 @@ class FluxFamily final : public FamilyModel {
   // The transformer's weight budget for a request sampled at width x height (the larger pass):
   // what it asks, or auto (flux_weight_budget) over the memory available to this model (what the
   // machine has free plus what the model holds now); DoesNotFit when even streaming cannot fit.
-  // What the model holds on its device now (T5 may be kept on the CPU beside a GPU).
+  // What the model holds on its device now (T5 may be kept on the CPU beside a GPU; on a CPU it is
+  // everything it holds).
   uint64_t held_on_device() const {
     const auto& held = model_->bytes();
     return held.transformer + held.clip_l + held.vae + (model_->t5_device() == model_->device() ? held.t5 : 0);
@@ -389,9 +390,7 @@ class FluxFamily final : public FamilyModel {
     const at::Device device = model_->device();
     const uint64_t free_bytes = device.is_cpu() ? available_memory_bytes() : backend::device_available_bytes(device);
     if (free_bytes == 0) return r.weight_budget;
-    const uint64_t available = free_bytes + (device.is_cpu() ? model_->bytes().transformer + model_->bytes().t5 +
-                                                                   model_->bytes().clip_l + model_->bytes().vae
-                                                             : held_on_device());
+    const uint64_t available = free_bytes + held_on_device();
     auto budget = flux_weight_budget([&](const StorageSpec& st) { return estimate_bytes(model_->files(), st); },
                                      shapes_.hidden, r.storage, width, height, r.batch_size, r.compute, available, r.weight_budget);
     if (budget && !r.weight_budget) *budget -= *budget % (256ull << 20);

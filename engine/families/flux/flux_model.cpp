@@ -77,8 +77,7 @@ FluxConfig flux_config(const SafetensorsFile& f, const std::string& p, bool dev)
                      [&](const nlohmann::json& j) {
                        c.axes_dim = config_int_list(j, "axes_dims_rope", c.axes_dim, f.path(), "config.json axes_dims_rope");
                      });
-    check_config_value(static_cast<double>(c.axes_dim.size()), 1, 8, f.path(), "config.json axes_dims_rope's length");
-    for (int a : c.axes_dim) check_config_value(a, 2, 4096, f.path(), "config.json axes_dims_rope entry");
+    check_rope_axes(c.axes_dim, f.path(), "config.json axes_dims_rope");
   }
   c.hidden_size = static_cast<int>(dim_of(f, p + "img_in.weight", 0));
   c.in_channels = static_cast<int>(dim_of(f, p + "img_in.weight", 1));

@@ -49,8 +49,7 @@ ZImageConfig zimage_config(const SafetensorsFile& f, const std::string& p) {
     check_config_value(c.rope_theta, 1, 1e9, f.path(), key + " rope_theta");
     check_config_value(c.t_scale, 1e-3, 1e6, f.path(), key + " t_scale");
     check_config_value(c.eps, 1e-12, 0.1, f.path(), key + " norm_eps");
-    check_config_value(static_cast<double>(c.axes_dims.size()), 1, 8, f.path(), key + " axes_dims's length");
-    for (const int a : c.axes_dims) check_config_value(a, 2, 4096, f.path(), key + " axes_dims entry");
+    check_rope_axes(c.axes_dims, f.path(), key + " axes_dims");
   }
   c.dim = static_cast<int>(dim_of(f, p + "x_embedder.weight", 0));
   c.channels = static_cast<int>(dim_of(f, p + "x_embedder.weight", 1) / (c.patch * c.patch));

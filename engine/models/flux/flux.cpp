@@ -23,8 +23,7 @@ FluxConfig parse_flux_config(const std::string& json_text, bool guidance, const 
   });
   check_config_value(c.theta, 1, 1e9, label, "flux.config theta");
   check_config_value(c.mlp_ratio, 0.25, 64, label, "flux.config mlp_ratio");
-  check_config_value(static_cast<double>(c.axes_dim.size()), 1, 8, label, "flux.config axes_dim's length");
-  for (int a : c.axes_dim) check_config_value(a, 2, 4096, label, "flux.config axes_dim entry");
+  check_rope_axes(c.axes_dim, label, "flux.config axes_dim");
   int axes = 0;
   for (int a : c.axes_dim) axes += a;
   if (c.hidden_size <= 0 || c.num_heads <= 0 || c.hidden_size % c.num_heads != 0 || axes != c.head_dim() ||
