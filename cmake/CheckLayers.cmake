@@ -1,6 +1,7 @@
 # `cmake -DENGINE=<engine folder> -P CheckLayers.cmake`: fails when an engine file includes a folder
 # above its own or beside it. The layers, bottom up (issue 18): core < memory < io, text, sampling,
-# fp8, kernels < backend < models < lora < pipeline < compare, demo < cli.
+# fp8, kernels < backend < models < lora < pipeline < families < compare, demo < cli. The pipeline
+# declares what it needs of a family (pipeline/family.h, builtin_families) and families/ defines it.
 set(level_core 0)
 set(level_memory 1)
 set(level_io 2)
@@ -12,9 +13,10 @@ set(level_backend 3)
 set(level_models 4)
 set(level_lora 5)
 set(level_pipeline 6)
-set(level_compare 7)
-set(level_demo 7)
-set(level_cli 8)
+set(level_families 7)
+set(level_compare 8)
+set(level_demo 8)
+set(level_cli 9)
 file(GLOB_RECURSE files RELATIVE ${ENGINE} ${ENGINE}/*.h ${ENGINE}/*.cpp)
 set(bad 0)
 foreach(f ${files})

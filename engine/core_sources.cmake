@@ -27,6 +27,7 @@ set(FP8S_CORE_SOURCES
   models/streaming.cpp
   models/flux/flux_files.cpp
   families/weight_budget.cpp
+  pipeline/family_options.cpp
   families/zimage/zimage_files.cpp
   families/zimage/zimage_lora_keys.cpp
   models/controlnet_keys.cpp

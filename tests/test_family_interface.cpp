@@ -5,15 +5,18 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QLineEdit>
 #include <QSettings>
 #include <QSpinBox>
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "cli/commands.h"
 #include "compare/compare.h"
 #include "core/error.h"
-#include "families/family.h"
+#include "pipeline/family.h"
+#include "pipeline/family_options.h"
 #include "fp8/codec.h"
 #include "io/safetensors.h"
 #include "panels/ChartsPanel.h"
@@ -60,8 +63,27 @@ at::Tensor stored(const at::Tensor& w, const StorageSpec& s) {
   return out;
 }
 
+// The toy's one declared setting and its one component role: the CLI's --toy-gain and
+// --toy-decoder, the infotext's "Toy gain", the Prompt panel's control come from these alone.
+FamilyOption toy_gain() {
+  FamilyOption o;
+  o.name = "toy-gain";
+  o.label = "Gain";
+  o.infotext_key = "Toy gain";
+  o.type = FamilyOption::Type::Number;
+  o.min = 0;
+  o.max = 2;
+  o.default_value = "1";
+  o.help = "the toy's mixer gain";
+  o.prompt_panel = true;
+  return o;
+}
+
+ComponentRole toy_role() { return {"decoder", "toy decoder", {"toy_decoder"}, "toy-decoder", "toy_decoder.safetensors"}; }
+
 FamilyTraits toy_traits() {
   FamilyTraits t;
+  t.prediction = Prediction::Flow;
   t.id = "toy";
   t.name = "Toy family";
   t.native_size = 32;
@@ -74,7 +96,8 @@ FamilyTraits toy_traits() {
   t.default_cfg = 1.0f;
   t.default_steps = 6;
   t.clip_skip = false;
-  t.components = {{"decoder", "toy decoder", {"toy_decoder"}}};
+  t.components = {toy_role()};
+  t.options = {toy_gain()};
   t.latent.channels = 3;
   t.latent.factor = 2;
   t.latent.rgb_factors = {1, 0, 0, 0, 1, 0, 0, 0, 1};
@@ -104,7 +127,6 @@ class ToyFamily final : public FamilyModel {
     load();
   }
   const FamilyTraits& traits() const override { return traits_; }
-  Prediction prediction() const override { return Prediction::Flow; }
   const at::Device& device() const override { return device_; }
   const StorageSpec& storage() const override { return storage_; }
   void describe(ModelInfo& i) const override {
@@ -135,13 +157,14 @@ class ToyFamily final : public FamilyModel {
   at::Tensor sigmas(const GenerationRequest&, int steps, int64_t, int64_t) const override {
     return at::linspace(1.0, 0.0, steps + 1, at::kFloat);
   }
-  PassDenoiser denoiser(const FamilyConditioning& cond, const GenerationRequest&, const SamplingInit&,
+  PassDenoiser denoiser(const FamilyConditioning& cond, const GenerationRequest& r, const SamplingInit&,
                         const std::function<void(double)>& on_model_ms, const std::atomic<bool>*) override {
     const float c = static_cast<const ToyCond&>(cond).c;
+    const double gain = option_number(traits_.options, r.options, "toy-gain");
     PassDenoiser d;
-    d.denoise = [this, c, on_model_ms](const at::Tensor& x, const at::Tensor& sigma) {
+    d.denoise = [this, c, gain, on_model_ms](const at::Tensor& x, const at::Tensor& sigma) {
       if (on_model_ms) on_model_ms(0.5);
-      return x - sigma * at::tanh(mix(mixer_, x) + c);
+      return x - sigma * at::tanh(gain * mix(mixer_, x) + c);
     };
     return d;
   }
@@ -150,7 +173,7 @@ class ToyFamily final : public FamilyModel {
     return at::tanh(mix(decoder_, at::upsample_nearest2d(latent, {latent.size(2) * 2, latent.size(3) * 2})));
   }
   std::string infotext(const GenerationRequest& r, uint64_t seed, const std::string& name, const std::string& hash) const override {
-    return format_infotext(r, seed, name, hash, r.width, r.height) + ", Toy: 1";
+    return format_infotext(r, seed, name, hash, r.width, r.height) + options_infotext_fields(traits_.options, r.options) + ", Toy: 1";
   }
   std::vector<float> probe(const StorageSpec&, ComputeType, uint64_t, int, const std::vector<LoraRequest>&, LoraMode) override {
     return {};
@@ -170,6 +193,19 @@ class ToyFamily final : public FamilyModel {
 };
 
 using fp8s::test::Steps;
+
+// The prompt "abc" in FP32, Euler, no CFG.
+GenerationRequest toy_request(int steps, int64_t seed) {
+  GenerationRequest r;
+  r.prompt = "abc";
+  r.steps = steps;
+  r.seed = seed;
+  r.cfg = 1;
+  r.sampler = Sampler::Euler;
+  r.storage = StorageSpec{WeightType::FP32};
+  r.compute = ComputeType::FP32;
+  return r;
+}
 
 }  // namespace
 
@@ -192,6 +228,8 @@ class TestFamilyInterface : public QObject {
     e.id = "toy";
     e.detect = [](const SafetensorsFile& f) { return f.metadata().count("toy.family") > 0; };
     e.traits = [](const SafetensorsFile&) { return toy_traits(); };
+    e.options = {toy_gain()};
+    e.roles = {toy_role()};
     e.open = [](const LoadOptions& o, const at::Device&) -> std::unique_ptr<FamilyModel> { return std::make_unique<ToyFamily>(o); };
     register_family(std::move(e));
     m_model = m_dir.filePath("toy.safetensors").toStdString();
@@ -217,14 +255,7 @@ class TestFamilyInterface : public QObject {
   // family's; a sampler it does not offer is refused by name
   void generateRunsTheToy() {
     Engine engine(options());
-    GenerationRequest r;
-    r.prompt = "abc";
-    r.steps = 3;
-    r.seed = 11;
-    r.cfg = 1;
-    r.sampler = Sampler::Euler;
-    r.storage = StorageSpec{WeightType::FP32};
-    r.compute = ComputeType::FP32;
+    GenerationRequest r = toy_request(3, 11);
     Steps steps;
     std::atomic<bool> cancel{false};
     const auto result = engine.generate(r, &steps, cancel);
@@ -280,6 +311,50 @@ class TestFamilyInterface : public QObject {
     QVERIFY(report.modes[1].psnr > 20);
   }
 
+  // The toy's declared option and component role become the CLI's flags, checked against the
+  // declaration; the image made with the option writes it into its infotext and reads it back;
+  // another family's setting is refused by name.
+  void declaredOptionReachesTheCliAndInfotext() {
+    {
+      CLI::App app;
+      GenerationRequest r;
+      cli::RequestFlags flags;
+      cli::add_request_options(app, r, flags);
+      cli::ModelFlags model;
+      cli::add_model_options(app, model, false);
+      app.parse("--toy-gain 0.5 --toy-decoder " + m_decoder, false);
+      QCOMPARE(QString::fromStdString(r.options.at("toy-gain")), QString("0.5"));
+      QCOMPARE(QString::fromStdString(model.role_files.at("decoder")), QString::fromStdString(m_decoder));
+      QVERIFY(app.help().find("--toy-gain") != std::string::npos);
+      QVERIFY(app.help().find("the toy's mixer gain") != std::string::npos);
+    }
+    {
+      CLI::App app;
+      GenerationRequest r;
+      cli::RequestFlags flags;
+      cli::add_request_options(app, r, flags);
+      try {
+        app.parse(std::string("--toy-gain 5"), false);
+        QFAIL("--toy-gain 5 was taken");
+      } catch (const CLI::ParseError& e) {
+        QVERIFY2(std::string(e.what()).find("--toy-gain takes a number from 0 to 2") != std::string::npos, e.what());
+      }
+    }
+    Engine engine(options());
+    GenerationRequest r = toy_request(2, 5);
+    std::atomic<bool> cancel{false};
+    const auto plain = engine.generate(r, nullptr, cancel).images.at(0);
+    r.options["toy-gain"] = "0.5";
+    const auto gained = engine.generate(r, nullptr, cancel).images.at(0);
+    QVERIFY(plain.image.pixels != gained.image.pixels);  // the family reads the value it declared
+    QVERIFY2(gained.parameters.find("Toy gain: 0.5") != std::string::npos, gained.parameters.c_str());
+    QVERIFY2(plain.parameters.find("Toy gain") == std::string::npos, plain.parameters.c_str());  // the default is not written
+    QCOMPARE(parse_infotext(gained.parameters).options, r.options);
+    r.options = {{"guidance", "3"}};
+    const QString msg = test::refusal(engine, r);
+    QVERIFY2(msg.contains("--guidance is not a setting of Toy family") && msg.contains("--toy-gain"), qPrintable(msg));
+  }
+
   // the GUI's panels build their controls from the toy's traits
   void panelsReadTheToysTraits() {
     gui::PromptPanel prompt;
@@ -288,6 +363,26 @@ class TestFamilyInterface : public QObject {
     QCOMPARE(sampler->count(), 2);
     QCOMPARE(prompt.findChild<QComboBox*>("scheduleCombo")->currentText(), QString("Toy linear"));
     QCOMPARE(prompt.findChild<QSpinBox*>("stepsSpin")->value(), 6);  // the family's steps
+    {  // its declared option: a control at the default, whose value the request carries
+      auto* gain = prompt.findChild<QDoubleSpinBox*>("option_toy-gain");
+      QVERIFY(gain != nullptr);
+      QCOMPARE(gain->value(), 1.0);
+      QCOMPARE(gain->maximum(), 2.0);
+      gain->setValue(0.25);
+      GenerationRequest r;
+      prompt.fillRequest(r);
+      QCOMPARE(QString::fromStdString(r.options.at("toy-gain")), QString("0.25"));
+      r.options["toy-gain"] = "1.5";  // a dropped PNG's
+      prompt.setFromRequest(r);
+      QCOMPARE(gain->value(), 1.5);
+      QTemporaryDir dir;
+      QSettings s(dir.filePath("o.ini"), QSettings::IniFormat);
+      prompt.saveSettings(s);
+      gui::PromptPanel again;
+      again.restoreSettings(s);
+      again.setTraits(toy_traits());
+      QCOMPARE(again.findChild<QDoubleSpinBox*>("option_toy-gain")->value(), 1.5);
+    }
     {  // steps the settings restored stay with the first model; a switch of family brings its own
       QTemporaryDir dir;
       QSettings s(dir.filePath("s.ini"), QSettings::IniFormat);

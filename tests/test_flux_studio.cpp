@@ -141,7 +141,7 @@ GenerationRequest tiny_request() {
   r.steps = 5;
   r.sampler = Sampler::Euler;
   r.width = r.height = 16;
-  r.t5_max_length = 32;
+  r.options["t5-max-length"] = "32";
   r.compute = ComputeType::FP32;
   r.storage.weights = WeightType::FP32;
   return r;
@@ -349,7 +349,7 @@ class TestFluxStudio : public QObject {
     Engine engine(tiny_options());
     std::atomic<bool> cancel{false};
     auto r = tiny_request();
-    r.guidance = 4.5f;
+    r.options["guidance"] = "4.5";
     r.steps = 2;
     r.enable_hr = true;
     r.hr_scale = 2;
@@ -357,11 +357,12 @@ class TestFluxStudio : public QObject {
     const auto out = engine.generate(r, nullptr, cancel).images.at(0);
     const auto back = parse_infotext(out.parameters);
     QCOMPARE(back.prompt, r.prompt);
-    QCOMPARE(back.guidance, 4.5f);
+    QCOMPARE(QString::fromStdString(back.options.at("guidance")), QString("4.5"));
     QCOMPARE(back.steps, 2);
     QCOMPARE(back.seed, int64_t(100));
     QCOMPARE(back.width, 16);
-    QCOMPARE(back.t5_max_length, 32);
+    QCOMPARE(QString::fromStdString(back.options.at("t5-max-length")), QString("32"));
+    QVERIFY(!back.options.count("shift"));  // nothing of another family's
     QVERIFY(back.enable_hr);
     QCOMPARE(back.hr_scale, 2.0f);
     QCOMPARE(back.hr_denoising_strength, 0.6f);

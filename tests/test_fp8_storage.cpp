@@ -24,7 +24,7 @@
 #include "pipeline/engine.h"
 #include "core/error.h"
 #include "io/safetensors.h"
-#include "families/family.h"
+#include "pipeline/family.h"
 #include "support.h"
 
 using namespace fp8s;

@@ -76,7 +76,7 @@ class TestGuiFlux : public QObject {
       QVERIFY2(table.contains(c), qPrintable(table));
     }
     // dev: guidance in CFG's place, the flow's samplers (Euler first), sizes by 16
-    QTRY_VERIFY(child<QDoubleSpinBox>(w.get(), "guidanceSpin")->isVisible());
+    QTRY_VERIFY(child<QDoubleSpinBox>(w.get(), "option_guidance")->isVisible());
     QVERIFY(!child<QDoubleSpinBox>(w.get(), "cfgSpin")->isVisible());
     auto* sampler = child<QComboBox>(w.get(), "samplerCombo");
     QCOMPARE(sampler->count(), 3);  // Euler, Heun, DPM++ 2M
@@ -87,9 +87,9 @@ class TestGuiFlux : public QObject {
     width->setValue(32);
     child<QSpinBox>(w.get(), "heightSpin")->setValue(32);
     child<QSpinBox>(w.get(), "stepsSpin")->setValue(3);
-    child<QDoubleSpinBox>(w.get(), "guidanceSpin")->setValue(4.5);
+    child<QDoubleSpinBox>(w.get(), "option_guidance")->setValue(4.5);
     child<QPlainTextEdit>(w.get(), "promptEdit")->setPlainText("a lighthouse on a cliff at dusk");
-    QCOMPARE(w->currentRequest().guidance, 4.5f);
+    QCOMPARE(QString::fromStdString(w->currentRequest().options.at("guidance")), QString("4.5"));
     QSignalSpy started(w->worker(), &EngineWorker::runStarted);
     QSignalSpy done(w->worker(), &EngineWorker::finished);
     QTest::mouseClick(child<QWidget>(w.get(), "generateButton"), Qt::LeftButton);

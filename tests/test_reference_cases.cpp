@@ -10,7 +10,7 @@
 #include "io/png.h"
 #include "io/safetensors.h"
 #include "models/convert.h"
-#include "families/family.h"
+#include "pipeline/family.h"
 #include "families/flux/flux_model.h"
 #include "support.h"
 

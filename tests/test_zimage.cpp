@@ -17,12 +17,12 @@
 
 #include "core/error.h"
 #include "families/zimage/zimage_sampling.h"
-#include "families/family.h"
+#include "pipeline/family.h"
 #include "models/inspect.h"
 #include "fp8/quantize.h"
 #include "pipeline/engine.h"
 #include "pipeline/infotext.h"
-#include "families/zimage/qwen3.h"
+#include "models/lm/decoder_lm.h"
 #include "families/zimage/zimage_lora_keys.h"
 #include "families/zimage/zimage_transformer.h"
 #include "families/lora_set.h"
@@ -99,10 +99,7 @@ class TestZImage : public QObject {
     GenerationRequest r = tiny_request();
     r.negative = "blurry";
     r.cfg = 4.0f;
-    r.shift = 5.0f;
-    r.cfg_norm = 1.5f;
-    r.cfg_truncation = 0.75f;
-    r.text_max_length = 64;
+    r.options = {{"shift", "5"}, {"cfg-norm", "1.5"}, {"cfg-truncation", "0.75"}, {"qwen-max-length", "64"}};
     Engine engine(tiny_options());
     std::atomic<bool> cancel{false};
     const std::string text = engine.generate(r, nullptr, cancel).images.at(0).parameters;
@@ -114,11 +111,8 @@ class TestZImage : public QObject {
     QCOMPARE(back.seed, int64_t{7});
     QCOMPARE(back.width, 32);
     QCOMPARE(back.height, 24);
-    QCOMPARE(back.shift, 5.0f);
-    QVERIFY(!back.no_shift);
-    QCOMPARE(back.cfg_norm, 1.5f);
-    QCOMPARE(back.cfg_truncation, 0.75f);
-    QCOMPARE(back.text_max_length, 64);
+    // exactly Z-Image's four, and nothing of Flux's ("Shift: 5" is not Flux's "Shift: off")
+    QCOMPARE(back.options, r.options);
     QVERIFY2(QString::fromStdString(text).contains("Shift: 5"), text.c_str());
   }
 
@@ -148,7 +142,7 @@ class TestZImage : public QObject {
     }
     const auto qkeys = test::load_keys("qwen3-4b.json");
     const SafetensorsFile q(test::sparse_file(m_dir.path(), "qwen_3_4b.safetensors", qkeys));
-    const auto qc = qwen3_config(q, "model.");
+    const auto qc = decoder_lm_config(q, "model.", {}, "qwen3.config");
     QCOMPARE(qc.hidden, 2560);
     QCOMPARE(qc.layers, 36);
     QCOMPARE(qc.heads, 32);
@@ -158,8 +152,8 @@ class TestZImage : public QObject {
     QCOMPARE(qc.vocab_size, 151936);
     {
       const BuildOn on(at::Device(at::kMeta));
-      Qwen3Encoder enc(qc);
-      load_module_weights(*enc, q, "model.", {WeightType::BF16, Fp8Scale::None, false}, false, Qwen3EncoderImpl::ignorable_keys(enc->config()), {},
+      DecoderLm enc(qc);
+      load_module_weights(*enc, q, "model.", {WeightType::BF16, Fp8Scale::None, false}, false, DecoderLmImpl::ignorable_keys(enc->config()), {},
                           at::Device(at::kMeta), true);
       // all but the last layer and the final norm (hidden_states[-2] never reads them)
       QCOMPARE(test::module_params(*enc), test::params_of(qkeys, [](const QString& k) {

@@ -13,7 +13,7 @@
 #include "lora/lora.h"
 #include "models/inspect.h"
 #include "models/synthetic.h"
-#include "families/family.h"
+#include "pipeline/family.h"
 
 namespace fp8s::cli {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/interrupt.h"
-#include "families/family.h"
+#include "pipeline/family.h"
 #include "compare/compare.h"
 #include "core/error.h"
 #include "core/logging.h"

@@ -11,7 +11,7 @@
 #include "cli/interrupt.h"
 #include "cli/progress.h"
 #include "core/error.h"
-#include "families/family.h"
+#include "pipeline/family.h"
 #include "models/inspect.h"
 #include "core/logging.h"
 #include "io/control_image.h"

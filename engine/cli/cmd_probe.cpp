@@ -10,7 +10,7 @@
 #include "fp8/codec.h"
 #include "io/safetensors.h"
 #include "models/nn.h"
-#include "families/family.h"
+#include "pipeline/family.h"
 
 namespace fp8s::cli {
 namespace {
@@ -70,9 +70,8 @@ struct ModelProbeOptions {
   std::vector<std::string> loras;
   std::string lora_mode = "auto";
   bool overwrite = false;
-  float guidance = 3.5f;  // a distilled model's sampling role
-  bool no_shift = false;  // a shifted schedule unshifted
-  float shift = 3.0f, cfg_norm = 0.0f, cfg_truncation = 1.0f, strength = 1.0f;  // Z-Image's sampling role
+  float strength = 1.0f;  // an img2img sampling role's
+  std::map<std::string, std::string> options;  // the families' declared settings (--guidance, --shift, ...)
   std::string controlnet;  // ControlNet roles
   float control_strength = 1.0f, control_start = 0.0f, control_end = 1.0f;
 };
@@ -146,11 +145,7 @@ void probe_model(const std::string& role, const ModelProbeOptions& o) {
   s.steps = o.steps;
   s.cfg = o.cfg;
   s.seed = o.seed;
-  s.guidance = o.guidance;
-  s.no_shift = o.no_shift;
-  s.shift = o.shift;
-  s.cfg_norm = o.cfg_norm;
-  s.cfg_truncation = o.cfg_truncation;
+  s.options = o.options;
   s.strength = o.strength;
   s.controlnet = o.controlnet;
   s.control_strength = o.control_strength;
@@ -202,13 +197,7 @@ void register_probe(CLI::App& app) {
   sub->add_option("--steps", o->m.steps, "sampling steps")->check(CLI::Range(1, 1000))->capture_default_str();
   sub->add_option("--cfg", o->m.cfg, "classifier-free guidance scale")->capture_default_str();
   sub->add_option("--seed", o->m.seed, "seed of the step noise")->capture_default_str();
-  sub->add_option("--guidance", o->m.guidance, "sampling roles of a distilled model: its guidance")->capture_default_str();
-  sub->add_flag("--no-shift", o->m.no_shift, "sampling roles of a shifted schedule: without the shift");
-  sub->add_option("--shift", o->m.shift, "zimage-sample: the schedule's shift (Turbo: 3)")->capture_default_str();
-  sub->add_option("--cfg-norm", o->m.cfg_norm, "zimage-sample: cap the guided prediction's norm at K times the positive one's (0: off)")
-      ->capture_default_str();
-  sub->add_option("--cfg-truncation", o->m.cfg_truncation, "zimage-sample: no CFG on steps whose t = 1 - sigma exceeds it (1: never)")
-      ->capture_default_str();
+  add_family_options(*sub, o->m.options, false);  // the sampling roles' family settings
   sub->add_option("--strength", o->m.strength, "zimage-sample img2img: the strength (1: txt2img)")->capture_default_str();
   sub->add_option("--controlnet", o->m.controlnet, "sample: the ControlNet file (its hint is the case's `hint`)");
   sub->add_option("--control-strength", o->m.control_strength, "unet-control, sample: the residuals' scale")->capture_default_str();

@@ -48,6 +48,9 @@ struct RequestFlags {
   ControlFlags control;
 };
 void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flags);
+// --NAME for each option the registered families declare (a request's, or with `at_load` a
+// load's), each checked against its declaration as it is parsed, into `values` by name.
+void add_family_options(CLI::App& sub, std::map<std::string, std::string>& values, bool at_load);
 void add_control_options(CLI::App& sub, ControlFlags& flags);
 // The units the flags describe (their control images read); InputError for counts that do not match.
 std::vector<ControlUnit> control_units(const ControlFlags& flags);
@@ -58,11 +61,11 @@ std::string model_or_demo(const std::string& model_flag);
 // --model, --vocab, --device (and --lora-dir) of the subcommands that run an engine.
 struct ModelFlags {
   std::string model, vocab, lora_dir, device = "auto";
-  // a model's other files: --component ROLE=FILE, and the aliases --t5, --clip-l, --vae,
-  // --t5-tokenizer, --text-encoder, --qwen-tokenizer
+  // a model's other files: --component ROLE=FILE, and each declared role's shorthand
+  // (ComponentRole::flag: --t5, --vae, ...) by role
   std::vector<std::string> components;
-  std::string t5, clip_l, vae, t5_tokenizer, text_encoder, qwen_tokenizer;
-  bool t5_on_cpu = false;
+  std::map<std::string, std::string> role_files;
+  std::map<std::string, std::string> load_settings;  // the families' load settings (FamilyOption::at_load)
   std::string embeddings_dir;  // empty: the user data folder's embeddings/
 };
 void add_model_options(CLI::App& sub, ModelFlags& flags, bool lora_dir);

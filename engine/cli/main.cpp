@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <new>
 
-#include "families/family.h"
+#include "pipeline/family.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -36,13 +36,8 @@ LoadOptions load_options(const ModelFlags& flags) {
   load.lora_dir = flags.lora_dir;
   load.device = flags.device;
   load.embeddings_dir = flags.embeddings_dir;
-  load.t5_on_cpu = flags.t5_on_cpu;
-  const std::pair<const char*, const std::string*> aliases[] = {
-      {"t5xxl", &flags.t5}, {"clip_l", &flags.clip_l}, {"vae", &flags.vae}, {"t5_tokenizer", &flags.t5_tokenizer},
-      {"text_encoder", &flags.text_encoder}, {"qwen_tokenizer", &flags.qwen_tokenizer}};
-  for (const auto& [role, path] : aliases) {
-    if (!path->empty()) load.components[role] = *path;
-  }
+  load.options = flags.load_settings;
+  load.components = flags.role_files;
   for (const auto& c : flags.components) {
     const auto eq = c.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == c.size()) {

@@ -8,6 +8,7 @@
 #include "models/streaming.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "pipeline/family_options.h"
 
 namespace fp8s::cli {
 
@@ -184,13 +185,7 @@ void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flag
   sub.add_option("--negative", r.negative, "the negative prompt");
   flags.steps_option = sub.add_option("--steps", r.steps, "sampling steps (default: the model's, 20; Flux schnell 4, Z-Image Turbo 8)");
   flags.cfg_option = sub.add_option("--cfg", r.cfg, "classifier-free guidance scale (Flux: 1, no CFG, unless given)")->capture_default_str();
-  sub.add_option("--guidance", r.guidance, "Flux dev: distilled guidance (Forge's Distilled CFG Scale)")->capture_default_str();
-  sub.add_option("--t5-max-length", r.t5_max_length, "Flux: T5's padded length (0: 512 dev, 256 schnell)")->capture_default_str();
-  sub.add_flag("--no-shift", r.no_shift, "Flux: the schedule without the resolution shift (as schnell)");
-  sub.add_option("--shift", r.shift, "Z-Image: the schedule's shift (0: the model's, 3)")->capture_default_str();
-  sub.add_option("--cfg-norm", r.cfg_norm, "Z-Image with CFG: cap the guided prediction's norm at K times the prompt's (0: off)")->capture_default_str();
-  sub.add_option("--cfg-truncation", r.cfg_truncation, "Z-Image with CFG: steps past this t (1 - sigma) run without CFG (1: never)")->capture_default_str();
-  sub.add_option("--qwen-max-length", r.text_max_length, "Z-Image: the templated prompt's token limit (0: 512)")->capture_default_str();
+  add_family_options(sub, r.options, false);
   sub.add_option("--seed", r.seed, "seed (-1: random); batch count N uses seed, seed+1, ...")
       ->capture_default_str()
       ->check(CLI::Validator(
@@ -222,24 +217,6 @@ void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flag
       ->check(CLI::IsMember({"none", "tensor", "channel"}))
       ->capture_default_str();
   sub.add_flag("--fp8-vae", r.storage.fp8_vae, "store the VAE in FP8 too");
-  sub.add_option_function<std::string>("--original-size", [&r](const std::string& v) {
-    const auto err = parse_size_pair(v, 'x', r.size.original_width, r.size.original_height);
-    if (!err.empty()) throw CLI::ValidationError("--original-size", err);
-  }, "SDXL original size WxH (default: the image size)");
-  sub.add_option_function<std::string>("--target-size", [&r](const std::string& v) {
-    const auto err = parse_size_pair(v, 'x', r.size.target_width, r.size.target_height);
-    if (!err.empty()) throw CLI::ValidationError("--target-size", err);
-  }, "SDXL target size WxH (default: the image size)");
-  sub.add_option_function<std::string>("--crop", [&r](const std::string& v) {
-    const auto err = parse_size_pair(v, ',', r.size.crop_top, r.size.crop_left);
-    if (!err.empty()) throw CLI::ValidationError("--crop", err);
-  }, "SDXL crop TOP,LEFT (default 0,0)");
-  sub.add_option_function<std::string>("--uncond", [&r](const std::string& v) {
-    if (v == "auto") r.uncond = UncondMode::Auto;
-    else if (v == "prompt") r.uncond = UncondMode::Prompt;
-    else if (v == "zero") r.uncond = UncondMode::Zero;
-    else throw CLI::ValidationError("--uncond", "expected auto, prompt or zero, got '" + v + "'");
-  }, "SDXL unconditional branch: auto, prompt or zero");
   sub.add_option("--compute", compute,
                  "compute type: auto (bf16 on a GPU or a CPU with BF16 instructions, AVX512-BF16 or AMX; fp32 on "
                  "other CPUs, where bf16 is emulated and slow), fp32 or bf16 (fp16 on CUDA; bf16 is fp16 on cards "
@@ -260,19 +237,37 @@ void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flag
                "(_scaled_mm; ComfyUI's fp8_e4m3fn_fast); changes the image");
 }
 
+void add_family_options(CLI::App& sub, std::map<std::string, std::string>& values, bool at_load) {
+  for (const auto& o : declared_options()) {
+    if (o.at_load != at_load) continue;
+    const std::string flag = "--" + o.name;
+    if (o.type == FamilyOption::Type::Flag) {
+      sub.add_flag_function(flag, [&values, name = o.name](int64_t n) { values[name] = n > 0 ? "1" : "0"; }, o.help);
+      continue;
+    }
+    const std::string shown = o.default_value.empty() ? std::string() : " (default " + o.default_value + ")";
+    sub.add_option_function<std::string>(flag, [&values, o](const std::string& v) {
+      const std::string err = option_value_error(o, v);
+      if (!err.empty()) throw CLI::ValidationError(err);
+      values[o.name] = v;
+    }, o.help + shown);
+  }
+}
+
 void add_model_options(CLI::App& sub, ModelFlags& flags, bool lora_dir) {
   sub.add_option("--model", flags.model, "checkpoint (.safetensors; default: the built-in demo model)");
   sub.add_option("--vocab", flags.vocab, "CLIP vocabulary (.txt.gz, vocab.json, or a folder)");
   if (lora_dir) sub.add_option("--lora-dir", flags.lora_dir, "folder where <lora:NAME:W> prompt tags are looked up");
-  sub.add_option("--component", flags.components,
-                 "a model's other file by role, ROLE=FILE (roles: t5xxl, clip_l, vae, t5_tokenizer, text_encoder, qwen_tokenizer); repeatable");
-  sub.add_option("--t5", flags.t5, "= --component t5xxl=FILE (t5xxl_fp16 / _fp8_e4m3fn[_scaled].safetensors)");
-  sub.add_option("--clip-l", flags.clip_l, "= --component clip_l=FILE (clip_l.safetensors)");
-  sub.add_option("--vae", flags.vae, "= --component vae=FILE (ae.safetensors)");
-  sub.add_option("--t5-tokenizer", flags.t5_tokenizer, "= --component t5_tokenizer=FILE (tokenizer.json or its folder)");
-  sub.add_option("--text-encoder", flags.text_encoder, "= --component text_encoder=FILE (Z-Image: qwen_3_4b.safetensors)");
-  sub.add_option("--qwen-tokenizer", flags.qwen_tokenizer, "= --component qwen_tokenizer=FILE (Z-Image: Qwen's tokenizer.json or its folder)");
-  sub.add_flag("--t5-cpu", flags.t5_on_cpu, "on a GPU: keep a T5 text encoder on the CPU (default: only when the components do not fit in VRAM together)");
+  const auto roles = declared_roles();
+  std::string role_names;
+  for (const auto& r : roles) role_names += (role_names.empty() ? "" : ", ") + r.role;
+  sub.add_option("--component", flags.components, "a model's other file by role, ROLE=FILE (roles: " + role_names + "); repeatable");
+  for (const auto& r : roles) {
+    if (r.flag.empty()) continue;
+    sub.add_option_function<std::string>("--" + r.flag, [&flags, role = r.role](const std::string& v) { flags.role_files[role] = v; },
+                                         "= --component " + r.role + "=FILE (" + r.help + ")");
+  }
+  add_family_options(sub, flags.load_settings, true);
   sub.add_option("--embeddings-dir", flags.embeddings_dir,
                  "textual inversions (NAME.safetensors, used by writing NAME in a prompt; default "
                  "~/.local/share/fp8studio/embeddings)");

@@ -97,15 +97,11 @@ constexpr Names<ResizeMode, 3> kResizeDisplay = {
     {ResizeMode::JustResize, "Just Resize"}, {ResizeMode::Crop, "Crop and Resize"}, {ResizeMode::Fill, "Resize and Fill"}};
 const char* control_preprocessor_name(ControlPreprocessor p) { return name_in(kPreprocessors, p); }
 std::optional<ControlPreprocessor> parse_control_preprocessor(const std::string& name) { return parse_in(kPreprocessors, name); }
-const char* control_mode_name(ControlMode m) { return name_in(kControlModes, m); }
 const char* control_mode_display_name(ControlMode m) { return name_in(kControlModeDisplay, m); }
 std::optional<ControlMode> parse_control_mode(const std::string& name) { return parse_either(kControlModes, kControlModeDisplay, name); }
 const char* resize_mode_display_name(ResizeMode mode) { return name_in(kResizeDisplay, mode); }
-const char* resize_mode_name(ResizeMode mode) { return name_in(kResizeModes, mode); }
 std::optional<ResizeMode> parse_resize_mode(const std::string& name) { return parse_in(kResizeModes, name); }
-const char* inpaint_fill_name(InpaintFill fill) { return name_in(kFills, fill); }
 std::optional<InpaintFill> parse_inpaint_fill(const std::string& name) { return parse_in(kFills, name); }
-const char* hr_upscaler_name(HrUpscaler u) { return name_in(kUpscalers, u); }
 const char* hr_upscaler_display_name(HrUpscaler u) { return name_in(kUpscalerDisplay, u); }
 std::optional<HrUpscaler> parse_hr_upscaler(const std::string& name) { return parse_either(kUpscalers, kUpscalerDisplay, name); }
 

@@ -50,19 +50,16 @@ std::optional<Sampler> parse_sampler(const std::string& name);  // also accepts 
 
 // img2img's resize modes (A1111's "Just resize", "Crop and resize", "Resize and fill").
 enum class ResizeMode { JustResize, Crop, Fill };
-const char* resize_mode_name(ResizeMode mode);  // just-resize, crop, fill
 std::optional<ResizeMode> parse_resize_mode(const std::string& name);
 
 // What the masked area starts from (A1111's "Masked content": fill, original, latent noise,
 // latent nothing).
 enum class InpaintFill { Fill, Original, LatentNoise, LatentNothing };
-const char* inpaint_fill_name(InpaintFill fill);  // fill, original, latent-noise, latent-nothing
 std::optional<InpaintFill> parse_inpaint_fill(const std::string& name);
 
 // Hires fix upscalers: the latent bilinear (A1111 "Latent") or nearest ("Latent (nearest)"), or the
 // decoded image resized with Lanczos and encoded again ("Lanczos").
 enum class HrUpscaler { Latent, LatentNearest, Lanczos };
-const char* hr_upscaler_name(HrUpscaler u);          // latent, latent-nearest, lanczos
 const char* hr_upscaler_display_name(HrUpscaler u);  // A1111's: "Latent", "Latent (nearest)", "Lanczos"
 std::optional<HrUpscaler> parse_hr_upscaler(const std::string& name);  // also A1111's names
 
@@ -73,7 +70,6 @@ enum class ControlPreprocessor { None, Invert, Canny };
 const char* control_preprocessor_name(ControlPreprocessor p);  // none, invert, canny
 std::optional<ControlPreprocessor> parse_control_preprocessor(const std::string& name);
 enum class ControlMode { Balanced, Prompt, ControlNet };
-const char* control_mode_name(ControlMode m);          // balanced, prompt, controlnet
 const char* control_mode_display_name(ControlMode m);  // A1111's: "Balanced", "My prompt is more important", ...
 std::optional<ControlMode> parse_control_mode(const std::string& name);  // also A1111's names
 const char* resize_mode_display_name(ResizeMode mode);  // A1111's: "Just Resize", "Crop and Resize", "Resize and Fill"

@@ -68,7 +68,7 @@ struct FolderTensor {
 // files' names): nullopt when the tensors are not that layout. The families' (FamilyTools::
 // folder_names) are asked in order; a folder none recognises keeps its names.
 using FolderRenamer = std::function<std::optional<std::vector<FolderTensor>>(const std::map<std::string, TensorRecord>& tensors)>;
-// Where the renamers come from: families/registry.cpp sets its collector before main().
+// Where the renamers come from: pipeline/family_registry.cpp sets its collector before main().
 void set_folder_renamer_source(std::vector<FolderRenamer> (*source)());
 
 // A read-only safetensors file. Opening validates the whole layout; tensor data is read lazily.

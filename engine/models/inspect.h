@@ -68,7 +68,7 @@ struct InspectReport {
 // `parts`: the components by prefix, when a family names them (else SD's names).
 InspectReport inspect_checkpoint(const SafetensorsFile& file, const InspectParts& parts = {});
 // The same, its components as the file's family names them, or for a component file the first
-// family that names parts in it (families/registry.cpp).
+// family that names parts in it (pipeline/family_registry.cpp).
 InspectReport inspect_model_file(const SafetensorsFile& file);
 // A component's weight bytes when loaded in `storage`: FP32 4 bytes, 16-bit 2; FP8 one byte for
 // the quantisable weights and 16-bit for the rest, the VAE 16-bit unless `storage.fp8_vae`.

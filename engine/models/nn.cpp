@@ -39,6 +39,14 @@ at::Tensor as_activation(const at::Tensor& x, at::ScalarType compute) {
   return x.to(compute, /*non_blocking=*/false, /*copy=*/false, activation_format(compute, x.device()));
 }
 
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, bool weight_in_fp32) {
+  const OpTimer timer(OpKind::Norm);
+  const auto x32 = x.to(at::kFloat);
+  const auto n = x32 * at::rsqrt(x32.pow(2).mean(-1, true) + eps);
+  if (weight_in_fp32) return (n * weight.to(at::kFloat)).to(x.scalar_type());
+  return n.to(x.scalar_type()) * weight.to(x.scalar_type());
+}
+
 at::Tensor QuantisedLayer::bias_as(at::ScalarType dtype) const {
   if (!bias.defined()) return {};
   return bias.scalar_type() == dtype ? bias : bias.to(dtype);

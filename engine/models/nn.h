@@ -73,6 +73,11 @@ at::MemoryFormat activation_format(at::ScalarType compute, const at::Device& dev
 // `x` (image-shaped) in the compute dtype and its activation_format, in one copy.
 at::Tensor as_activation(const at::Tensor& x, at::ScalarType compute);
 
+// RMSNorm, the one copy (BFL's QKNorm, Qwen3RMSNorm, Z-Image's, HF's T5LayerNorm): x · rsqrt(mean(x²)
+// + eps) over the last dimension in FP32; then back to the input type and times the weight there, or
+// with `weight_in_fp32` (T5) times the weight in FP32 and then back.
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, bool weight_in_fp32 = false);
+
 // A term a layer adds to its output at forward time, beside its weight (online LoRA,
 // lora/lora_apply.h): y + term(x). `conv` is the layer's geometry, unset for a Linear layer.
 class OutputTerm {

@@ -5,7 +5,8 @@
 #include "backend/backend.h"
 #include "core/error.h"
 #include "core/logging.h"
-#include "families/family.h"
+#include "pipeline/family.h"
+#include "pipeline/family_options.h"
 #include "io/safetensors.h"
 #include "pipeline/run.h"
 #include "pipeline/run_support.h"
@@ -45,6 +46,11 @@ Engine::Engine(const LoadOptions& options, Observer* observer) : impl_(std::make
   const FamilyEntry* family = nullptr;
   if (std::filesystem::exists(options.checkpoint)) family = find_family(SafetensorsFile(options.checkpoint));
   if (!family) family = &registered_families().front();
+  std::vector<FamilyOption> load_settings;
+  for (const auto& o : family->options) {
+    if (o.at_load) load_settings.push_back(o);
+  }
+  check_options(load_settings, options.options, family->label);
   impl_->model = family->open(impl_->options, device);
   if (device.is_cuda()) log().info("running on {}", backend::describe_device(device));
   impl_->run.family = impl_->model.get();

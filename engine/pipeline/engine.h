@@ -27,7 +27,8 @@ struct LoadOptions {
   // A model's other files by component role (FamilyTraits::components: "t5xxl", "clip_l", "vae",
   // and "t5_tokenizer"); a role not given is the model file's own, else found beside it.
   std::map<std::string, std::string> components;
-  bool t5_on_cpu = false;  // on a GPU, keep a T5 text encoder on the CPU (else the family's rule decides)
+  // The family's load settings (FamilyOption::at_load: Flux's --t5-cpu) by name, as text.
+  std::map<std::string, std::string> options;
   std::string device = "auto";  // auto (the first CUDA device, else the CPU), cpu, cuda, cuda:N
   // The kernels this engine's runs may use; unset: FP8S_ATTENTION / FP8S_PACKED_CONV (an unknown
   // value there is an InputError at load).

@@ -1,5 +1,7 @@
 #include "pipeline/infotext.h"
 
+#include "pipeline/family_options.h"
+
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -208,6 +210,7 @@ GenerationRequest parse_infotext(const std::string& text) {
     return static_cast<T>(d);
   };
   bool have_strength = false;
+  const auto family_options = declared_options();
   while (i < p.size()) {
     auto colon = p.find(": ", i);
     if (colon == std::string::npos) break;
@@ -223,17 +226,6 @@ GenerationRequest parse_infotext(const std::string& text) {
     const std::string value = p.substr(v, end - v);
     if (key == "Steps") r.steps = number(value, r.steps);
     else if (key == "CFG scale") r.cfg = number(value, r.cfg);
-    else if (key == "Distilled CFG Scale") r.guidance = number(value, r.guidance);  // Forge's, Flux dev
-    else if (key == "T5 length") r.t5_max_length = number(value, r.t5_max_length);
-    // "Shift: off" is Flux dev's schedule without the resolution shift; a number is Z-Image's shift.
-    // These and the three keys after them are read here until families declare their own settings
-    // (issue 56); each family writes only its own.
-    else if (key == "Shift") {
-      r.no_shift = value == "off";
-      if (value != "off" && value != "on") r.shift = number(value, r.shift);
-    } else if (key == "CFG normalization") r.cfg_norm = number(value, r.cfg_norm);
-    else if (key == "CFG truncation") r.cfg_truncation = number(value, r.cfg_truncation);
-    else if (key == "Qwen length") r.text_max_length = number(value, r.text_max_length);
     else if (key == "Seed") r.seed = number(value, int64_t{-1});
     else if (key == "Clip skip") r.clip_skip = number(value, r.clip_skip);
     else if (key == "Sampler") {
@@ -285,6 +277,9 @@ GenerationRequest parse_infotext(const std::string& text) {
       if (auto u = parse_hr_upscaler(value)) r.hr_upscaler = *u;
     } else if (key.rfind("ControlNet ", 0) == 0 && r.controlnets.size() < 3) {
       r.controlnets.push_back(parse_controlnet_field(value));
+    } else {
+      // a family's own field (FamilyOption::infotext_key): each option whose declaration the value suits
+      read_option_field(family_options, key, value, r.options);
     }
     i = end;
     while (i < p.size() && (p[i] == ',' || p[i] == ' ')) ++i;

@@ -13,17 +13,6 @@ int64_t resolve_seed(int64_t seed) {
   return seed >= 0 ? seed : static_cast<int64_t>(std::random_device{}() & 0xFFFFFFFFu);
 }
 
-const char* phase_name(Phase phase) {
-  switch (phase) {
-    case Phase::Load: return "load";
-    case Phase::Encode: return "encode";
-    case Phase::Sample: return "sample";
-    case Phase::Decode: return "decode";
-    case Phase::Done: return "done";
-  }
-  return "load";
-}
-
 namespace {
 bool multiplier_ok(double m) { return std::isfinite(m) && std::fabs(m) <= 100; }
 }  // namespace
@@ -134,10 +123,6 @@ void validate_request(const GenerationRequest& r, int native_size, int multiple,
   if (r.batch_size < 1 || r.batch_size > 64) throw InputError("batch size must be between 1 and 64");
   if (r.batch_count < 1 || r.batch_count > 10000) throw InputError("batch count must be between 1 and 10000");
   if (r.clip_skip < 1) throw InputError("clip skip must be at least 1 (1: the last layer)");
-  const auto& s = r.size;
-  for (int v : {s.original_width, s.original_height, s.target_width, s.target_height, s.crop_top, s.crop_left}) {
-    if (v < 0 || v > 65536) throw InputError("SDXL size conditioning values must be between 0 and 65536");
-  }
   validate_image_inputs(r, w, h, multiple, min_size);
   validate_loras(r.loras);
   validate_lora_tags(r.prompt);

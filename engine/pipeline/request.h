@@ -3,29 +3,18 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "io/png.h"
 #include "core/types.h"
-#include "families/family_traits.h"
+#include "pipeline/family_traits.h"
 #include "models/config.h"
 #include "pipeline/lora_request.h"
 
 namespace fp8s {
-
-// SDXL size conditioning (0 = the image size; crop 0,0), as sgm's `original_size_as_tuple`,
-// `crop_coords_top_left` and `target_size_as_tuple`.
-struct SizeConditioning {
-  int original_width = 0, original_height = 0;
-  int crop_top = 0, crop_left = 0;
-  int target_width = 0, target_height = 0;
-};
-
-// SDXL's unconditional branch: auto = zeroed text conditioning for an empty negative prompt
-// (sgm's force_zero_embeddings, as A1111), the encoded negative prompt otherwise.
-enum class UncondMode { Auto, Prompt, Zero };
 
 // The random seed: -1 (any negative) becomes a random 32-bit value, as A1111 draws it. Called once
 // per request (the engine, compare); the result carries the seed used.
@@ -68,25 +57,13 @@ struct GenerationRequest {
   std::vector<LoraRequest> loras;  // in addition to <lora:NAME:W> tags in the prompt
   LoraMode lora_mode = LoraMode::Auto;
   std::vector<ControlUnit> controlnets;  // at most 3 (families whose traits say controlnet)
-  SizeConditioning size;
-  UncondMode uncond = UncondMode::Auto;
   // FP8 compute (ComfyUI's fp8_e4m3fn_fast): E4M3-stored Linear layers multiply in FP8 through
   // _scaled_mm with a per-tensor activation scale. CUDA compute capability 8.9+ only; changes numerics.
   bool fp8_compute = false;
-  // Flux: the distilled guidance the dev transformer is given (Forge's "Distilled CFG Scale";
-  // schnell ignores it), and T5's padded length (0: BFL's 512 for dev, 256 for schnell). CFG
-  // with the negative prompt runs only when cfg != 1 (front ends start Flux at CFG 1).
-  float guidance = 3.5f;
-  int t5_max_length = 0;
-  bool no_shift = false;  // Flux: get_schedule without the resolution shift (schnell never shifts)
-  // Flow models with a fixed schedule shift (Z-Image): the shift (0: the family's, 3 for Z-Image
-  // Turbo), diffusers' CFG normalisation (K > 0: the guided prediction's norm capped at K times the
-  // positive one's) and truncation (a step whose t = 1 - sigma exceeds it runs without CFG), and the
-  // text encoder's token limit (0: the family's, 512 for Z-Image's Qwen3).
-  float shift = 0;
-  float cfg_norm = 0;
-  float cfg_truncation = 1;
-  int text_max_length = 0;
+  // The family's own settings (FamilyTraits::options: Flux's distilled guidance, Z-Image's shift,
+  // SDXL's size conditioning, ...) by name, as text; absent: the declared default. The family
+  // reads them (pipeline/family_options.h); run_request refuses one the model does not declare.
+  std::map<std::string, std::string> options;
 
   // img2img (A1111's StableDiffusionProcessingImg2Img): the init image is resized to the request's
   // size (0: the image's own, rounded down to a multiple of 8), encoded, noised to the first sigma
@@ -117,7 +94,6 @@ struct GenerationRequest {
 
 // Where a request is: one vocabulary for phase events and memory samples.
 enum class Phase { Load, Encode, Sample, Decode, Done };
-const char* phase_name(Phase phase);  // "load", "encode", "sample", "decode", "done"
 
 struct PhaseEvent {
   Phase phase = Phase::Load;

@@ -10,6 +10,7 @@
 #include "core/compute_choice.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "pipeline/family_options.h"
 #include "lora/lora_library.h"
 #include "memory/process_memory.h"
 #include "memory/tracking_allocator.h"
@@ -198,6 +199,7 @@ void validate_run(const RunContext& ctx, const GenerationRequest& request) {
   r.compute = resolve_compute(request.compute, f.device().is_cuda()).type;
   const auto& t = f.traits();
   validate_request(r, t.native_size, t.size_multiple, t.min_size);
+  check_options(t.options, r.options, t.name);
   if (!r.controlnets.empty() && !t.controlnet) {
     throw InputError("ControlNet works with SD 1.x and SDXL models; " + t.name + " takes none (remove --controlnet)");
   }

@@ -7,7 +7,7 @@
 #include <atomic>
 #include <string>
 
-#include "families/family.h"
+#include "pipeline/family.h"
 #include "pipeline/request.h"
 
 namespace fp8s {

@@ -6,7 +6,7 @@
 
 #include <ATen/ATen.h>
 
-#include "families/family.h"
+#include "pipeline/family.h"
 #include "pipeline/sampling_init.h"
 #include "sampling/samplers.h"
 

@@ -6,7 +6,7 @@
 #include <QWidget>
 
 #include "GuiTypes.h"
-#include "families/family_traits.h"
+#include "pipeline/family_traits.h"
 
 class QLabel;
 class QTableWidget;

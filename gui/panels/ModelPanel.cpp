@@ -149,7 +149,11 @@ void ModelPanel::setComponents(const std::map<std::string, std::string>& paths) 
   }
 }
 
-void ModelPanel::setRoles(const std::vector<ComponentRole>& roles) {
+void ModelPanel::setRoles(const std::vector<ComponentRole>& declared) {
+  std::vector<ComponentRole> roles;  // the weights files (tokenizers are found beside them, or by the CLI's flags)
+  for (const auto& r : declared) {
+    if (!r.tokenizer) roles.push_back(r);
+  }
   bool same = roles.size() == m_roles.size();
   for (std::size_t i = 0; same && i < roles.size(); ++i) same = roles[i].role == m_roles[i].role;
   if (!same) {

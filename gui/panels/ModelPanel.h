@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "PrecisionPanel.h"
-#include "families/family_traits.h"
+#include "pipeline/family_traits.h"
 
 class QComboBox;
 class QGridLayout;

@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "families/family_traits.h"
+#include "pipeline/family_traits.h"
 #include "pipeline/request.h"
 
 #include "core/types.h"

@@ -1,5 +1,6 @@
 #include "PromptPanel.h"
 
+#include "FamilyOptionsBox.h"
 #include "HiresGroup.h"
 #include "Widgets.h"
 
@@ -167,21 +168,13 @@ PromptPanel::PromptPanel(QWidget* parent) : QWidget(parent) {
   m_cfgLabel = new QLabel(tr("CFG"), this);
   grid->addWidget(m_cfgLabel, 1, 2);
   grid->addWidget(m_cfg, 1, 3);
-  // a distilled model's guidance (Forge's "Distilled CFG Scale") in CFG's place
-  m_guidance = makeDoubleSpin(this, 0.0, 30.0, 0.5, 3.5, QStringLiteral("guidanceSpin"));
-  m_guidance->setDecimals(1);
-  m_guidance->setToolTip(tr("The distilled guidance the model was trained with (Forge: Distilled CFG Scale), given to "
-                            "the network; no second pass as CFG needs"));
-  m_guidanceLabel = new QLabel(tr("Guidance"), this);
-  grid->addWidget(m_guidanceLabel, 1, 2);
-  grid->addWidget(m_guidance, 1, 3);
-  m_guidance->hide();
-  m_guidanceLabel->hide();
   grid->addWidget(new QLabel(tr("Seed")), 2, 0);
   grid->addLayout(seedRow, 2, 1);
   addLabelled(grid, 2, 2, tr("Batch"), m_batchCount);
   grid->setColumnStretch(1, 1);
   layout->addLayout(grid);
+  m_options = new FamilyOptionsBox(this);  // the model family's own settings (Flux dev's guidance, ...)
+  layout->addWidget(m_options);
   m_hires = new HiresGroup(this);
   layout->addWidget(m_hires);
 
@@ -202,7 +195,8 @@ PromptPanel::PromptPanel(QWidget* parent) : QWidget(parent) {
   for (auto* e : {m_prompt, m_negative}) connect(e, &QPlainTextEdit::textChanged, this, &PromptPanel::emitChanged);
   for (auto* sp : {m_steps, m_width, m_height, m_batchCount}) connect(sp, &QSpinBox::valueChanged, this, &PromptPanel::emitChanged);
   for (auto* c : {m_sampler, m_schedule}) connect(c, &QComboBox::currentIndexChanged, this, &PromptPanel::emitChanged);
-  for (auto* d : {m_cfg, m_guidance}) connect(d, &QDoubleSpinBox::valueChanged, this, &PromptPanel::emitChanged);
+  connect(m_cfg, &QDoubleSpinBox::valueChanged, this, &PromptPanel::emitChanged);
+  connect(m_options, &FamilyOptionsBox::changed, this, &PromptPanel::emitChanged);
   connect(m_seed, &QLineEdit::textChanged, this, &PromptPanel::emitChanged);
   connect(m_hires, &HiresGroup::changed, this, &PromptPanel::emitChanged);
 }
@@ -228,13 +222,15 @@ void PromptPanel::setTraits(const FamilyTraits& t) {
   m_sizePreset->clear();
   m_sizePreset->addItem(tr("Presets"), QSize());
   for (const auto& [w, h] : t.size_presets) m_sizePreset->addItem(QStringLiteral("%1×%2").arg(w).arg(h), QSize(w, h));
-  // distilled guidance replaces CFG (CFG stays at the family's 1: no negative pass)
-  m_guidance->setVisible(t.distilled_guidance);
-  m_guidanceLabel->setVisible(t.distilled_guidance);
-  m_guidance->setValue(t.default_guidance);
-  m_cfg->setVisible(!t.distilled_guidance);
-  m_cfgLabel->setVisible(!t.distilled_guidance);
+  // a distilled guidance may take CFG's place (CFG stays at the family's 1: no negative pass)
+  m_cfg->setVisible(t.cfg_control);
+  m_cfgLabel->setVisible(t.cfg_control);
   m_cfg->setValue(t.default_cfg);
+  for (const auto& [name, value] : m_options->values()) m_optionValues[name] = value;
+  {
+    const QSignalBlocker block(m_options);
+    m_options->setOptions(t.options, m_optionValues);
+  }
   // the family's steps (Z-Image Turbo's 8, Flux schnell's 4); the first model keeps restored ones
   if (switching || !m_stepsRestored) m_steps->setValue(t.default_steps);
   emitChanged();
@@ -251,7 +247,7 @@ void PromptPanel::fillRequest(GenerationRequest& r) const {
   r.negative = m_negative->toPlainText().toStdString();
   r.steps = m_steps->value();
   r.cfg = static_cast<float>(m_cfg->value());
-  r.guidance = static_cast<float>(m_guidance->value());
+  r.options = m_options->values();
   r.sampler = static_cast<Sampler>(m_sampler->currentData().toInt());
   r.schedule = static_cast<Schedule>(m_schedule->currentData().toInt());
   bool ok = false;
@@ -268,7 +264,8 @@ void PromptPanel::setFromRequest(const GenerationRequest& r) {
   m_negative->setPlainText(QString::fromStdString(r.negative));
   m_steps->setValue(r.steps);
   m_cfg->setValue(r.cfg);
-  m_guidance->setValue(r.guidance);
+  for (const auto& [name, value] : r.options) m_optionValues[name] = value;
+  m_options->setValues(r.options);
   m_sampler->setCurrentIndex(std::max(0, m_sampler->findData(int(r.sampler))));
   m_schedule->setCurrentIndex(std::max(0, m_schedule->findData(int(r.schedule))));
   m_seed->setText(QString::number(r.seed));
@@ -332,7 +329,9 @@ void PromptPanel::saveSettings(QSettings& s) const {
   s.setValue(QStringLiteral("prompt/negative"), QString::fromStdString(r.negative));
   s.setValue(QStringLiteral("prompt/steps"), r.steps);
   s.setValue(QStringLiteral("prompt/cfg"), r.cfg);
-  s.setValue(QStringLiteral("prompt/guidance"), r.guidance);
+  auto options = m_optionValues;
+  for (const auto& [name, value] : r.options) options[name] = value;
+  for (const auto& [name, value] : options) s.setValue(QStringLiteral("prompt/options/") + QString::fromStdString(name), QString::fromStdString(value));
   s.setValue(QStringLiteral("prompt/sampler"), QString::fromLatin1(sampler_name(r.sampler)));
   s.setValue(QStringLiteral("prompt/schedule"), QString::fromLatin1(schedule_name(r.schedule)));
   s.setValue(QStringLiteral("prompt/seed"), static_cast<qlonglong>(r.seed));
@@ -349,7 +348,13 @@ void PromptPanel::restoreSettings(const QSettings& s) {
   r.steps = s.value(QStringLiteral("prompt/steps"), r.steps).toInt();
   m_stepsRestored = s.contains(QStringLiteral("prompt/steps"));
   r.cfg = s.value(QStringLiteral("prompt/cfg"), r.cfg).toFloat();
-  r.guidance = s.value(QStringLiteral("prompt/guidance"), r.guidance).toFloat();
+  for (const QString& key : s.allKeys()) {
+    if (key.startsWith(QStringLiteral("prompt/options/"))) {
+      const std::string name = key.mid(15).toStdString();
+      m_optionValues[name] = s.value(key).toString().toStdString();
+      r.options[name] = m_optionValues[name];
+    }
+  }
   if (auto v = parse_sampler(s.value(QStringLiteral("prompt/sampler")).toString().toStdString())) r.sampler = *v;
   if (auto v = parse_schedule(s.value(QStringLiteral("prompt/schedule")).toString().toStdString())) r.schedule = *v;
   r.seed = s.value(QStringLiteral("prompt/seed"), static_cast<qlonglong>(r.seed)).toLongLong();

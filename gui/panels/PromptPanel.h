@@ -5,7 +5,9 @@
 
 #include <QWidget>
 
+#include <map>
 #include <memory>
+#include <string>
 
 #include "pipeline/request.h"
 
@@ -41,7 +43,7 @@ class PromptPanel : public QWidget {
   void setTokenizer(std::shared_ptr<const ClipTokenizer> tokenizer, const QString& why = {});
   void setNativeSize(int size);  // the model's size; "native" preset and default
   // The model family's controls from its traits: its samplers and schedules, sizes in its multiple
-  // with its presets, the distilled guidance in CFG's place where it has one, its CFG. A change of
+  // with its presets, CFG where it has it, its declared settings' controls. A change of
   // family sets the size to the model's native size (the first model keeps a restored size that fits).
   void setTraits(const FamilyTraits& traits);
   QString tokenCounterText(bool negative) const;
@@ -68,8 +70,8 @@ class PromptPanel : public QWidget {
   QSpinBox* m_steps;
   QDoubleSpinBox* m_cfg;
   QLabel* m_cfgLabel;
-  QDoubleSpinBox* m_guidance;
-  QLabel* m_guidanceLabel;
+  class FamilyOptionsBox* m_options;  // the family's declared settings (FamilyTraits::options)
+  std::map<std::string, std::string> m_optionValues;  // every family's last values, by option name
   std::string m_family;  // the traits' id
   bool m_familyKnown = false;  // a model's family has been set once
   bool m_stepsRestored = false;  // the settings held a step count (the first model keeps it)

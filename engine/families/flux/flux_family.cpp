@@ -3,6 +3,7 @@
 // encoders dropped when the transformer's phase would not fit beside them, the transformer as a
 // denoiser over the flow (pipeline/flux_model), the 16-channel autoencoder, Forge's infotext.
 #include "families/flux/flux_family.h"
+#include "pipeline/family_options.h"
 #include "models/flux/flux_files.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -80,7 +81,36 @@ Encoded encode(FluxModel& model, const ClipTokenizer& clip, const T5Tokenizer& t
 
 }  // namespace
 
-int flux_t5_length(const GenerationRequest& r, bool dev) { return r.t5_max_length > 0 ? r.t5_max_length : dev ? 512 : 256; }
+std::vector<FamilyOption> flux_options(bool dev) {
+  // schnell takes the same settings and ignores dev's two (BFL's schnell has no guidance input and
+  // never shifts): its Prompt panel and infotext leave them out
+  using T = FamilyOption::Type;
+  return {{"guidance", "Guidance", dev ? "Distilled CFG Scale" : "", T::Number, 0, 100, "3.5", {},
+           "Flux dev: the distilled guidance the transformer is given (Forge's Distilled CFG Scale); no second pass as CFG needs",
+           dev, false, dev, {}},
+          {"no-shift", "No shift", dev ? "Shift" : "", T::Flag, 0, 1, "0", {"on", "off"},
+           "Flux dev: the schedule without the resolution shift (as schnell)", false, false, false, {}},
+          {"t5-max-length", "T5 length", "T5 length", T::Integer, 0, 4096, "0", {},
+           "Flux: T5's padded length (0: 512 dev, 256 schnell)", false, false, false, {}}};
+}
+
+std::vector<FamilyOption> flux_load_options() {
+  return {{"t5-cpu", "T5 on the CPU", "", FamilyOption::Type::Flag, 0, 1, "0", {},
+           "on a GPU: keep Flux's T5-XXL on the CPU (default: only when the components do not fit in VRAM together)",
+           false, true, false, {}}};
+}
+
+std::vector<ComponentRole> flux_roles() {
+  return {{"t5xxl", "T5-XXL", {"t5xxl"}, "t5", "t5xxl_fp16 / _fp8_e4m3fn[_scaled].safetensors"},
+          {"clip_l", "CLIP-L", {"clip_l"}, "clip-l", "clip_l.safetensors"},
+          {"vae", "autoencoder", {"ae", "flux_vae", "flux-vae"}, "vae", "ae.safetensors"},
+          {"t5_tokenizer", "T5 tokenizer", {"tokenizer"}, "t5-tokenizer", "T5's tokenizer.json or its folder", true}};
+}
+
+int flux_t5_length(const GenerationRequest& r, bool dev) {
+  const int given = static_cast<int>(option_number(flux_options(dev), r.options, "t5-max-length"));
+  return given > 0 ? given : dev ? 512 : 256;
+}
 
 std::string format_flux_infotext(const GenerationRequest& r, uint64_t seed, const std::string& model_name,
                                  const std::string& model_hash, bool dev) {
@@ -88,11 +118,9 @@ std::string format_flux_infotext(const GenerationRequest& r, uint64_t seed, cons
   o << r.prompt << "\n";
   if (!r.negative.empty() && r.cfg != 1.0f) o << "Negative prompt: " << r.negative << "\n";
   o << "Steps: " << r.steps << ", Sampler: " << sampler_display_name(r.sampler) << ", Schedule type: Simple, CFG scale: " << r.cfg;
-  if (dev) o << ", Distilled CFG Scale: " << r.guidance;
+  o << options_infotext_fields(flux_options(dev), r.options);
   o << seed_model_infotext_fields(seed, r.width, r.height, model_name, model_hash) << fp8_weight_infotext_field(r);
-  if (r.t5_max_length > 0) o << ", T5 length: " << r.t5_max_length;
   o << image_infotext_fields(r, r.width, r.height);
-  if (dev && r.no_shift) o << ", Shift: off";
   o << lora_infotext_fields(r) << storage_infotext_fields(r);
   return o.str();
 }
@@ -145,6 +173,7 @@ FluxShapes read_shapes(const FluxFiles& files) {
 
 FamilyTraits flux_traits(bool dev, const FluxShapes& shapes) {
   FamilyTraits t;
+  t.prediction = Prediction::Flow;
   t.id = dev ? "flux-dev" : "flux-schnell";
   t.name = dev ? "Flux.1 dev" : "Flux.1 schnell";
   t.native_size = shapes.hidden < 3072 ? 64 : 1024;  // the tiny reference transformers are narrow and small
@@ -156,10 +185,10 @@ FamilyTraits flux_traits(bool dev, const FluxShapes& shapes) {
   t.schedules = {{Schedule::Normal, "Simple"}};
   t.default_steps = dev ? 20 : 4;
   t.default_cfg = 1.0f;
-  t.distilled_guidance = dev;
-  t.default_guidance = 3.5f;
+  t.cfg_control = !dev;  // dev's distilled guidance takes CFG's place
   t.clip_skip = false;
-  t.components = {{"t5xxl", "T5-XXL", {"t5xxl"}}, {"clip_l", "CLIP-L", {"clip_l"}}, {"vae", "autoencoder", {"ae", "flux_vae", "flux-vae"}}};
+  t.components = flux_roles();
+  t.options = flux_options(dev);
   t.latent = flux_latent_format(shapes.vae_factor);
   t.compare_modes = "fp16,fp8-e4m3,fp8-e5m2";  // E4M3 against E5M2, and FP16 where it fits
   t.fp32_probe = false;  // FP32 storage of a 12 B transformer does not fit beside the run
@@ -183,7 +212,7 @@ std::string component_path(const LoadOptions& o, const char* role) {
 class FluxFamily final : public FamilyModel {
  public:
   FluxFamily(const LoadOptions& o, const at::Device& device)
-      : lora_dir_(o.lora_dir), t5_on_cpu_(o.t5_on_cpu) {
+      : lora_dir_(o.lora_dir), t5_on_cpu_(option_flag(flux_load_options(), o.options, "t5-cpu")) {
     // the components found and the memory checked before any weight is read
     auto files = resolve_flux_files(o.checkpoint, component_path(o, "t5xxl"), component_path(o, "clip_l"), component_path(o, "vae"));
     clip_ = std::make_shared<const ClipTokenizer>(ClipTokenizer::find(o.vocab, o.checkpoint));
@@ -200,7 +229,6 @@ class FluxFamily final : public FamilyModel {
   }
 
   const FamilyTraits& traits() const override { return traits_; }
-  Prediction prediction() const override { return Prediction::Flow; }
   const at::Device& device() const override { return model_->device(); }
   const StorageSpec& storage() const override { return model_->storage(); }
   std::shared_ptr<const ClipTokenizer> clip_tokenizer() const override { return clip_; }
@@ -242,10 +270,6 @@ class FluxFamily final : public FamilyModel {
   }
 
   void check(const GenerationRequest& r, int w, int h) const override {
-    if (!std::isfinite(r.guidance) || r.guidance < 0 || r.guidance > 100) {
-      throw InputError("distilled guidance must be between 0 and 100 (Flux dev's default is 3.5)");
-    }
-    if (r.t5_max_length < 0 || r.t5_max_length > 4096) throw InputError("--t5-max-length must be between 1 and 4096 (0: the model's)");
     if (r.enable_hr) w = r.hr_target_width(w), h = r.hr_target_height(h);  // the larger pass
     (void)weight_budget(r, w, h);
   }
@@ -316,13 +340,14 @@ class FluxFamily final : public FamilyModel {
   }
 
   at::Tensor sigmas(const GenerationRequest& r, int steps, int64_t latent_h, int64_t latent_w) const override {
-    return flux_sigmas(steps, (latent_h / 2) * (latent_w / 2), model_->dev() && !r.no_shift);
+    return flux_sigmas(steps, (latent_h / 2) * (latent_w / 2), model_->dev() && !option_flag(traits_.options, r.options, "no-shift"));
   }
 
   PassDenoiser denoiser(const FamilyConditioning& cond, const GenerationRequest& r, const SamplingInit&,
                         const std::function<void(double)>& on_model_ms, const std::atomic<bool>*) override {
     const auto& c = static_cast<const FluxConditioning&>(cond);
-    const FluxGuidance g{r.guidance, c.cfg ? r.cfg : 1.0f, c.cfg ? c.uncond.txt : at::Tensor(), c.cfg ? c.uncond.y : at::Tensor()};
+    const float distilled = model_->dev() ? static_cast<float>(option_number(traits_.options, r.options, "guidance")) : 0.0f;
+    const FluxGuidance g{distilled, c.cfg ? r.cfg : 1.0f, c.cfg ? c.uncond.txt : at::Tensor(), c.cfg ? c.uncond.y : at::Tensor()};
     return model_->denoiser(c.cond.txt, c.cond.y, g, compute_dtype(r.compute, model_->device()), on_model_ms);
   }
 
@@ -437,6 +462,9 @@ FamilyEntry flux_family_entry() {
     return std::make_unique<FluxFamily>(o, device);
   };
   e.tools = flux_tools();
+  e.options = flux_options(true);
+  for (auto& o : flux_load_options()) e.options.push_back(std::move(o));
+  e.roles = flux_roles();
   e.tools.folder_names = {diffusers_flux_transformer_names, diffusers_autoencoder_names};
   return e;
 }

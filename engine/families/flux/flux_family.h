@@ -6,7 +6,7 @@
 #include <string>
 
 #include "families/flux/flux_model.h"
-#include "families/family.h"
+#include "pipeline/family.h"
 #include "pipeline/request.h"
 
 namespace fp8s {
@@ -51,12 +51,17 @@ std::optional<uint64_t> flux_weight_budget(const std::function<FluxComponentByte
 // The auto budget's check alone (refuses what cannot fit even streamed), from the headers.
 void check_flux_fits(const FluxFiles& files, const StorageSpec& storage, int width, int height, int batch,
                      ComputeType compute, uint64_t available);
-// The T5 length a request uses (t5_max_length, else 512 dev / 256 schnell).
+// Flux's settings (FamilyOption): a request's for a dev or schnell model (dev's distilled guidance
+// and unshifted schedule, T5's length), a load's (T5 on the CPU), and its component roles.
+std::vector<FamilyOption> flux_options(bool dev);
+std::vector<FamilyOption> flux_load_options();
+std::vector<ComponentRole> flux_roles();
+// The T5 length a request uses (--t5-max-length, else 512 dev / 256 schnell).
 int flux_t5_length(const GenerationRequest& r, bool dev);
 // Forge's infotext for a Flux image.
 std::string format_flux_infotext(const GenerationRequest& r, uint64_t seed, const std::string& model_name,
                                  const std::string& model_hash, bool dev);
-// The Flux family's registration (families/registry.cpp).
+// The Flux family's registration (pipeline/family_registry.cpp).
 FamilyEntry flux_family_entry();
 // The hooks of the CLI's tools (flux_tools.cpp): probe roles, synthetic writers, `--weights auto`
 // and the estimate before load.

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/types.h"
-#include "families/family.h"
+#include "pipeline/family.h"
 #include "lora/lora.h"
 #include "families/lora_set.h"
 #include "models/streaming.h"

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "families/flux/flux_family.h"
+#include "pipeline/family_options.h"
 #include "families/flux/flux_model.h"
 #include "io/safetensors.h"
 #include "models/component_load.h"
@@ -113,8 +114,9 @@ std::map<std::string, at::Tensor> run_flux_probe(const std::string& role, const 
     out["latent"] = model.vae_encode(in["image"], compute);
   } else {
     FluxGuidance guidance;
-    guidance.distilled = s.guidance;
-    out["latent"] = model.sample(in["noise"], in["txt"], in["y"], s.steps, guidance, !s.no_shift, compute);
+    const auto declared = flux_options(true);
+    guidance.distilled = static_cast<float>(option_number(declared, s.options, "guidance"));
+    out["latent"] = model.sample(in["noise"], in["txt"], in["y"], s.steps, guidance, !option_flag(declared, s.options, "no-shift"), compute);
   }
   return out;
 }

@@ -4,6 +4,7 @@
 #include <array>
 #include <vector>
 
+#include "pipeline/family_options.h"
 #include "families/sd/embeddings.h"
 #include "families/sd/model.h"
 #include "text/clip_tokenizer.h"
@@ -83,6 +84,24 @@ class PromptEncoder {
 
 }  // namespace
 
+std::vector<FamilyOption> sdxl_options() {
+  using T = FamilyOption::Type;
+  auto sizes = [](char sep) {
+    return [sep](const std::string& v) -> std::string {
+      const auto p = parse_int_pair(v, sep);
+      if (p && p->first <= 65536 && p->second <= 65536) return {};
+      return std::string("expected two whole numbers from 0 to 65536 separated by '") + sep + "', got '" + v.substr(0, 40) + "'";
+    };
+  };
+  return {{"original-size", "Original size", "Original size", T::Text, 0, 0, "0x0", {},
+           "SDXL original size WxH (0x0: the image size)", false, false, false, sizes('x')},
+          {"target-size", "Target size", "Target size", T::Text, 0, 0, "0x0", {},
+           "SDXL target size WxH (0x0: the image size)", false, false, false, sizes('x')},
+          {"crop", "Crop", "Crop", T::Text, 0, 0, "0,0", {}, "SDXL crop TOP,LEFT", false, false, false, sizes(',')},
+          {"uncond", "Uncond", "Uncond", T::Choice, 0, 0, "auto", {"auto", "prompt", "zero"},
+           "SDXL unconditional branch: auto (zero for an empty negative prompt, as A1111), prompt or zero", false, false, false, {}}};
+}
+
 Conditioning encode_conditioning(const Model& model, const ClipTokenizer& tokenizer, const std::string& prompt,
                                  const std::string& negative, const GenerationRequest& r, int width,
                                  int height, const std::vector<const TextualInversion*>& embeddings) {
@@ -90,8 +109,9 @@ Conditioning encode_conditioning(const Model& model, const ClipTokenizer& tokeni
   Conditioning out;
   const Encoded pos = encoder.encode(prompt);
   // SDXL's unconditional branch: zeroed text for an empty negative prompt (sgm's force_zero_embeddings, as A1111)
-  const bool zero_uncond = model.is_sdxl() && (r.uncond == UncondMode::Zero ||
-                                               (r.uncond == UncondMode::Auto && negative.empty()));
+  const auto sdxl = sdxl_options();
+  const std::string uncond = model.is_sdxl() ? option_text(sdxl, r.options, "uncond") : "prompt";
+  const bool zero_uncond = uncond == "zero" || (uncond == "auto" && negative.empty());
   Encoded neg;
   if (zero_uncond) {
     neg = {at::zeros_like(pos.context), at::zeros_like(pos.pooled)};
@@ -111,12 +131,18 @@ Conditioning encode_conditioning(const Model& model, const ClipTokenizer& tokeni
   out.cond = out.cond.repeat({b, 1, 1});
   out.uncond = out.uncond.repeat({b, 1, 1});
   if (model.is_sdxl()) {
-    const auto& s = r.size;
-    const float size_cond[6] = {float(s.original_height ? s.original_height : height),
-                                float(s.original_width ? s.original_width : width),
-                                float(s.crop_top), float(s.crop_left),
-                                float(s.target_height ? s.target_height : height),
-                                float(s.target_width ? s.target_width : width)};
+    // "WxH" (0 or absent: the image's), crop "TOP,LEFT"
+    auto pair = [&](const char* name, char sep, std::pair<int, int> fallback) {
+      const auto v = parse_int_pair(option_text(sdxl, r.options, name), sep);
+      return v ? *v : fallback;
+    };
+    const auto original = pair("original-size", 'x', {0, 0}), target = pair("target-size", 'x', {0, 0});
+    const auto crop = pair("crop", ',', {0, 0});
+    const float size_cond[6] = {float(original.second ? original.second : height),
+                                float(original.first ? original.first : width),
+                                float(crop.first), float(crop.second),
+                                float(target.second ? target.second : height),
+                                float(target.first ? target.first : width)};
     const auto sizes = at::from_blob(const_cast<float*>(size_cond), {1, 6}, at::kFloat).clone();
     out.y_cond = model.sdxl_vector(pos.pooled, sizes).repeat({b, 1});
     out.y_uncond = model.sdxl_vector(neg.pooled, sizes).repeat({b, 1});

@@ -26,6 +26,10 @@ struct Conditioning {
 // `prompt`/`negative` without their <lora:...> tags. `width`/`height`: the image size the SDXL
 // size conditioning defaults to.
 // `embeddings`: the textual inversions whose names the prompts may use.
+// SDXL's settings: the size conditioning (sgm's original_size_as_tuple, crop_coords_top_left,
+// target_size_as_tuple) and the unconditional branch (sgm's force_zero_embeddings).
+std::vector<FamilyOption> sdxl_options();
+
 Conditioning encode_conditioning(const Model& model, const ClipTokenizer& tokenizer, const std::string& prompt,
                                  const std::string& negative, const GenerationRequest& request, int width,
                                  int height, const std::vector<const TextualInversion*>& embeddings = {});

@@ -19,7 +19,7 @@
 #include "models/nn.h"
 #include "models/streaming.h"
 #include "models/text_encoder.h"
-#include "families/family.h"
+#include "pipeline/family.h"
 #include "pipeline/lora_request.h"
 #include "pipeline/sampling_init.h"
 #include "sampling/samplers.h"

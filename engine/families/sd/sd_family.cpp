@@ -16,6 +16,7 @@
 #include "backend/backend.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "pipeline/family_options.h"
 #include "families/weight_budget.h"
 #include "memory/process_memory.h"
 #include "models/inspect.h"
@@ -57,6 +58,7 @@ FamilyTraits sd_traits(const ModelConfig& c) {
   t.latent.scale = c.vae.scale_factor;
   t.latent.rgb_factors = xl ? kSdxlRgb : kSd1Rgb;
   if (xl) t.latent.rgb_bias = kSdxlRgbBias;
+  if (xl) t.options = sdxl_options();
   t.denoiser_label = "UNet";
   t.encode_label = "text encode";
   t.sample_label = "UNet steps";
@@ -97,7 +99,6 @@ class SdFamily final : public FamilyModel {
   }
 
   const FamilyTraits& traits() const override { return traits_; }
-  Prediction prediction() const override { return Prediction::Eps; }
   const at::Device& device() const override { return model_->device(); }
   const StorageSpec& storage() const override { return model_->storage(); }
 
@@ -224,7 +225,8 @@ class SdFamily final : public FamilyModel {
 
   std::string infotext(const GenerationRequest& r, uint64_t seed, const std::string& model_name,
                        const std::string& model_hash) const override {
-    std::string text = format_infotext(r, seed, model_name, model_hash, r.width, r.height) + controlnet_infotext_fields(r);
+    std::string text = format_infotext(r, seed, model_name, model_hash, r.width, r.height) + controlnet_infotext_fields(r) +
+                       options_infotext_fields(traits_.options, r.options);
     if (!ti_hashes_.empty()) text += ", " + ti_hashes_;
     return text;
   }
@@ -313,6 +315,7 @@ FamilyEntry sd_family_entry() {
     return std::make_unique<SdFamily>(o, device);
   };
   e.tools = sd_tools();
+  e.options = sdxl_options();
   e.tools.folder_names.push_back(diffusers_controlnet_names);  // a diffusers ControlNetModel folder
   return e;
 }

@@ -1,7 +1,7 @@
-// The Stable Diffusion family's registration (families/registry.cpp).
+// The Stable Diffusion family's registration (pipeline/family_registry.cpp).
 #pragma once
 
-#include "families/family.h"
+#include "pipeline/family.h"
 
 namespace fp8s {
 FamilyEntry sd_family_entry();

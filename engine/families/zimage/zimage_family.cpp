@@ -4,7 +4,8 @@
 
 #include "core/error.h"
 #include "models/component_load.h"
-#include "families/zimage/qwen3.h"
+#include "pipeline/family_options.h"
+#include "models/lm/decoder_lm.h"
 #include "families/zimage/zimage_files.h"
 #include "families/zimage/zimage_model.h"
 #include "families/zimage/zimage_sampling.h"
@@ -49,7 +50,9 @@ std::map<std::string, at::Tensor> run_zimage_probe(const std::string& role, cons
       if (s.cfg > 1) dims["neg"] = 3;
       if (s.strength < 1) dims["init"] = 4;
       auto in = read(dims);
-      const ZImageSampling z{s.steps, s.shift, s.cfg, s.cfg_norm, s.cfg_truncation, s.strength};
+      const auto declared = zimage_options();
+      const ZImageSampling z{s.steps, option_number(declared, s.options, "shift"), s.cfg, option_number(declared, s.options, "cfg-norm"),
+                             option_number(declared, s.options, "cfg-truncation"), s.strength};
       return {{"latent", zimage_sample(*m, in["noise"], in["cap"], in.count("neg") ? in["neg"] : at::Tensor(),
                                        in.count("init") ? in["init"] : at::Tensor(), z, compute_dtype(s.compute, s.device))}};
     }
@@ -60,8 +63,8 @@ std::map<std::string, at::Tensor> run_zimage_probe(const std::string& role, cons
   }
   const std::string prefix = qwen3_prefix(file);
   const BuildOn on(s.device);
-  Qwen3Encoder encoder(qwen3_config(file, prefix));
-  load_module_weights(*encoder, file, prefix, s.storage, is_fp8(s.storage.weights), Qwen3EncoderImpl::ignorable_keys(encoder->config()), {}, s.device, true);
+  DecoderLm encoder(decoder_lm_config(file, prefix, {}, "qwen3.config"));
+  load_module_weights(*encoder, file, prefix, s.storage, is_fp8(s.storage.weights), DecoderLmImpl::ignorable_keys(encoder->config()), {}, s.device, true);
   auto in = read({{"tokens", 2}, {"mask", 2}});
   return {{"hidden", encoder->forward(in["tokens"].to(at::kLong), in["mask"], compute_dtype(s.compute, s.device))}};
 }
@@ -78,23 +81,33 @@ std::vector<LayoutEntry> zimage_layout(const std::string& arch, const SyntheticL
     ZImageTransformerImpl m(c);
     return module_layout(m, Dtype::BF16, o.dtype);
   }
-  Qwen3Config c;
+  DecoderLmConfig c;
   if (o.depth > 0) c.layers = o.depth;
-  Qwen3Config all = c;
-  all.layers = c.layers + 1;  // the encoder builds every layer but the last: one more lists them all
-  Qwen3EncoderImpl m(all);
+  c.outputs = {c.layers};  // every layer and the final norm, as the released file holds them
+  DecoderLmImpl m(c);
   auto out = module_layout(m, Dtype::BF16, o.dtype, "model.");
-  LayoutEntry norm;
-  norm.name = "model.norm.weight";
-  norm.shape = {c.hidden};
-  norm.role = TensorRole::NormWeight;
-  norm.dtype = o.dtype && !is_fp8_dtype(*o.dtype) ? *o.dtype : Dtype::BF16;
-  out.push_back(norm);
   std::sort(out.begin(), out.end(), [](const LayoutEntry& a, const LayoutEntry& b) { return a.name < b.name; });
   return out;
 }
 
 }  // namespace
+
+std::vector<FamilyOption> zimage_options() {
+  using T = FamilyOption::Type;
+  return {{"shift", "Shift", "Shift", T::Number, 0, 100, "3", {}, "Z-Image: the schedule's shift (0: the model's, 3)", true, false, true, {}},
+          {"cfg-norm", "CFG norm", "CFG normalization", T::Number, 0, 1000, "0", {},
+           "Z-Image with CFG: cap the guided prediction's norm at K times the prompt's (0: off)", false, false, false, {}},
+          {"cfg-truncation", "CFG truncation", "CFG truncation", T::Number, 0, 1, "1", {},
+           "Z-Image with CFG: steps past this t (1 - sigma) run without CFG (1: never)", false, false, false, {}},
+          {"qwen-max-length", "Qwen length", "Qwen length", T::Integer, 0, 4096, "0", {},
+           "Z-Image: the templated prompt's token limit (0: 512)", false, false, false, {}}};
+}
+
+std::vector<ComponentRole> zimage_roles() {
+  return {{"text_encoder", "Qwen3 text encoder", {"qwen_3_4b", "qwen3"}, "text-encoder", "Z-Image: qwen_3_4b.safetensors"},
+          {"vae", "autoencoder", {"ae", "flux", "z_image"}, "vae", "ae.safetensors"},
+          {"qwen_tokenizer", "Qwen tokenizer", {"tokenizer"}, "qwen-tokenizer", "Z-Image: Qwen's tokenizer.json or its folder", true}};
+}
 
 FamilyEntry zimage_family_entry() {
   FamilyEntry e;
@@ -107,6 +120,8 @@ FamilyEntry zimage_family_entry() {
     return zimage_traits(dim, dim < 3840 ? 2 : 8);  // the tiny reference files' autoencoder downsamples 2x
   };
   e.open = open_zimage;
+  e.options = zimage_options();
+  e.roles = zimage_roles();
   e.tools.estimate = zimage_estimate;
   e.tools.plan = zimage_plan;
   e.tools.auto_storage = zimage_auto_storage;

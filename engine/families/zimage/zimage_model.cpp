@@ -15,8 +15,9 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "families/flux/flux_family.h"
+#include "pipeline/family_options.h"
 #include "families/weight_budget.h"
-#include "families/zimage/qwen3.h"
+#include "models/lm/decoder_lm.h"
 #include "families/zimage/zimage_files.h"
 #include "families/zimage/zimage_lora_keys.h"
 #include "families/zimage/zimage_sampling.h"
@@ -39,7 +40,7 @@ namespace {
 
 constexpr uint64_t kZImageProcessBytes = 600ull << 20;
 constexpr int kDefaultTextLength = 512;
-constexpr double kDefaultShift = 3.0;
+constexpr double kDefaultShift = 3.0;  // Turbo's, where --shift is 0
 
 std::string component_path(const LoadOptions& o, const char* role) {
   const auto it = o.components.find(role);
@@ -72,7 +73,7 @@ class ZImageFamily final : public FamilyModel {
     config_ = zimage_config(SafetensorsFile(files_.transformer.path), files_.transformer.prefix);
     {
       const SafetensorsFile te(files_.text_encoder.path);
-      text_config_ = qwen3_config(te, files_.text_encoder.prefix);
+      text_config_ = decoder_lm_config(te, files_.text_encoder.prefix, {}, "qwen3.config");
       text_type_ = flux_component_storage(te, files_.text_encoder.prefix, {WeightType::BF16}).weights;
       if (text_config_.hidden != config_.cap_dim) {
         throw InputError(files_.text_encoder.path + ": a text encoder " + std::to_string(text_config_.hidden) +
@@ -93,7 +94,6 @@ class ZImageFamily final : public FamilyModel {
   ~ZImageFamily() override { release_all(); }
 
   const FamilyTraits& traits() const override { return traits_; }
-  Prediction prediction() const override { return Prediction::Flow; }
   const at::Device& device() const override { return device_; }
   const StorageSpec& storage() const override { return storage_; }
   double load_ms() const override { return load_ms_; }
@@ -133,12 +133,6 @@ class ZImageFamily final : public FamilyModel {
   }
 
   void check(const GenerationRequest& r, int w, int h) const override {
-    if (r.shift < 0 || r.shift > 100 || !std::isfinite(r.shift)) throw InputError("--shift must be between 0 and 100 (0: Z-Image's 3)");
-    if (r.cfg_norm < 0 || !std::isfinite(r.cfg_norm)) throw InputError("--cfg-norm must be 0 (off) or positive");
-    if (!(r.cfg_truncation >= 0 && r.cfg_truncation <= 1)) throw InputError("--cfg-truncation must be between 0 and 1 (1: never)");
-    if (r.text_max_length < 0 || r.text_max_length > 4096) {
-      throw InputError("--qwen-max-length must be between 1 and 4096 (0: Z-Image's 512)");
-    }
     if (r.enable_hr) w = r.hr_target_width(w), h = r.hr_target_height(h);
     (void)budget(r, w, h);
   }
@@ -167,7 +161,8 @@ class ZImageFamily final : public FamilyModel {
   std::shared_ptr<FamilyConditioning> encode(const GenerationRequest& r, const std::string& prompt,
                                              const std::string& negative) override {
     const at::ScalarType compute = compute_dtype(r.compute, device_);
-    const int limit = r.text_max_length > 0 ? r.text_max_length : kDefaultTextLength;
+    const int given = static_cast<int>(option_number(traits_.options, r.options, "qwen-max-length"));
+    const int limit = given > 0 ? given : kDefaultTextLength;
     auto c = std::make_shared<ZImageConditioning>();
     c->cond = encode_text(prompt, limit, compute);
     if (r.cfg > 1.0f) c->uncond = encode_text(negative, limit, compute);
@@ -197,7 +192,8 @@ class ZImageFamily final : public FamilyModel {
   }
 
   at::Tensor sigmas(const GenerationRequest& r, int steps, int64_t, int64_t) const override {
-    const auto s = zimage_sigmas(steps, r.shift > 0 ? r.shift : kDefaultShift);
+    const double shift = option_number(traits_.options, r.options, "shift");
+    const auto s = zimage_sigmas(steps, shift > 0 ? shift : kDefaultShift);
     return at::tensor(s, at::kFloat);
   }
 
@@ -206,7 +202,8 @@ class ZImageFamily final : public FamilyModel {
     const auto& c = static_cast<const ZImageConditioning&>(cond);
     const at::ScalarType compute = compute_dtype(r.compute, device_);
     const bool cfg = r.cfg > 1.0f && c.uncond.defined();
-    const double g = r.cfg - 1.0, norm_cap = r.cfg_norm, truncation = r.cfg_truncation;
+    const double g = r.cfg - 1.0, norm_cap = option_number(traits_.options, r.options, "cfg-norm"),
+                 truncation = option_number(traits_.options, r.options, "cfg-truncation");
     ZImageTransformerImpl* m = &transformer();
     const at::Tensor pos_cap = c.cond, neg_cap = c.uncond;
     const at::Device device = device_;
@@ -243,11 +240,8 @@ class ZImageFamily final : public FamilyModel {
     o << r.prompt << "\n";
     if (!r.negative.empty() && r.cfg > 1.0f) o << "Negative prompt: " << r.negative << "\n";
     o << "Steps: " << r.steps << ", Sampler: " << sampler_display_name(r.sampler) << ", Schedule type: Simple, CFG scale: " << r.cfg
-      << ", Shift: " << (r.shift > 0 ? r.shift : kDefaultShift);
-    if (r.cfg > 1.0f && r.cfg_norm > 0) o << ", CFG normalization: " << r.cfg_norm;
-    if (r.cfg > 1.0f && r.cfg_truncation < 1) o << ", CFG truncation: " << r.cfg_truncation;
+      << options_infotext_fields(traits_.options, r.options);
     o << seed_model_infotext_fields(seed, r.width, r.height, model_name, model_hash) << fp8_weight_infotext_field(r);
-    if (r.text_max_length > 0) o << ", Qwen length: " << r.text_max_length;
     o << image_infotext_fields(r, r.width, r.height) << lora_infotext_fields(r) << storage_infotext_fields(r);
     return o.str();
   }
@@ -372,12 +366,12 @@ class ZImageFamily final : public FamilyModel {
     }
     return *transformer_;
   }
-  Qwen3EncoderImpl& text_encoder() {
+  DecoderLmImpl& text_encoder() {
     if (!text_) {
       const auto& c = files_.text_encoder;
       const StorageSpec st = storage_of(&c);
-      auto make = [](const SafetensorsFile& f, const std::string& p) { return std::make_shared<Qwen3EncoderImpl>(qwen3_config(f, p)); };
-      const auto ignorable = Qwen3EncoderImpl::ignorable_keys(text_config_);
+      auto make = [](const SafetensorsFile& f, const std::string& p) { return std::make_shared<DecoderLmImpl>(decoder_lm_config(f, p, {}, "qwen3.config")); };
+      const auto ignorable = DecoderLmImpl::ignorable_keys(text_config_);
       const std::string missing = files_.transformer.path + ": no Qwen3 text encoder; pass --text-encoder qwen_3_4b.safetensors";
       text_ = budget_ ? load_streamed(c, missing, st, ignorable, device_, *budget_, held_.text, load_ms_, text_streaming_, make)
                       : load_component(c, missing, st, is_fp8(st.weights), ignorable, device_, held_.text, load_ms_, make);
@@ -425,7 +419,7 @@ class ZImageFamily final : public FamilyModel {
   at::Device device_;
   std::shared_ptr<const QwenTokenizer> tokenizer_;
   ZImageConfig config_;
-  Qwen3Config text_config_;
+  DecoderLmConfig text_config_;
   WeightType text_type_ = WeightType::BF16, vae_type_ = WeightType::FP32;
   int vae_factor_ = 8;
   FamilyTraits traits_;
@@ -436,7 +430,7 @@ class ZImageFamily final : public FamilyModel {
   mutable std::vector<std::pair<StorageSpec, WeightBytes>> estimates_;
   LoraSet loras_;
   std::shared_ptr<ZImageTransformerImpl> transformer_;
-  std::shared_ptr<Qwen3EncoderImpl> text_;
+  std::shared_ptr<DecoderLmImpl> text_;
   std::shared_ptr<VaeImpl> vae_;
   const ImageJob* cached_job_ = nullptr;
   at::Tensor cached_latent_;
@@ -448,6 +442,7 @@ class ZImageFamily final : public FamilyModel {
 
 FamilyTraits zimage_traits(int dim, int vae_factor) {
   FamilyTraits t;
+  t.prediction = Prediction::Flow;
   t.id = "zimage-turbo";
   t.name = "Z-Image Turbo";
   t.native_size = dim < 3840 ? 8 * 2 * vae_factor : 1024;  // the tiny reference transformers are narrow and small
@@ -460,7 +455,8 @@ FamilyTraits zimage_traits(int dim, int vae_factor) {
   t.default_steps = 8;
   t.default_cfg = 1.0f;  // Turbo is distilled: no CFG pass
   t.clip_skip = false;
-  t.components = {{"text_encoder", "Qwen3 text encoder", {"qwen_3_4b", "qwen3"}}, {"vae", "autoencoder", {"ae", "flux", "z_image"}}};
+  t.components = zimage_roles();
+  t.options = zimage_options();
   t.latent = flux_latent_format(vae_factor);
   t.compare_modes = "fp16,fp8-e4m3";
   t.fp32_probe = false;  // FP32 storage of a 6 B transformer does not fit beside the run

@@ -1,4 +1,4 @@
-// The Z-Image family's model (families/family.h): the transformer, the Qwen3 text encoder and the
+// The Z-Image family's model (pipeline/family.h): the transformer, the Qwen3 text encoder and the
 // Flux.1 autoencoder, each loaded from its file in the request's storage when first used, the
 // phases taking turns where they do not fit together, and the transformer's and the text
 // encoder's layers streamed under a weight budget.
@@ -8,7 +8,7 @@
 
 #include <memory>
 
-#include "families/family.h"
+#include "pipeline/family.h"
 #include "families/zimage/zimage_files.h"
 
 namespace fp8s {
@@ -19,6 +19,10 @@ class SafetensorsFile;
 // The traits of a Z-Image transformer of width `dim` with an autoencoder downsampling `vae_factor`
 // times (the tiny reference files: 64 wide, 2x).
 FamilyTraits zimage_traits(int dim, int vae_factor);
+// Z-Image's settings (the schedule's shift, CFG normalisation and truncation, the text encoder's
+// token limit) and its component roles (zimage_family.cpp).
+std::vector<FamilyOption> zimage_options();
+std::vector<ComponentRole> zimage_roles();
 // What `--weights auto` is for a Z-Image file: its transformer's FP8 format, else BF16.
 StorageSpec zimage_auto_storage(const SafetensorsFile& file);
 std::unique_ptr<FamilyModel> open_zimage(const LoadOptions& options, const at::Device& device);

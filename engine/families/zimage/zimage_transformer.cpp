@@ -5,12 +5,10 @@
 #include "core/error.h"
 #include "models/config_json.h"
 #include "models/flux/flux.h"
-#include "families/zimage/zimage_ops.h"
 
 namespace fp8s {
 namespace {
 
-using zimage::rms_norm;
 
 constexpr int64_t kTokenMultiple = 32;  // image and caption rows are padded to a multiple of 32
 

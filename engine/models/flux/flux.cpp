@@ -72,12 +72,8 @@ std::pair<at::Tensor, at::Tensor> flux_rope(const at::Tensor& ids, const std::ve
 
 namespace {
 
-// BFL's RMSNorm (QKNorm): x · rsqrt(mean(x²) + 1e-6) in FP32, back to the input type, times the scale.
-at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& scale) {
-  const OpTimer timer(OpKind::Norm);
-  const auto x32 = x.to(at::kFloat);
-  return (x32 * at::rsqrt(x32.pow(2).mean(-1, true) + 1e-6)).to(x.scalar_type()) * scale.to(x.scalar_type());
-}
+// BFL's RMSNorm (QKNorm), eps 1e-6 (models/nn.h).
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& scale) { return fp8s::rms_norm(x, scale, 1e-6); }
 
 // LayerNorm(elementwise_affine=False, eps=1e-6), in FP32.
 at::Tensor plain_layer_norm(const at::Tensor& x) {

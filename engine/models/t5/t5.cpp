@@ -26,13 +26,8 @@ T5Config parse_t5_config(const std::string& json_text, const std::string& label)
 }
 
 namespace {
-// HF T5LayerNorm: x · rsqrt(mean(x²) + 1e-6) in FP32, times the weight, back in the input type.
-at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w) {
-  const OpTimer timer(OpKind::Norm);
-  const auto x32 = x.to(at::kFloat);
-  const auto n = x32 * at::rsqrt(x32.pow(2).mean(-1, true) + 1e-6);
-  return (n * w.to(at::kFloat)).to(x.scalar_type());
-}
+// HF T5LayerNorm: the weight applied in FP32 (models/nn.h).
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w) { return fp8s::rms_norm(x, w, 1e-6, true); }
 }  // namespace
 
 T5EncoderImpl::T5EncoderImpl(const T5Config& c) : config_(c) {

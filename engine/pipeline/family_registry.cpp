@@ -2,15 +2,14 @@
 // ask; and the latent preview every family's live steps use.
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "core/error.h"
-#include "families/family.h"
+#include "pipeline/family.h"
+#include "pipeline/family_options.h"
 #include "models/architecture.h"
 #include "pipeline/engine.h"
-#include "families/flux/flux_family.h"
-#include "families/sd/sd_family.h"
-#include "families/zimage/zimage_family.h"
 
 namespace fp8s {
 namespace {
@@ -23,7 +22,7 @@ std::mutex& registry_mutex() {
 // Asked newest first: the built-in checkpoint family (SD), which names what it cannot run, is
 // registered first and so asked last.
 std::vector<FamilyEntry>& registry() {
-  static std::vector<FamilyEntry> entries{sd_family_entry(), flux_family_entry(), zimage_family_entry()};
+  static std::vector<FamilyEntry> entries = builtin_families();
   return entries;
 }
 
@@ -43,9 +42,33 @@ std::string family_labels() {
   return out;
 }
 
+// Every registered family's declarations of one kind (FamilyEntry::options, ::roles), each name once:
+// the first registered wins.
+template <typename T, typename Name>
+std::vector<T> declared(std::vector<T> FamilyEntry::*list, Name name) {
+  const std::lock_guard<std::mutex> lock(registry_mutex());
+  std::vector<T> out;
+  for (const auto& e : registry()) {
+    for (const auto& item : e.*list) {
+      if (std::none_of(out.begin(), out.end(), [&](const T& seen) { return name(seen) == name(item); })) out.push_back(item);
+    }
+  }
+  return out;
+}
+
+std::vector<FamilyOption> family_options() {
+  return declared(&FamilyEntry::options, [](const FamilyOption& o) { return o.name; });
+}
+
+std::vector<ComponentRole> family_roles() {
+  return declared(&FamilyEntry::roles, [](const ComponentRole& r) { return r.role; });
+}
+
 // before main() (pointers only: the families are built at their first use)
 [[maybe_unused]] const bool g_folder_names_source = (set_folder_renamer_source(&family_folder_names), true);
 [[maybe_unused]] const bool g_labels_source = (set_supported_families_source(&family_labels), true);
+[[maybe_unused]] const bool g_options_source = (set_declared_options_source(&family_options), true);
+[[maybe_unused]] const bool g_roles_source = (set_declared_roles_source(&family_roles), true);
 
 }  // namespace
 
@@ -71,6 +94,7 @@ const FamilyEntry* find_family(const SafetensorsFile& file) {
 }
 
 const std::vector<FamilyEntry>& registered_families() { return registry(); }
+
 
 InspectReport inspect_model_file(const SafetensorsFile& file) {
   const FamilyEntry* family = find_family(file);
@@ -136,6 +160,20 @@ bool FamilyTraits::offers(Schedule s) const {
     if (x.schedule == s) return true;
   }
   return false;
+}
+
+void FamilyModel::describe(ModelInfo& info) const {
+  info.architecture = traits().name;
+  info.storage = weight_type_name(storage().weights);
+}
+
+std::string FamilyModel::infotext(const GenerationRequest& r, uint64_t seed, const std::string& model_name,
+                                  const std::string& model_hash) const {
+  return format_infotext(r, seed, model_name, model_hash, r.width, r.height) + options_infotext_fields(traits().options, r.options);
+}
+
+std::vector<float> FamilyModel::probe(const StorageSpec&, ComputeType, uint64_t, int, const std::vector<LoraRequest>&, LoraMode) {
+  throw InputError(traits().name + " has no denoiser probe (compare's output error needs one)");
 }
 
 void describe_residency(const ResidencyPlan& plan, ModelInfo& info) {

@@ -1,6 +1,6 @@
 // The family interface (docs/architecture.md, "Families"): what the one run loop
 // (pipeline/run.h), the engine, compare, the CLI and the GUI know of a model. A family is its
-// traits (families/family_traits.h) plus the operations below; the engine holds one FamilyModel,
+// traits (pipeline/family_traits.h) plus the operations below; the engine holds one FamilyModel,
 // chosen once at load by the registry, and never asks which family it is.
 #pragma once
 
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "families/family_traits.h"
+#include "pipeline/family_traits.h"
 #include "models/checkpoint_layout.h"
 #include "models/inspect.h"
 #include "models/streaming.h"
@@ -33,11 +33,6 @@ struct FamilyConditioning {
   virtual ~FamilyConditioning() = default;
 };
 
-// How a family's network output becomes the denoised latent k-diffusion's samplers step with:
-// Eps, D(x, σ) = x − σ·ε (σ: the discrete VP model's noise level); Flow, D(x, σ) = x − σ·v with
-// σ = t on the straight line x_t = t·noise + (1 − t)·x0 (ComfyUI's CONST model sampling).
-enum class Prediction { Eps, Flow };
-
 // What the samplers call during one pass.
 struct PassDenoiser {
   Denoiser denoise;          // D(x, σ), classifier-free guidance included
@@ -50,16 +45,20 @@ struct PassDenoiser {
 
 // The bytes a model's weights take, by part (denoiser, text encoders, autoencoder).
 
+// What a family writes: the 12 pure methods below (its traits, where it runs and in what storage, the
+// bytes it holds, and the steps of a run). The others have defaults that a family overrides where
+// it has more to say.
 class FamilyModel {
  public:
   virtual ~FamilyModel() = default;
 
   virtual const FamilyTraits& traits() const = 0;
-  virtual Prediction prediction() const = 0;
+  Prediction prediction() const { return traits().prediction; }
   virtual const at::Device& device() const = 0;
   virtual const StorageSpec& storage() const = 0;
-  // Fills the family's part of ModelInfo: architecture, components, storage, source note.
-  virtual void describe(ModelInfo& info) const = 0;
+  // Fills the family's part of ModelInfo: architecture, components, storage, source note (default:
+  // the traits' name and the storage).
+  virtual void describe(ModelInfo& info) const;
   // The denoiser's streaming since the last reset (all zero when every block is resident).
   virtual StreamStats stream_stats() const { return {}; }
   virtual void reset_stream_stats() {}
@@ -97,17 +96,18 @@ class FamilyModel {
   virtual at::Tensor encode_images(const at::Tensor& images, ComputeType compute, at::Generator& gen) = 0;
   // Latent -> images [B,3,H,W] in [-1,1].
   virtual at::Tensor decode(const at::Tensor& latent, ComputeType compute) = 0;
-  // The image's infotext (A1111's fields, the family's own where it has them).
+  // The image's infotext (A1111's fields, the family's own where it has them; default:
+  // format_infotext and the declared settings' fields).
   virtual std::string infotext(const GenerationRequest& r, uint64_t seed, const std::string& model_name,
-                               const std::string& model_hash) const = 0;
+                               const std::string& model_hash) const;
   // The CLIP tokenizer of its prompts, for the front ends' token counters (nullptr: none).
   virtual std::shared_ptr<const ClipTokenizer> clip_tokenizer() const { return nullptr; }
   // Milliseconds spent loading weights so far (families that load components when used).
   virtual double load_ms() const { return 0; }
   // The denoiser's output (FP32, flattened) for fixed random inputs from `seed` at a latent of
-  // latent_size² in `storage` (Engine::unet_probe).
+  // latent_size² in `storage` (Engine::unet_probe; default: InputError, the family has none).
   virtual std::vector<float> probe(const StorageSpec& storage, ComputeType compute, uint64_t seed, int latent_size,
-                                   const std::vector<LoraRequest>& loras, LoraMode mode) = 0;
+                                   const std::vector<LoraRequest>& loras, LoraMode mode);
 };
 
 // One family as the registry knows it. `detect` looks at a file's header only (no weights are
@@ -128,11 +128,8 @@ struct ProbeSetup {
   int steps = 20;
   float cfg = 7.0f;
   uint64_t seed = 0;
-  float guidance = 3.5f;  // distilled guidance
-  bool no_shift = false;  // a shifted schedule without its shift
-  // a flow model's sampling role (Z-Image): the schedule's shift, CFG normalisation and truncation,
-  // and the img2img strength
-  float shift = 3.0f, cfg_norm = 0.0f, cfg_truncation = 1.0f, strength = 1.0f;
+  float strength = 1.0f;  // a sampling role's img2img strength
+  std::map<std::string, std::string> options;  // the family's declared settings (FamilyTraits::options)
   // ControlNet roles (SD): the ControlNet of a sampling role, and the control's strength, start, end
   std::string controlnet;
   float control_strength = 1.0f, control_start = 0.0f, control_end = 1.0f;
@@ -200,8 +197,16 @@ struct FamilyEntry {
   std::function<FamilyTraits(const SafetensorsFile& file)> traits;
   std::function<std::unique_ptr<FamilyModel>(const LoadOptions& options, const at::Device& device)> open;
   FamilyTools tools;  // optional: the CLI's tools and the estimate before load
+  // What the family's models declare, together, before a model is chosen: the front ends' flags
+  // (--NAME for each option, --FLAG for each component role) and the infotext fields it reads.
+  std::vector<FamilyOption> options;
+  std::vector<ComponentRole> roles;
 };
 
+// The families built in (families/builtin.cpp, a level above: the registry declares what it needs
+// and the families define it), in the order they are registered; the registry's first look-up
+// takes them.
+std::vector<FamilyEntry> builtin_families();
 // Adds a family (the built-in ones are registered before the first look-up; a test can add its
 // own). A later family with the same id replaces the earlier.
 void register_family(FamilyEntry entry);

@@ -3,6 +3,7 @@
 // builds its controls from it and never asks which family is loaded.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +29,31 @@ struct ComponentRole {
   std::string role;   // "t5xxl", "clip_l", "vae"
   std::string label;  // "T5-XXL"
   std::vector<std::string> file_hints;  // e.g. "t5xxl", "clip_l" (file names starting with them)
+  std::string flag;   // the CLI's shorthand --FLAG for --component ROLE=FILE ("t5"; empty: none)
+  std::string help;   // what to give it ("t5xxl_fp16 / _fp8_e4m3fn[_scaled].safetensors")
+  bool tokenizer = false;  // a tokenizer (tokenizer.json or its folder), not a weights file
+};
+
+// A setting a family declares (issue 56): the CLI's --NAME, the request's and the settings file's
+// key, its infotext field, and the Prompt panel's control are all made from it, and nothing
+// outside the family names it. Values travel as text (GenerationRequest::options); absent is the
+// default.
+struct FamilyOption {
+  enum class Type { Number, Integer, Flag, Choice, Text };
+  std::string name;   // "guidance": --guidance, options["guidance"]
+  std::string label;  // the Prompt panel's ("Guidance")
+  std::string infotext_key;  // "Distilled CFG Scale" (empty: not written)
+  Type type = Type::Number;
+  double min = 0, max = 0;  // Number and Integer
+  std::string default_value;  // "3.5"; a Flag's is "0"
+  // Choice: its values. Flag: the infotext's words for off and on ({"on", "off"}; empty: False, True).
+  std::vector<std::string> choices;
+  std::string help;  // --help and the control's tooltip
+  bool prompt_panel = false;  // the Prompt panel shows a control for it
+  bool at_load = false;  // a load's setting (LoadOptions::options), not a request's
+  bool always_written = false;  // the infotext writes it at its default too
+  // Text: "" when the value is good, else why not (without the option's name).
+  std::function<std::string(const std::string& value)> check;
 };
 
 // A schedule the family offers, with the name its UI shows ("Karras", "Simple").
@@ -44,9 +70,15 @@ struct WeightBytes {
   uint64_t total() const { return denoiser + text + vae + control; }
 };
 
+// How a family's network output becomes the denoised latent k-diffusion's samplers step with:
+// Eps, D(x, σ) = x − σ·ε (σ: the discrete VP model's noise level); Flow, D(x, σ) = x − σ·v with
+// σ = t on the straight line x_t = t·noise + (1 − t)·x0 (ComfyUI's CONST model sampling).
+enum class Prediction { Eps, Flow };
+
 struct FamilyTraits {
   std::string id;    // "sd1", "sdxl", "flux-dev", "flux-schnell"
   std::string name;  // "Stable Diffusion 1.x", "Flux.1 dev"
+  Prediction prediction = Prediction::Eps;
   int native_size = 512;
   int size_multiple = 8;  // width and height are multiples of it
   int min_size = 64;
@@ -56,11 +88,11 @@ struct FamilyTraits {
   std::vector<ScheduleChoice> schedules;  // the first is the default
   int default_steps = 20;
   float default_cfg = 7.0f;  // 1: no CFG pass (the negative prompt is unused)
-  bool distilled_guidance = false;  // the model takes a guidance value (Flux dev) instead of CFG
-  float default_guidance = 3.5f;
+  bool cfg_control = true;  // the Prompt panel shows CFG (not where a distilled guidance takes its place)
   bool clip_skip = true;   // CLIP skip applies to its text encoders
   bool controlnet = false;  // it takes ControlNet units (GenerationRequest::controlnets)
-  std::vector<ComponentRole> components;  // beyond the model file
+  std::vector<ComponentRole> components;  // beyond the model file, tokenizers included
+  std::vector<FamilyOption> options;  // the settings this model takes
   LatentFormat latent;
   // What its networks are called where the UI names them: the denoiser ("UNet", "Transformer"),
   // and the encode / sample / decode phases ("text encode", "T5 + CLIP-L encode", ...).
@@ -74,7 +106,7 @@ struct FamilyTraits {
 };
 
 // The traits of a model file's family from its header, by the family registry
-// (families/family.h); FamilyTraits' defaults when the file cannot be read (the load that follows
+// (pipeline/family.h); FamilyTraits' defaults when the file cannot be read (the load that follows
 // names the problem).
 FamilyTraits family_traits_of(const std::string& checkpoint);
 
