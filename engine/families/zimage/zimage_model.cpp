@@ -200,31 +200,11 @@ class ZImageFamily final : public FamilyModel {
   PassDenoiser denoiser(const FamilyConditioning& cond, const GenerationRequest& r, const SamplingInit&,
                         const std::function<void(double)>& on_model_ms, const std::atomic<bool>*) override {
     const auto& c = static_cast<const ZImageConditioning&>(cond);
-    const at::ScalarType compute = compute_dtype(r.compute, device_);
-    const bool cfg = r.cfg > 1.0f && c.uncond.defined();
-    const double g = r.cfg - 1.0, norm_cap = option_number(traits_.options, r.options, "cfg-norm"),
-                 truncation = option_number(traits_.options, r.options, "cfg-truncation");
-    ZImageTransformerImpl* m = &transformer();
-    const at::Tensor pos_cap = c.cond, neg_cap = c.uncond;
-    const at::Device device = device_;
-    PassDenoiser d;
-    // D(x, σ) = x − σ·v with v = −pred, the transformer at t = 1 − σ; CFG: pred = pos + g·(pos − neg)
-    d.denoise = [=](const at::Tensor& x, const at::Tensor& sigma) {
-      const auto start = std::chrono::steady_clock::now();
-      const int64_t B = x.size(0);
-      const float s = sigma.item<float>();
-      const float t_value = (1000.0f - s * 1000.0f) / 1000.0f;
-      const auto t = at::full({B}, t_value, at::kFloat);
-      auto call = [&](const at::Tensor& cap) {
-        return m->forward(x.to(device), t, cap.to(device).expand({B, -1, -1}), std::vector<int64_t>(B, cap.size(1)), compute)
-            .to(at::kCPU, at::kFloat);
-      };
-      at::Tensor pred = call(pos_cap);
-      if (cfg && t_value <= truncation) pred = zimage_guidance(pred, call(neg_cap), g, norm_cap);
-      if (on_model_ms) on_model_ms(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-      return x + sigma * pred;
-    };
-    return d;
+    ZImageSampling s;
+    s.cfg = r.cfg;
+    s.cfg_norm = option_number(traits_.options, r.options, "cfg-norm");
+    s.cfg_truncation = option_number(traits_.options, r.options, "cfg-truncation");
+    return zimage_denoiser(transformer(), c.cond, c.uncond, s, compute_dtype(r.compute, device_), device_, on_model_ms);
   }
 
   at::Tensor encode_images(const at::Tensor& images, ComputeType compute, at::Generator&) override {

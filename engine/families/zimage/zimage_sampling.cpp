@@ -1,9 +1,11 @@
 #include "families/zimage/zimage_sampling.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/error.h"
 #include "families/zimage/zimage_transformer.h"
+#include "pipeline/sample_pass.h"
 
 namespace fp8s {
 
@@ -36,24 +38,43 @@ at::Tensor zimage_guidance(const at::Tensor& pos, const at::Tensor& neg, double 
   return pred;
 }
 
+PassDenoiser zimage_denoiser(ZImageTransformerImpl& model, const at::Tensor& pos, const at::Tensor& neg,
+                             const ZImageSampling& s, at::ScalarType compute, const at::Device& device,
+                             const std::function<void(double)>& on_model_ms) {
+  const bool cfg = s.cfg > 1.0 && neg.defined();
+  const double g = s.cfg - 1.0, norm_cap = s.cfg_norm, truncation = s.cfg_truncation;
+  ZImageTransformerImpl* m = &model;
+  PassDenoiser d;
+  d.denoise = [=](const at::Tensor& x, const at::Tensor& sigma) {
+    const auto start = std::chrono::steady_clock::now();
+    const int64_t B = x.size(0);
+    const float t_value = (1000.0f - sigma.item<float>() * 1000.0f) / 1000.0f;
+    const auto t = at::full({B}, t_value, at::kFloat);
+    auto call = [&](const at::Tensor& cap) {
+      return m->forward(x.to(device), t, cap.to(device).expand({B, -1, -1}), std::vector<int64_t>(B, cap.size(1)), compute)
+          .to(at::kCPU, at::kFloat);
+    };
+    at::Tensor pred = call(pos);
+    if (cfg && t_value <= truncation) pred = zimage_guidance(pred, call(neg), g, norm_cap);
+    if (on_model_ms) on_model_ms(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    return x + sigma * pred;
+  };
+  return d;
+}
+
 at::Tensor zimage_sample(ZImageTransformerImpl& model, const at::Tensor& noise, const at::Tensor& cap, const at::Tensor& neg,
                          const at::Tensor& init, const ZImageSampling& s, at::ScalarType compute) {
-  const auto sigmas = zimage_sigmas(s.steps, s.shift);
-  const bool cfg = s.cfg > 1.0;
-  if (cfg && !neg.defined()) throw InputError("Z-Image: CFG above 1 needs the negative prompt's features");
-  const int start = init.defined() ? zimage_start_step(s.steps, s.strength) : 0;
-  at::Tensor x = noise.to(at::kFloat);
-  if (init.defined()) x = sigmas[start] * x + (1.0f - sigmas[start]) * init.to(at::kFloat);
-  auto call = [&](const at::Tensor& c, const at::Tensor& t) { return model.forward(x, t, c, {c.size(1)}, compute); };
-  for (int i = start; i < s.steps; ++i) {
-    // the scheduler's timestep T = 1000·σ (FP32); the transformer's t = (1000 − T) / 1000
-    const float T = sigmas[i] * 1000.0f;
-    const auto t = at::full({1}, (1000.0f - T) / 1000.0f, at::kFloat);
-    at::Tensor pred = call(cap, t);
-    if (cfg && (1000.0f - T) / 1000.0f <= s.cfg_truncation) pred = zimage_guidance(pred, call(neg, t), s.cfg - 1.0, s.cfg_norm);
-    x = x + (sigmas[i + 1] - sigmas[i]) * (-pred);
+  if (s.cfg > 1.0 && !neg.defined()) throw InputError("Z-Image: CFG above 1 needs the negative prompt's features");
+  const auto sigmas = at::tensor(zimage_sigmas(s.steps, s.shift), at::kFloat);
+  SamplingInit start;
+  if (init.defined()) {  // the run is the schedule's tail from zimage_start_step
+    start.latent = init.to(at::kFloat);
+    start.schedule_steps = s.steps;
+    start.t_enc = s.steps - zimage_start_step(s.steps, s.strength) - 1;
   }
-  return x;
+  const auto device = noise.device();
+  return sample_pass(zimage_denoiser(model, cap, neg, s, compute, device, {}), Prediction::Flow, Sampler::Euler,
+                     noise.to(at::kFloat), sigmas, start, 0);
 }
 
 }  // namespace fp8s

@@ -6,7 +6,10 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <vector>
+
+#include "pipeline/family.h"
 
 namespace fp8s {
 
@@ -32,8 +35,17 @@ int zimage_start_step(int steps, double strength);
 // [B, C, h, w] FP32.
 at::Tensor zimage_guidance(const at::Tensor& pos, const at::Tensor& neg, double g, double norm_cap);
 
-// noise, init [1, 16, h, w]; cap [1, L, D], neg [1, Ln, D] (undefined without CFG); init undefined
-// for txt2img. Returns the final latent [1, 16, h, w], FP32.
+// The denoiser generation samples with (and the `zimage-sample` role, through the same sample_pass):
+// D(x, σ) = x − σ·v with v = −pred, the transformer at t = 1 − σ (t from the scheduler's T = 1000·σ);
+// with s.cfg > 1 and `neg` defined, CFG (zimage_guidance) on the steps whose t ≤ s.cfg_truncation.
+// pos, neg [1, L, D] (each item of a batch reads the same); the model runs on `device`.
+PassDenoiser zimage_denoiser(ZImageTransformerImpl& model, const at::Tensor& pos, const at::Tensor& neg,
+                             const ZImageSampling& s, at::ScalarType compute, const at::Device& device,
+                             const std::function<void(double)>& on_model_ms);
+
+// The whole loop of the `zimage-sample` role through generation's own path (zimage_denoiser and
+// sample_pass with Euler): noise, init [1, 16, h, w]; cap [1, L, D], neg [1, Ln, D] (undefined
+// without CFG); init undefined for txt2img. Returns the final latent [1, 16, h, w], FP32.
 at::Tensor zimage_sample(ZImageTransformerImpl& model, const at::Tensor& noise, const at::Tensor& cap, const at::Tensor& neg,
                          const at::Tensor& init, const ZImageSampling& s, at::ScalarType compute);
 
