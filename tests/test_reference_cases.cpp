@@ -30,6 +30,17 @@ constexpr double kBf16SampleTolerance = 0.15;
 
 const QString kFolder = QStringLiteral(FP8S_CASES_FOLDER);
 
+// A folder whose family is built in steps names the roles built so far (tests/CMakeLists.txt);
+// its other cases are not run yet. Empty: every case.
+bool role_built(const QJsonObject& c) {
+#ifdef FP8S_CASES_ROLES
+  return QString(FP8S_CASES_ROLES).split(',').contains(c["role"].toString());
+#else
+  (void)c;
+  return true;
+#endif
+}
+
 QJsonArray load_cases(const QString& folder) {
   const auto text = test::read_bytes(test::reference_path(folder + "/cases.json"));
   return QJsonDocument::fromJson(QByteArray::fromStdString(text)).array();
@@ -52,7 +63,7 @@ class TestReferenceCases : public QObject {
     int rows = 0;
     for (const auto& v : load_cases(kFolder)) {
       const auto c = v.toObject();
-      if (keep(c)) QTest::newRow(qPrintable(c["name"].toString())) << c, ++rows;
+      if (keep(c) && role_built(c)) QTest::newRow(qPrintable(c["name"].toString())) << c, ++rows;
     }
     if (rows == 0) QTest::newRow("none") << QJsonObject{{"none", kFolder}};
   }

@@ -1,5 +1,6 @@
 // probe: replays one engine stage on tensors from a file and writes the outputs to a file, so that
 // independent implementations can be compared with ours name by name (reference/README.md).
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <vector>
@@ -77,7 +78,8 @@ struct ModelProbeOptions {
 };
 
 // Reads the case's input tensors by role (`--input ROLE=NAME` overrides the prefixed name), each
-// with the number of dimensions the stage expects (0: any).
+// with the number of dimensions the stage expects (0: any; negative: an optional input of -dims
+// dimensions, absent from the result when the case has none).
 std::map<std::string, at::Tensor> read_case_inputs(const std::string& role, const std::map<std::string, int64_t>& dims,
                                                    const ModelProbeOptions& o) {
   std::map<std::string, std::string> names;
@@ -92,8 +94,9 @@ std::map<std::string, at::Tensor> read_case_inputs(const std::string& role, cons
   SafetensorsFile cases(o.case_file);
   std::map<std::string, at::Tensor> in;
   for (const auto& [r, name] : names) {
+    const int64_t want = std::abs(dims.at(r));
+    if (dims.at(r) < 0 && !cases.find(name)) continue;
     auto t = read_tensor(cases, cases.at(name));
-    const int64_t want = dims.at(r);
     if (want != 0 && t.dim() != want && !(want == 1 && t.numel() == t.size(0))) {
       throw InputError(o.case_file + ": input '" + name + "' has " + std::to_string(t.dim()) +
                        " dimensions, expected " + std::to_string(want));

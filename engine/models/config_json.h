@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "io/safetensors.h"
 
 namespace fp8s {
 
@@ -65,6 +66,16 @@ inline float config_float(const nlohmann::json& j, const char* key, float fallba
   if (!j.contains(key)) return fallback;
   const double v = j[key].get<double>();
   return static_cast<float>(v > 1e30 ? 1e30 : v < -1e30 ? -1e30 : v);
+}
+
+// Dimension `d` of the tensor `key`: what a network's configuration reads off a file's shapes.
+// InputError naming the file when the tensor is absent (it is not `what`, "a Z-Image transformer")
+// or has fewer dimensions.
+inline int64_t tensor_dim(const SafetensorsFile& f, const std::string& key, std::size_t d, const std::string& what) {
+  const auto* rec = f.find(key);
+  if (!rec) throw InputError(f.path() + ": not " + what + " (no '" + key + "')");
+  if (rec->shape.size() <= d) throw InputError(f.path() + ": tensor '" + key + "' has an unexpected shape");
+  return rec->shape[d];
 }
 
 // RoPE axes as a configuration gives them: 1 to 8 axes of 2 to 4096 dimensions each.

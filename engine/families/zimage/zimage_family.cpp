@@ -84,6 +84,7 @@ std::vector<LayoutEntry> zimage_layout(const std::string& arch, const SyntheticL
   DecoderLmConfig c;
   if (o.depth > 0) c.layers = o.depth;
   c.outputs = {c.layers};  // every layer and the final norm, as the released file holds them
+  c.normed_last = true;
   DecoderLmImpl m(c);
   auto out = module_layout(m, Dtype::BF16, o.dtype, "model.");
   std::sort(out.begin(), out.end(), [](const LayoutEntry& a, const LayoutEntry& b) { return a.name < b.name; });

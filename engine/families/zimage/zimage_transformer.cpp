@@ -12,12 +12,6 @@ namespace {
 
 constexpr int64_t kTokenMultiple = 32;  // image and caption rows are padded to a multiple of 32
 
-int64_t dim_of(const SafetensorsFile& f, const std::string& key, std::size_t d) {
-  const auto* rec = f.find(key);
-  if (!rec) throw InputError(f.path() + ": not a Z-Image transformer (no '" + key + "')");
-  if (rec->shape.size() <= d) throw InputError(f.path() + ": tensor '" + key + "' has an unexpected shape");
-  return rec->shape[d];
-}
 
 int count(const SafetensorsFile& f, const std::string& group) {
   int n = 0;
@@ -32,6 +26,7 @@ int64_t padded(int64_t n) { return (n + kTokenMultiple - 1) / kTokenMultiple * k
 }  // namespace
 
 ZImageConfig zimage_config(const SafetensorsFile& f, const std::string& p) {
+  auto shape = [&](const std::string& key, std::size_t d) { return static_cast<int>(tensor_dim(f, key, d, "a Z-Image transformer")); };
   ZImageConfig c;
   // the tiny files' own metadata, else a model folder's config.json (the same names)
   auto meta = f.metadata().find("zimage.config");
@@ -49,15 +44,15 @@ ZImageConfig zimage_config(const SafetensorsFile& f, const std::string& p) {
     check_config_value(c.eps, 1e-12, 0.1, f.path(), key + " norm_eps");
     check_rope_axes(c.axes_dims, f.path(), key + " axes_dims");
   }
-  c.dim = static_cast<int>(dim_of(f, p + "x_embedder.weight", 0));
-  c.channels = static_cast<int>(dim_of(f, p + "x_embedder.weight", 1) / (c.patch * c.patch));
-  c.head_dim = static_cast<int>(dim_of(f, p + "layers.0.attention.q_norm.weight", 0));
+  c.dim = shape(p + "x_embedder.weight", 0);
+  c.channels = static_cast<int>(shape(p + "x_embedder.weight", 1) / (c.patch * c.patch));
+  c.head_dim = shape(p + "layers.0.attention.q_norm.weight", 0);
   check_config_value(c.head_dim, 2, 4096, f.path(), "the transformer's head width (q_norm)");
   c.heads = c.dim / c.head_dim;
-  c.cap_dim = static_cast<int>(dim_of(f, p + "cap_embedder.0.weight", 0));
-  c.ffn = static_cast<int>(dim_of(f, p + "layers.0.feed_forward.w1.weight", 0));
-  c.adaln = static_cast<int>(dim_of(f, p + "t_embedder.mlp.2.weight", 0));
-  c.t_mid = static_cast<int>(dim_of(f, p + "t_embedder.mlp.0.weight", 0));
+  c.cap_dim = shape(p + "cap_embedder.0.weight", 0);
+  c.ffn = shape(p + "layers.0.feed_forward.w1.weight", 0);
+  c.adaln = shape(p + "t_embedder.mlp.2.weight", 0);
+  c.t_mid = shape(p + "t_embedder.mlp.0.weight", 0);
   c.layers = count(f, p + "layers.");
   c.noise_refiners = count(f, p + "noise_refiner.");
   c.context_refiners = count(f, p + "context_refiner.");

@@ -9,12 +9,6 @@
 namespace fp8s {
 namespace {
 
-int64_t dim(const SafetensorsFile& f, const std::string& key, std::size_t d, const std::string& name) {
-  const auto* rec = f.find(key);
-  if (!rec) throw InputError(f.path() + ": not a " + name + " text encoder (no '" + key + "')");
-  if (rec->shape.size() <= d) throw InputError(f.path() + ": tensor '" + key + "' has an unexpected shape");
-  return rec->shape[d];
-}
 
 at::Tensor rotate_half(const at::Tensor& x) {
   const auto halves = x.chunk(2, -1);
@@ -38,12 +32,13 @@ int DecoderLmConfig::layers_run() const {
 
 bool DecoderLmConfig::final_norm() const {
   const auto o = output_layers();
-  return std::find(o.begin(), o.end(), layers) != o.end();
+  return normed_last && std::find(o.begin(), o.end(), layers) != o.end();
 }
 
 DecoderLmConfig decoder_lm_config(const SafetensorsFile& f, const std::string& p, const DecoderLmConfig& base,
                                   const std::string& metadata_key) {
   DecoderLmConfig c = base;
+  auto shape = [&](const std::string& key, std::size_t d) { return static_cast<int>(tensor_dim(f, key, d, "a " + c.name + " text encoder")); };
   // the tiny files' own metadata, else a model folder's config.json (the same names)
   auto meta = f.metadata().find(metadata_key);
   if (meta == f.metadata().end()) meta = f.metadata().find("config.json");
@@ -51,20 +46,22 @@ DecoderLmConfig decoder_lm_config(const SafetensorsFile& f, const std::string& p
     read_config_json(meta->second, f.path(), meta->first.c_str(), [&](const nlohmann::json& j) {
       c.eps = j.value("rms_norm_eps", c.eps);
       c.rope_theta = j.value("rope_theta", c.rope_theta);
+      // a model without q/k norms has no shape that tells its head width
+      if (j.contains("head_dim")) c.head_dim = config_int(j["head_dim"], f.path(), meta->first + " head_dim");
     });
     check_config_value(c.eps, 1e-12, 0.1, f.path(), meta->first + " rms_norm_eps");
     check_config_value(c.rope_theta, 1, 1e10, f.path(), meta->first + " rope_theta");
   }
-  c.vocab_size = static_cast<int>(dim(f, p + "embed_tokens.weight", 0, c.name));
-  c.hidden = static_cast<int>(dim(f, p + "embed_tokens.weight", 1, c.name));
+  c.vocab_size = shape(p + "embed_tokens.weight", 0);
+  c.hidden = shape(p + "embed_tokens.weight", 1);
   const std::string l0 = p + "layers.0.";
   c.qk_norm = f.find(l0 + "self_attn.q_norm.weight") != nullptr;
   c.qkv_bias = f.find(l0 + "self_attn.q_proj.bias") != nullptr;
-  if (c.qk_norm) c.head_dim = static_cast<int>(dim(f, l0 + "self_attn.q_norm.weight", 0, c.name));
+  if (c.qk_norm) c.head_dim = shape(l0 + "self_attn.q_norm.weight", 0);
   check_config_value(c.head_dim, 2, 4096, f.path(), "the text encoder's head width");
-  c.heads = static_cast<int>(dim(f, l0 + "self_attn.q_proj.weight", 0, c.name) / c.head_dim);
-  c.kv_heads = static_cast<int>(dim(f, l0 + "self_attn.k_proj.weight", 0, c.name) / c.head_dim);
-  c.intermediate = static_cast<int>(dim(f, l0 + "mlp.gate_proj.weight", 0, c.name));
+  c.heads = static_cast<int>(shape(l0 + "self_attn.q_proj.weight", 0) / c.head_dim);
+  c.kv_heads = static_cast<int>(shape(l0 + "self_attn.k_proj.weight", 0) / c.head_dim);
+  c.intermediate = shape(l0 + "mlp.gate_proj.weight", 0);
   c.layers = 0;
   while (c.layers < 10000 && f.find(p + "layers." + std::to_string(c.layers) + ".self_attn.q_proj.weight")) ++c.layers;
   if (c.layers < 2 || c.head_dim % 2 != 0 || c.heads <= 0 || c.kv_heads <= 0 || c.heads % c.kv_heads != 0) {
@@ -129,9 +126,12 @@ at::Tensor DecoderLmImpl::forward(const at::Tensor& tokens, const at::Tensor& ma
   const auto freqs = at::outer(at::arange(L, at::kFloat), inv_freq.to(at::kFloat));
   const auto emb = at::cat({freqs, freqs}, -1);
   const auto cos = emb.cos().to(device).to(compute), sin = emb.sin().to(device).to(compute);
-  // causal, and padded keys masked for every query: an additive [B, 1, L, L] bias
+  // causal, and padded keys masked for every query: an additive [B, 1, L, L] bias. A query that sees
+  // no key (left padding: a pad row before the first token) gets 0, as torch's SDPA gives it.
   at::Tensor allowed = at::ones({L, L}, at::kBool).tril().unsqueeze(0);
   if (mask.defined()) allowed = allowed & mask.to(at::kBool).unsqueeze(1);
+  const auto sees = allowed.any(-1).view({allowed.size(0), 1, L, 1}).to(device);
+  const bool blind_rows = !sees.all().item<bool>();
   const auto bias = at::zeros({B, 1, L, L}, at::kFloat)
                         .masked_fill(allowed.logical_not().unsqueeze(1), -std::numeric_limits<float>::infinity())
                         .to(device)
@@ -158,8 +158,9 @@ at::Tensor DecoderLmImpl::forward(const at::Tensor& tokens, const at::Tensor& ma
     q = q * cos + rotate_half(q) * sin;
     k = k * cos + rotate_half(k) * sin;
     const int64_t group = H / KV;  // query head j reads key/value head j / group
-    const auto a = attention(q, group > 1 ? k.repeat_interleave(group, 1) : k, group > 1 ? v.repeat_interleave(group, 1) : v,
-                             scale, bias);
+    auto a = attention(q, group > 1 ? k.repeat_interleave(group, 1) : k, group > 1 ? v.repeat_interleave(group, 1) : v,
+                       scale, bias);
+    if (blind_rows) a = at::where(sees, a, at::zeros_like(a));
     h = h + l.o->forward(a.transpose(1, 2).reshape({B, L, H * hd}));
     const auto m = rms_norm(h, l.post_norm, c.eps);
     h = h + l.down->forward(at::silu(l.gate->forward(m)) * l.up->forward(m));

@@ -27,11 +27,14 @@ struct DecoderLmConfig {
   bool qk_norm = true;    // Qwen3: RMS norms of q and k per head before RoPE
   bool qkv_bias = false;  // Qwen2.5: biases on the q, k and v projections
   // The hidden states returned (HF's indices, 0..layers), concatenated along the features in this
-  // order; `layers` is the last, after the final norm. Empty: hidden_states[-2] (layers - 1).
+  // order. Empty: hidden_states[-2] (layers - 1).
   std::vector<int> outputs;
+  // The state after the last layer goes through the final norm `norm` (HF's hidden_states[-1],
+  // Qwen-Image's); else it is the raw residual stream (FLUX.2's layer 30 of a pruned Mistral file).
+  bool normed_last = false;
   std::vector<int> output_layers() const;  // `outputs`, or {layers - 1}
   int layers_run() const;                  // the layers the outputs need
-  bool final_norm() const;                 // whether an output is the normed last state
+  bool final_norm() const;                 // normed_last and an output is the last state
 };
 // `base` with the sizes read off the file's shapes under `prefix` ("model."), eps and θ from the
 // metadata `metadata_key` (the tiny reference files) or `config.json`, else `base`'s; q/k norms and

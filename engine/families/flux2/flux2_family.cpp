@@ -1,0 +1,127 @@
+#include "families/flux2/flux2_family.h"
+
+#include "core/error.h"
+#include "models/component_load.h"
+#include "models/flux2/flux2.h"
+#include "models/lm/decoder_lm.h"
+#include "pipeline/engine.h"
+#include "pipeline/run_support.h"
+
+namespace fp8s {
+namespace {
+
+// The transformer's prefix: BFL's names bare (ComfyUI's diffusion_models/) or in an all-in-one file.
+std::optional<std::string> flux2_prefix(const SafetensorsFile& file) {
+  for (const char* p : {"", "model.diffusion_model."}) {
+    if (file.find(std::string(p) + "double_stream_modulation_img.lin.weight")) return std::string(p);
+  }
+  return std::nullopt;
+}
+
+// Which FLUX.2: dev has guidance_in; the context width names klein's text encoder (7680: Qwen3-4B,
+// 12288: Qwen3-8B; the tiny reference files are narrower).
+std::string flux2_name(const SafetensorsFile& file, const std::string& prefix) {
+  if (file.find(prefix + "guidance_in.in_layer.weight")) return "FLUX.2 [dev]";
+  const auto* txt_in = file.find(prefix + "txt_in.weight");
+  const int64_t context = txt_in && txt_in->shape.size() == 2 ? txt_in->shape[1] : 0;
+  return context == 12288 ? "FLUX.2 [klein] 9B" : context == 7680 ? "FLUX.2 [klein] 4B" : "FLUX.2 [klein]";
+}
+
+FamilyTraits flux2_traits(const SafetensorsFile& file) {
+  const auto prefix = flux2_prefix(file).value_or("");
+  const bool dev = file.find(prefix + "guidance_in.in_layer.weight") != nullptr;
+  FamilyTraits t;
+  t.prediction = Prediction::Flow;
+  t.id = dev ? "flux2-dev" : "flux2-klein";
+  t.name = flux2_name(file, prefix);
+  t.native_size = 1024;
+  t.size_multiple = 16;
+  t.min_size = 16;
+  t.size_step = 16;
+  t.size_presets = {{1024, 1024}, {1216, 832}, {832, 1216}, {768, 768}, {512, 512}};
+  t.samplers = {Sampler::Euler};
+  t.schedules = {{Schedule::Normal, "Simple"}};
+  t.default_steps = dev ? 50 : 4;
+  t.default_cfg = 1.0f;
+  t.clip_skip = false;
+  t.latent.channels = 128;  // the autoencoder's 32 channels patchified 2x2 and normalised
+  t.latent.factor = 16;
+  t.denoiser_label = "Transformer";
+  t.encode_label = dev ? "Mistral encode" : "Qwen3 encode";
+  t.sample_label = "transformer steps";
+  t.decode_label = "autoencoder decode";
+  return t;
+}
+
+// FLUX.2's text encoders: Qwen3 (klein) and Mistral Small 3.2 (dev), each the concatenation of
+// three hidden states before any final norm.
+DecoderLmConfig flux2_qwen3(const SafetensorsFile& file) {
+  DecoderLmConfig base;
+  base.outputs = {9, 18, 27};
+  return decoder_lm_config(file, "model.", base, "qwen3.config");
+}
+
+DecoderLmConfig flux2_mistral(const SafetensorsFile& file) {
+  DecoderLmConfig base;
+  base.name = "Mistral";
+  base.eps = 1e-5;
+  base.rope_theta = 1e9;
+  base.head_dim = 128;  // 32 heads of 128 read a 5120-wide stream (no q/k norm tells it)
+  base.outputs = {10, 20, 30};
+  return decoder_lm_config(file, "model.", base, "mistral3.config");
+}
+
+// One transformer call (`flux2`): with reference tokens (`ref`, `ref_ids`: an edit's images), the
+// sequence is img ++ ref and the prediction is the first N rows.
+at::Tensor flux2_call(const ProbeSetup& s, const ProbeInputs& read) {
+  const SafetensorsFile file(s.model);
+  const auto prefix = flux2_prefix(file);
+  if (!prefix) throw InputError(s.model + ": not a FLUX.2 transformer (no double_stream_modulation_img.lin.weight)");
+  const auto config = flux2_config(file, *prefix);
+  const BuildOn on(s.device);
+  Flux2 model(config);
+  load_module_weights(*model, file, *prefix, s.storage, true, {}, {}, s.device, true);
+  std::map<std::string, int64_t> dims{{"img", 3}, {"img_ids", 2}, {"txt", 3}, {"txt_ids", 2}, {"t", 1}, {"ref", -3}, {"ref_ids", -2}};
+  if (config.guidance_embed) dims["guidance"] = 1;
+  auto in = read(dims);
+  const int64_t n = in["img"].size(1);
+  at::Tensor img = in["img"], ids = in["img_ids"];
+  if (in.count("ref")) img = at::cat({img, in["ref"]}, 1), ids = at::cat({ids, in["ref_ids"]}, 0);
+  const auto pred = model->forward(img, ids, in["txt"], in["txt_ids"], in["t"].reshape({-1}),
+                                   in.count("guidance") ? in["guidance"].reshape({-1}) : at::Tensor(),
+                                   compute_dtype(s.compute, s.device));
+  return pred.narrow(1, 0, n);
+}
+
+std::map<std::string, at::Tensor> run_flux2_probe(const std::string& role, const ProbeSetup& s, const ProbeInputs& read) {
+  if (role == "flux2") return {{"pred", flux2_call(s, read)}};
+  const SafetensorsFile file(s.model);
+  const auto config = role == "flux2-qwen3" ? flux2_qwen3(file) : flux2_mistral(file);
+  const BuildOn on(s.device);
+  DecoderLm encoder(config);
+  // a Mistral file may carry the Pixtral vision tower and projector, and the tokenizer (tekken_model)
+  auto ignorable = DecoderLmImpl::ignorable_keys(config);
+  load_module_weights(*encoder, file, "model.", s.storage, is_fp8(s.storage.weights), ignorable, {}, s.device, true);
+  auto in = read({{"tokens", 2}, {"mask", 2}});
+  return {{"embeds", encoder->forward(in["tokens"].to(at::kLong), in["mask"], compute_dtype(s.compute, s.device))}};
+}
+
+}  // namespace
+
+FamilyEntry flux2_family_entry() {
+  FamilyEntry e;
+  e.id = "flux2";
+  e.label = "FLUX.2 klein and dev (recognised; generation to come)";
+  e.detect = [](const SafetensorsFile& file) { return flux2_prefix(file).has_value(); };
+  e.traits = flux2_traits;
+  e.open = [](const LoadOptions& o, const at::Device&) -> std::unique_ptr<FamilyModel> {
+    const SafetensorsFile file(o.checkpoint);
+    throw InputError(o.checkpoint + ": " + flux2_name(file, flux2_prefix(file).value_or("")) +
+                     " is recognised, but this version cannot generate with FLUX.2 yet (its text encoders are built, "
+                     "and so is the transformer; the autoencoder and sampling are not). Use a Flux.1, Z-Image or SD model for now");
+  };
+  e.tools.probe = {{"flux2-qwen3", "flux2-mistral", "flux2"}, run_flux2_probe};
+  return e;
+}
+
+}  // namespace fp8s
