@@ -90,6 +90,31 @@ class TestTokenizer : public QObject {
     QCOMPARE(QJsonDocument::fromJson(r.out.toUtf8()).object()["ids"].toArray(), c["ids"].toArray());
   }
 
+  // FLUX.2 klein's template (the empty think block of enable_thinking=False) on every case of
+  // flux2/klein_tokenize_cases.json, in the library and through `tokenize --qwen --template klein`
+  void kleinTemplateCases() {
+    FP8S_REQUIRE_REFERENCE();
+    const std::string dir = test::reference_path("zimage/qwen_tokenizer");
+    const auto qwen = QwenTokenizer::load(dir);
+    const auto cases = load_json("flux2/klein_tokenize_cases.json").array();
+    QVERIFY(!cases.isEmpty());
+    for (const auto& v : cases) {
+      const auto c = v.toObject();
+      QCOMPARE(c["template"].toString(), QString("klein"));
+      std::vector<int32_t> want;
+      for (const auto& id : c["ids"].toArray()) want.push_back(id.toInt());
+      QVERIFY2(qwen.encode(QwenTokenizer::chat_template(c["prompt"].toString().toStdString(), true)) == want,
+               qPrintable(c["prompt"].toString()));
+    }
+    const auto c = cases[0].toObject();
+    const auto r = test::run_cli({"tokenize", "--qwen", "--qwen-tokenizer", QString::fromStdString(dir), "--template", "klein", "--json",
+                                  c["prompt"].toString()});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    QCOMPARE(QJsonDocument::fromJson(r.out.toUtf8()).object()["ids"].toArray(), c["ids"].toArray());
+    const auto bad = test::run_cli({"tokenize", "--qwen", "--template", "kline", "--json", "x"});
+    QVERIFY(bad.exit_code != 0 && bad.err.contains("zimage or klein"));
+  }
+
   // The pre-tokenizer's pieces, derived by hand from the regex of tokenizer.json: contractions in
   // any case, a leading space or mark joined to letters, every digit alone, a space before
   // punctuation, newline runs, and the last of several spaces kept for the next word; no

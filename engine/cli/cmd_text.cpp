@@ -15,7 +15,8 @@ void register_tokenize(CLI::App& app) {
   struct Opts {
     CommonOptions common;
     std::string prompt, vocab, t5_tokenizer, qwen_tokenizer;
-    bool raw = false, t5 = false, qwen = false, chat = false;
+    bool raw = false, t5 = false, qwen = false;
+    std::string chat;  // the chat template's name (empty: none)
     int length = 512;
   };
   auto o = std::make_shared<Opts>();
@@ -28,12 +29,18 @@ void register_tokenize(CLI::App& app) {
   sub->add_option("--length", o->length, "with --t5: the padded length (Flux dev 512, schnell 256)")->check(CLI::Range(1, 4096));
   sub->add_option("--t5-tokenizer", o->t5_tokenizer, "with --t5: the T5 tokenizer.json (or its folder)");
   sub->add_flag("--qwen", o->qwen, "Qwen ids (Z-Image's Qwen3 text encoder) instead of CLIP: byte-level BPE, no BOS/EOS");
-  sub->add_flag("--template", o->chat, "with --qwen: the prompt in the chat template Z-Image uses");
+  sub->add_option("--template", o->chat, "with --qwen: the prompt in Qwen's chat template: zimage (the default when no name "
+                  "follows), or klein (FLUX.2 klein's, with the empty think block)")
+      ->expected(0, 1)
+      ->default_str("zimage")
+      ->check([](const std::string& v) {
+        return v == "zimage" || v == "klein" ? std::string() : "unknown template '" + v + "': zimage or klein";
+      });
   sub->add_option("--qwen-tokenizer", o->qwen_tokenizer, "with --qwen: the Qwen tokenizer.json (or its folder)");
   sub->callback([o] {
     if (o->qwen) {
       const auto tokenizer = QwenTokenizer::find(o->qwen_tokenizer, "");
-      const auto ids = tokenizer.encode(o->chat ? QwenTokenizer::chat_template(o->prompt) : o->prompt);
+      const auto ids = tokenizer.encode(o->chat.empty() ? o->prompt : QwenTokenizer::chat_template(o->prompt, o->chat == "klein"));
       const nlohmann::json j{{"prompt", o->prompt}, {"ids", ids}};
       std::cout << (o->common.json ? j.dump() : j["ids"].dump()) << "\n";
       return;

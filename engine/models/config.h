@@ -40,6 +40,8 @@ struct VaeConfig {
   float scale_factor = 0.18215f;
   float shift_factor = 0;   // Flux's autoencoder: latent = scale · (z − shift)
   bool quant_convs = true;  // quant_conv / post_quant_conv (Flux's autoencoder has none)
+  // FLUX.2's autoencoder names them encoder.quant_conv and decoder.post_quant_conv (SD's: at the top)
+  bool quant_convs_in_coders = false;
 };
 
 struct TextEncoderConfig {

@@ -88,8 +88,8 @@ VaeImpl::VaeImpl(const VaeConfig& c) : config_(c) {
   dec_norm_ = dec->register_module("norm_out", GroupNorm(32, block_in, 1e-6));
   dec_out_ = dec->register_module("conv_out", QConv2d(block_in, c.out_ch, 3));
   if (c.quant_convs) {
-    quant_ = register_module("quant_conv", QConv2d(2 * c.z_channels, 2 * c.embed_dim, 1));
-    post_quant_ = register_module("post_quant_conv", QConv2d(c.embed_dim, c.z_channels, 1));
+    quant_ = (c.quant_convs_in_coders ? *enc : *this).register_module("quant_conv", QConv2d(2 * c.z_channels, 2 * c.embed_dim, 1));
+    post_quant_ = (c.quant_convs_in_coders ? *dec : *this).register_module("post_quant_conv", QConv2d(c.embed_dim, c.z_channels, 1));
   }
 }
 

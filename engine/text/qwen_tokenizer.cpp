@@ -154,8 +154,8 @@ QwenTokenizer QwenTokenizer::find(const std::string& explicit_path, const std::s
                           "--qwen-tokenizer PATH or put it in " + data_dirs("qwen").front());
 }
 
-std::string QwenTokenizer::chat_template(const std::string& prompt) {
-  return "<|im_start|>user\n" + prompt + "<|im_end|>\n<|im_start|>assistant\n";
+std::string QwenTokenizer::chat_template(const std::string& prompt, bool thinking_off) {
+  return "<|im_start|>user\n" + prompt + "<|im_end|>\n<|im_start|>assistant\n" + (thinking_off ? "<think>\n\n</think>\n\n" : "");
 }
 
 void QwenTokenizer::encode_text(const std::string& raw, std::vector<int32_t>& ids) const {

@@ -30,8 +30,10 @@ class QwenTokenizer {
 
   // The ids of a text (added tokens in it are matched as such).
   std::vector<int32_t> encode(const std::string& text) const;
-  // The prompt in Qwen's chat template as Z-Image uses it (a user turn, then the assistant's).
-  static std::string chat_template(const std::string& prompt);
+  // The prompt in Qwen's chat template: a user turn, then the assistant's (`thinking_off`: with the
+  // empty think block apply_chat_template(enable_thinking=False) writes, as FLUX.2 klein uses it;
+  // Z-Image's has none).
+  static std::string chat_template(const std::string& prompt, bool thinking_off = false);
   // The pre-tokenizer's pieces of a (normalised) text, before byte-level BPE (tests).
   static std::vector<std::u32string> split(const std::u32string& text);
   int32_t pad() const { return pad_; }  // <|endoftext|>

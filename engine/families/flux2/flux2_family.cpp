@@ -2,7 +2,10 @@
 
 #include "core/error.h"
 #include "models/component_load.h"
+#include "families/flux2/flux2_ae.h"
+#include "families/flux2/flux2_sampling.h"
 #include "models/flux2/flux2.h"
+#include "pipeline/family_options.h"
 #include "models/lm/decoder_lm.h"
 #include "pipeline/engine.h"
 #include "pipeline/run_support.h"
@@ -93,8 +96,39 @@ at::Tensor flux2_call(const ProbeSetup& s, const ProbeInputs& read) {
   return pred.narrow(1, 0, n);
 }
 
+// FLUX.2's settings: dev's distilled guidance (BFL's default 4).
+std::vector<FamilyOption> flux2_options() {
+  return {{"guidance", "Guidance", "Guidance", FamilyOption::Type::Number, 0, 100, "4", {},
+           "FLUX.2 [dev]: the distilled guidance the transformer is given", true, false, true, {}}};
+}
+
+// The whole loop (`flux2-sample`): klein CFG with `neg`, an edit's `ref`, img2img's `init`.
+at::Tensor flux2_sample_role(const ProbeSetup& s, const ProbeInputs& read) {
+  const SafetensorsFile file(s.model);
+  const auto prefix = flux2_prefix(file);
+  if (!prefix) throw InputError(s.model + ": not a FLUX.2 transformer (no double_stream_modulation_img.lin.weight)");
+  const BuildOn on(s.device);
+  Flux2 model(flux2_config(file, *prefix));
+  load_module_weights(*model, file, *prefix, s.storage, true, {}, {}, s.device, true);
+  auto in = read({{"noise", 4}, {"txt", 3}, {"neg", -3}, {"ref", -4}, {"init", -4}});
+  Flux2Guidance g;
+  g.cfg = s.cfg;
+  if (model->config().guidance_embed) g.distilled = static_cast<float>(option_number(flux2_options(), s.options, "guidance"));
+  std::vector<at::Tensor> refs;
+  if (in.count("ref")) refs.push_back(in["ref"]);
+  return flux2_sample(*model, in["noise"], in["txt"], in.count("neg") ? in["neg"] : at::Tensor(), refs,
+                      in.count("init") ? in["init"] : at::Tensor(), s.steps, s.strength, g, compute_dtype(s.compute, s.device));
+}
+
 std::map<std::string, at::Tensor> run_flux2_probe(const std::string& role, const ProbeSetup& s, const ProbeInputs& read) {
   if (role == "flux2") return {{"pred", flux2_call(s, read)}};
+  if (role == "flux2-sample") return {{"latent", flux2_sample_role(s, read)}};
+  if (role == "flux2-vae-decode" || role == "flux2-vae-encode") {
+    Flux2Autoencoder ae(SafetensorsFile(s.model), "", s.storage, s.device);
+    const auto compute = compute_dtype(s.compute, s.device);
+    if (role == "flux2-vae-decode") return {{"image", ae.decode(read({{"latent", 4}})["latent"], compute)}};
+    return {{"latent", ae.encode(read({{"image", 4}})["image"], compute)}};
+  }
   const SafetensorsFile file(s.model);
   const auto config = role == "flux2-qwen3" ? flux2_qwen3(file) : flux2_mistral(file);
   const BuildOn on(s.device);
@@ -120,7 +154,8 @@ FamilyEntry flux2_family_entry() {
                      " is recognised, but this version cannot generate with FLUX.2 yet (its text encoders are built, "
                      "and so is the transformer; the autoencoder and sampling are not). Use a Flux.1, Z-Image or SD model for now");
   };
-  e.tools.probe = {{"flux2-qwen3", "flux2-mistral", "flux2"}, run_flux2_probe};
+  e.tools.probe = {{"flux2-qwen3", "flux2-mistral", "flux2", "flux2-sample", "flux2-vae-decode", "flux2-vae-encode"}, run_flux2_probe};
+  e.options = flux2_options();
   return e;
 }
 
