@@ -3,6 +3,7 @@
 // one (issues 3 and 6). Built once per folder (FP8S_CASES_FOLDER).
 #include <QJsonArray>
 #include <QJsonDocument>
+#include <QFileInfo>
 #include <QJsonObject>
 #include <cmath>
 #include <functional>
@@ -33,6 +34,9 @@ const QString kFolder = QStringLiteral(FP8S_CASES_FOLDER);
 // A folder whose family is built in steps names the roles built so far (tests/CMakeLists.txt);
 // its other cases are not run yet. Empty: every case.
 bool role_built(const QJsonObject& c) {
+#ifdef FP8S_CASES_NOT_YET
+  if (QString(FP8S_CASES_NOT_YET).split(',').contains(c["name"].toString())) return false;
+#endif
 #ifdef FP8S_CASES_ROLES
   return QString(FP8S_CASES_ROLES).split(',').contains(c["role"].toString());
 #else
@@ -137,7 +141,8 @@ class TestReferenceCases : public QObject {
                                       std::pair{"controlnet", "--controlnet"}, std::pair{"control_image", "--control-image"}}) {
         if (components.contains(key)) args << flag << folder + components[key].toString();
       }
-      for (const auto& a : c["args"].toArray()) args << a.toString();
+      // a file the args name (an edit's reference image) lies in the case's folder
+      for (const auto& a : c["args"].toArray()) args << (QFileInfo(folder + a.toString()).isFile() ? folder + a.toString() : a.toString());
       // the T5 tokenizer as a harness finds it (flux/README.md)
       if (kFolder == "flux") qputenv("FP8S_T5_TOKENIZER", (folder + "t5_tokenizer/tokenizer.json").toUtf8());
       auto r = test::run_cli(args);

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "models/component_load.h"
 #include "families/flux2/flux2_ae.h"
+#include "families/flux2/flux2_model.h"
 #include "families/flux2/flux2_sampling.h"
 #include "models/flux2/flux2.h"
 #include "pipeline/family_options.h"
@@ -21,40 +22,7 @@ std::optional<std::string> flux2_prefix(const SafetensorsFile& file) {
   return std::nullopt;
 }
 
-// Which FLUX.2: dev has guidance_in; the context width names klein's text encoder (7680: Qwen3-4B,
-// 12288: Qwen3-8B; the tiny reference files are narrower).
-std::string flux2_name(const SafetensorsFile& file, const std::string& prefix) {
-  if (file.find(prefix + "guidance_in.in_layer.weight")) return "FLUX.2 [dev]";
-  const auto* txt_in = file.find(prefix + "txt_in.weight");
-  const int64_t context = txt_in && txt_in->shape.size() == 2 ? txt_in->shape[1] : 0;
-  return context == 12288 ? "FLUX.2 [klein] 9B" : context == 7680 ? "FLUX.2 [klein] 4B" : "FLUX.2 [klein]";
-}
 
-FamilyTraits flux2_traits(const SafetensorsFile& file) {
-  const auto prefix = flux2_prefix(file).value_or("");
-  const bool dev = file.find(prefix + "guidance_in.in_layer.weight") != nullptr;
-  FamilyTraits t;
-  t.prediction = Prediction::Flow;
-  t.id = dev ? "flux2-dev" : "flux2-klein";
-  t.name = flux2_name(file, prefix);
-  t.native_size = 1024;
-  t.size_multiple = 16;
-  t.min_size = 16;
-  t.size_step = 16;
-  t.size_presets = {{1024, 1024}, {1216, 832}, {832, 1216}, {768, 768}, {512, 512}};
-  t.samplers = {Sampler::Euler};
-  t.schedules = {{Schedule::Normal, "Simple"}};
-  t.default_steps = dev ? 50 : 4;
-  t.default_cfg = 1.0f;
-  t.clip_skip = false;
-  t.latent.channels = 128;  // the autoencoder's 32 channels patchified 2x2 and normalised
-  t.latent.factor = 16;
-  t.denoiser_label = "Transformer";
-  t.encode_label = dev ? "Mistral encode" : "Qwen3 encode";
-  t.sample_label = "transformer steps";
-  t.decode_label = "autoencoder decode";
-  return t;
-}
 
 // FLUX.2's text encoders: Qwen3 (klein) and Mistral Small 3.2 (dev), each the concatenation of
 // three hidden states before any final norm.
@@ -96,11 +64,6 @@ at::Tensor flux2_call(const ProbeSetup& s, const ProbeInputs& read) {
   return pred.narrow(1, 0, n);
 }
 
-// FLUX.2's settings: dev's distilled guidance (BFL's default 4).
-std::vector<FamilyOption> flux2_options() {
-  return {{"guidance", "Guidance", "Guidance", FamilyOption::Type::Number, 0, 100, "4", {},
-           "FLUX.2 [dev]: the distilled guidance the transformer is given", true, false, true, {}}};
-}
 
 // The whole loop (`flux2-sample`): klein CFG with `neg`, an edit's `ref`, img2img's `init`.
 at::Tensor flux2_sample_role(const ProbeSetup& s, const ProbeInputs& read) {
@@ -113,7 +76,7 @@ at::Tensor flux2_sample_role(const ProbeSetup& s, const ProbeInputs& read) {
   auto in = read({{"noise", 4}, {"txt", 3}, {"neg", -3}, {"ref", -4}, {"init", -4}});
   Flux2Guidance g;
   g.cfg = s.cfg;
-  if (model->config().guidance_embed) g.distilled = static_cast<float>(option_number(flux2_options(), s.options, "guidance"));
+  if (model->config().guidance_embed) g.distilled = static_cast<float>(option_number(flux2_options(true), s.options, "guidance"));
   std::vector<at::Tensor> refs;
   if (in.count("ref")) refs.push_back(in["ref"]);
   return flux2_sample(*model, in["noise"], in["txt"], in.count("neg") ? in["neg"] : at::Tensor(), refs,
@@ -145,17 +108,13 @@ std::map<std::string, at::Tensor> run_flux2_probe(const std::string& role, const
 FamilyEntry flux2_family_entry() {
   FamilyEntry e;
   e.id = "flux2";
-  e.label = "FLUX.2 klein and dev (recognised; generation to come)";
+  e.label = "FLUX.2 klein (dev recognised)";
   e.detect = [](const SafetensorsFile& file) { return flux2_prefix(file).has_value(); };
-  e.traits = flux2_traits;
-  e.open = [](const LoadOptions& o, const at::Device&) -> std::unique_ptr<FamilyModel> {
-    const SafetensorsFile file(o.checkpoint);
-    throw InputError(o.checkpoint + ": " + flux2_name(file, flux2_prefix(file).value_or("")) +
-                     " is recognised, but this version cannot generate with FLUX.2 yet (its text encoders are built, "
-                     "and so is the transformer; the autoencoder and sampling are not). Use a Flux.1, Z-Image or SD model for now");
-  };
+  e.traits = [](const SafetensorsFile& file) { return flux2_model_traits(file, flux2_prefix(file).value_or(""), 8); };
+  e.open = open_flux2;
+  e.roles = flux2_roles();
   e.tools.probe = {{"flux2-qwen3", "flux2-mistral", "flux2", "flux2-sample", "flux2-vae-decode", "flux2-vae-encode"}, run_flux2_probe};
-  e.options = flux2_options();
+  e.options = flux2_options(true);
   return e;
 }
 

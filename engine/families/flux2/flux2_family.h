@@ -1,9 +1,10 @@
 // FLUX.2 ([klein] 4B/9B on Qwen3, [dev] 32B on Mistral Small 3.2) as a model family
-// (pipeline/family.h; ../shared/reference/flux2/README.md): recognised from its header, with the
-// reference probes of what is built so far. Built: the text encoders (probe roles `flux2-qwen3`,
-// `flux2-mistral`: models/lm/decoder_lm.h with FLUX.2's hidden states) and the transformer (`flux2`,
-// models/flux2/flux2.h). Not yet: the autoencoder, sampling and generation (issue 57); a load names
-// what is missing.
+// (pipeline/family.h; ../shared/reference/flux2/README.md): detected from its header; klein
+// generates (families/flux2/flux2_model.h). Probe roles: the text encoders (`flux2-qwen3`,
+// `flux2-mistral`: models/lm/decoder_lm.h with FLUX.2's hidden states), the transformer (`flux2`,
+// models/flux2/flux2.h), the loop (`flux2-sample`, flux2_sampling.h) and the autoencoder
+// (`flux2-vae-decode`, `flux2-vae-encode`, flux2_ae.h). Not yet (issue 57): dev's Tekken tokenizer,
+// streaming, LoRAs.
 #pragma once
 
 #include "pipeline/family.h"

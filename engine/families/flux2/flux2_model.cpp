@@ -1,0 +1,282 @@
+// FLUX.2 [klein] generation (families/flux2/flux2_model.h).
+#include "families/flux2/flux2_model.h"
+
+#include <chrono>
+
+#include "core/compute_choice.h"
+#include "core/error.h"
+#include "core/logging.h"
+#include "families/flux/flux_family.h"
+#include "families/flux/flux_model.h"
+#include "families/flux2/flux2_ae.h"
+#include "families/flux2/flux2_sampling.h"
+#include "io/image_ops.h"
+#include "io/png.h"
+#include "memory/process_memory.h"
+#include "models/flux2/flux2.h"
+#include "models/lm/decoder_lm.h"
+#include "pipeline/family_options.h"
+#include "pipeline/img2img.h"
+#include "pipeline/run_support.h"
+#include "text/prompt_parser.h"
+#include "text/qwen_tokenizer.h"
+
+namespace fp8s {
+namespace {
+
+constexpr int kTextLength = 512;        // klein's: the template truncated and right-padded to exactly 512
+constexpr int32_t kQwenPad = 151643;    // <|endoftext|>
+
+std::string component_path(const LoadOptions& o, const char* role, const char* flag, const char* example) {
+  const auto it = o.components.find(role);
+  if (it == o.components.end() || it->second.empty()) {
+    throw InputError(o.checkpoint + ": FLUX.2 needs its " + std::string(role) + " (pass " + flag + " " + example + ")");
+  }
+  return it->second;
+}
+
+// The prompt as the text encoder reads it: A1111 emphasis markup removed, BREAK a space.
+std::string plain_prompt(const std::string& prompt) {
+  std::string out;
+  for (const auto& part : parse_prompt_attention(prompt)) out += part.weight == -1 && part.text == "BREAK" ? " " : part.text;
+  return out;
+}
+
+struct Flux2Conditioning : FamilyConditioning {
+  at::Tensor cond, uncond;  // [1, 512, context], FP32 on the CPU
+};
+
+// A reference image as BFL prepares it: at least 64 px a side and an aspect of at most 8, at most
+// 1024² pixels (Lanczos to that area), center-cropped to multiples of `multiple` pixels.
+RgbImage reference_image(const std::string& path, int multiple) {
+  RgbImage im = read_png(path).image;
+  if (im.width < 64 || im.height < 64) {
+    throw InputError(path + ": a reference image must be at least 64x64 pixels (it is " + std::to_string(im.width) + "x" +
+                     std::to_string(im.height) + ")");
+  }
+  if (im.width > 8 * im.height || im.height > 8 * im.width) throw InputError(path + ": a reference image's aspect may be at most 8:1");
+  const double area = static_cast<double>(im.width) * im.height, limit = 1024.0 * 1024.0;
+  if (area > limit) {
+    const double s = std::sqrt(limit / area);
+    im = resize_rgb(im, static_cast<int>(im.width * s), static_cast<int>(im.height * s));
+  }
+  const int w = im.width / multiple * multiple, h = im.height / multiple * multiple;
+  const int left = (im.width - w) / 2, top = (im.height - h) / 2;
+  return crop(im, Rect{left, top, left + w, top + h});
+}
+
+class Flux2Family final : public FamilyModel {
+ public:
+  Flux2Family(const LoadOptions& o, const at::Device& device) : storage_(o.storage), device_(device) {
+    const auto start = std::chrono::steady_clock::now();
+    const SafetensorsFile file(o.checkpoint);
+    prefix_ = "";
+    if (!file.find("double_stream_modulation_img.lin.weight")) prefix_ = "model.diffusion_model.";
+    const auto config = flux2_config(file, prefix_);
+    if (config.guidance_embed) {
+      throw InputError(o.checkpoint + ": FLUX.2 [dev] is recognised, but its Mistral (Tekken) tokenizer is not built yet; "
+                       "FLUX.2 [klein] generates");
+    }
+    // the tokenizer as Z-Image finds it: --qwen-tokenizer, else beside the model, FP8S_QWEN_TOKENIZER, the data folders
+    const auto tok = o.components.find("qwen_tokenizer");
+    tokenizer_ = std::make_shared<const QwenTokenizer>(QwenTokenizer::find(tok == o.components.end() ? "" : tok->second, o.checkpoint));
+    const SafetensorsFile te(component_path(o, "text_encoder", "--text-encoder", "qwen_3_4b.safetensors"));
+    DecoderLmConfig base;
+    base.outputs = {9, 18, 27};
+    text_config_ = decoder_lm_config(te, "model.", base, "qwen3.config");
+    if (3 * text_config_.hidden != config.context_in_dim) {
+      throw InputError(te.path() + ": a text encoder " + std::to_string(text_config_.hidden) + " wide, but the transformer reads " +
+                       std::to_string(config.context_in_dim) + " = 3 x " + std::to_string(config.context_in_dim / 3) +
+                       " (klein 4B: Qwen3-4B, qwen_3_4b.safetensors; 9B: Qwen3-8B)");
+    }
+    const SafetensorsFile ae_file(component_path(o, "vae", "--vae", "flux2-vae.safetensors"));
+    check_fits(file, te, ae_file);
+    {
+      const BuildOn on(device);
+      transformer_ = Flux2(config);
+      bytes_.denoiser = load_module_weights(*transformer_, file, prefix_, storage_, true, {}, {}, device, true).bytes;
+      text_ = DecoderLm(text_config_);
+      bytes_.text = load_module_weights(*text_, te, "model.", storage_, is_fp8(storage_.weights),
+                                        DecoderLmImpl::ignorable_keys(text_config_), {}, device, true).bytes;
+    }
+    StorageSpec ae_storage = storage_;
+    if (is_fp8(ae_storage.weights) && !ae_storage.fp8_vae) ae_storage.weights = WeightType::BF16;
+    ae_ = std::make_unique<Flux2Autoencoder>(ae_file, "", ae_storage, device);
+    bytes_.vae = ae_->bytes();
+    traits_ = flux2_model_traits(file, prefix_, ae_->factor());
+    paths_ = std::vector<std::string>{o.checkpoint, te.path(), ae_file.path()};
+    load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  const FamilyTraits& traits() const override { return traits_; }
+  const at::Device& device() const override { return device_; }
+  const StorageSpec& storage() const override { return storage_; }
+  double load_ms() const override { return load_ms_; }
+
+  void describe(ModelInfo& i) const override {
+    FamilyModel::describe(i);
+    const char* names[] = {"transformer", "Qwen3 text encoder", "autoencoder"};
+    const uint64_t bytes[] = {bytes_.denoiser, bytes_.text, bytes_.vae};
+    for (int k = 0; k < 3; ++k) i.components.push_back({names[k], paths_[k], weight_type_name(storage_.weights), bytes[k]});
+  }
+
+  WeightBytes weight_bytes(const StorageSpec&) const override { return bytes_; }
+
+  void check(const GenerationRequest& r, int, int) const override {
+    if (!r.loras.empty() || !parse_extra_networks(r.prompt).loras.empty()) {
+      throw InputError("FLUX.2 LoRAs are not supported yet: remove the <lora:...> tags and --lora");
+    }
+    if (r.storage != storage_) {
+      throw InputError("FLUX.2 loads in one storage for now: reload the model to run it in " + storage_display_name(r.storage));
+    }
+  }
+
+  void prepare(const GenerationRequest& r) override {
+    refs_.clear();
+    const std::string refs = option_text(traits_.options, r.options, "ref-image");
+    if (refs.empty()) return;
+    const int multiple = 2 * ae_->factor();  // one token: 16 pixels released, 4 tiny
+    const auto compute = compute_dtype(r.compute, device_);
+    std::size_t from = 0;
+    while (from <= refs.size()) {  // several images: PATH;PATH
+      const std::size_t to = std::min(refs.find(';', from), refs.size());
+      const auto im = reference_image(refs.substr(from, to - from), multiple);
+      refs_.push_back(ae_->encode(image_tensor(im), compute));
+      from = to + 1;
+    }
+  }
+
+  std::shared_ptr<FamilyConditioning> encode(const GenerationRequest& r, const std::string& prompt,
+                                             const std::string& negative) override {
+    const auto compute = compute_dtype(r.compute, device_);
+    auto c = std::make_shared<Flux2Conditioning>();
+    c->cond = encode_text(prompt, compute);
+    if (r.cfg > 1.0f) c->uncond = encode_text(negative, compute);  // klein base's true CFG
+    return c;
+  }
+
+  void prepare_pass(SamplingInit& init, const ImageJob* job, const GenerationRequest& r, int, int, at::Generator& gen) override {
+    if (!job) return;
+    PreparedInit prep;
+    prep.latent = ae_->encode(image_tensor(job->source), compute_dtype(r.compute, device_)).expand({r.batch_size, -1, -1, -1}).contiguous();
+    apply_latent_mask(prep, *job, r, r.batch_size, gen);
+    init.latent = prep.latent;
+    init.keep = prep.keep;
+  }
+
+  at::Tensor sigmas(const GenerationRequest&, int steps, int64_t latent_h, int64_t latent_w) const override {
+    return at::tensor(flux2_sigmas(steps, latent_h * latent_w), at::kFloat);
+  }
+
+  PassDenoiser denoiser(const FamilyConditioning& cond, const GenerationRequest& r, const SamplingInit& init,
+                        const std::function<void(double)>& on_model_ms, const std::atomic<bool>*) override {
+    const auto& c = static_cast<const Flux2Conditioning&>(cond);
+    Flux2Guidance g;
+    g.cfg = r.cfg;
+    auto refs = refs_;
+    if (init.latent.defined()) refs.push_back(init.latent.narrow(0, 0, 1));  // img2img: the init is a reference too
+    return flux2_denoiser(*transformer_, c.cond, c.uncond, g, refs, compute_dtype(r.compute, device_), on_model_ms);
+  }
+
+  at::Tensor encode_images(const at::Tensor& images, ComputeType compute, at::Generator&) override {
+    return ae_->encode(images, compute_dtype(compute, device_));
+  }
+  at::Tensor decode(const at::Tensor& latent, ComputeType compute) override { return ae_->decode(latent, compute_dtype(compute, device_)); }
+
+ private:
+  // klein: the template, truncated to 512 and right-padded with <|endoftext|>; all 512 rows go on
+  at::Tensor encode_text(const std::string& prompt, at::ScalarType compute) {
+    auto ids = tokenizer_->encode(QwenTokenizer::chat_template(plain_prompt(prompt), true));
+    if (ids.size() > static_cast<std::size_t>(kTextLength)) ids.resize(kTextLength);
+    std::vector<int64_t> tokens(kTextLength, kQwenPad), mask(kTextLength, 0);
+    for (std::size_t i = 0; i < ids.size(); ++i) tokens[i] = ids[i], mask[i] = 1;
+    return text_->forward(at::tensor(tokens, at::kLong).unsqueeze(0), at::tensor(mask, at::kLong).unsqueeze(0), compute)
+        .to(at::kCPU, at::kFloat);
+  }
+
+  // Every part is resident: refused, with both numbers, where they do not fit beside a working margin.
+  void check_fits(const SafetensorsFile& transformer, const SafetensorsFile& te, const SafetensorsFile& ae) const {
+    if (!device_.is_cpu()) return;
+    const uint64_t need = component_weight_bytes({transformer.path(), prefix_}, storage_, true, false) +
+                          component_weight_bytes({te.path(), "model."}, storage_, true, true) +
+                          component_weight_bytes({ae.path(), ""}, storage_, storage_.fp8_vae, true) + (1ull << 30);
+    const uint64_t available = available_memory_bytes();
+    if (available > 0 && need > available) {
+      throw InputError(transformer.path() + ": FLUX.2 needs about " + std::to_string(need >> 20) + " MiB for its weights here and " +
+                       std::to_string(available >> 20) + " MiB are available (FLUX.2 does not stream yet): try --weights fp8-e4m3");
+    }
+  }
+
+  StorageSpec storage_;
+  at::Device device_;
+  std::string prefix_;
+  FamilyTraits traits_;
+  DecoderLmConfig text_config_;
+  std::shared_ptr<const QwenTokenizer> tokenizer_;
+  Flux2 transformer_{nullptr};
+  DecoderLm text_{nullptr};
+  std::unique_ptr<Flux2Autoencoder> ae_;
+  std::vector<at::Tensor> refs_;  // this request's reference latents (model space)
+  WeightBytes bytes_;
+  std::vector<std::string> paths_;  // transformer, text encoder, autoencoder
+  double load_ms_ = 0;
+};
+
+}  // namespace
+
+std::vector<FamilyOption> flux2_options(bool dev) {
+  using T = FamilyOption::Type;
+  std::vector<FamilyOption> out;
+  if (dev) {
+    out.push_back({"guidance", "Guidance", "Guidance", T::Number, 0, 100, "4", {},
+                   "FLUX.2 [dev]: the distilled guidance the transformer is given", true, false, true, {}});
+  }
+  out.push_back({"ref-image", "Reference", "Reference image", T::Text, 0, 0, "", {},
+                 "FLUX.2: reference image(s) to edit from, PATH[;PATH] (PNG, at least 64x64)", false, false, false, {}});
+  return out;
+}
+
+std::vector<ComponentRole> flux2_roles() {
+  return {{"text_encoder", "Qwen3 text encoder", {"qwen_3_4b", "qwen_3_8b", "qwen3"}, "text-encoder", "klein: qwen_3_4b.safetensors"},
+          {"vae", "autoencoder", {"flux2-vae", "flux2_vae", "ae"}, "vae", "FLUX.2: flux2-vae.safetensors"},
+          {"qwen_tokenizer", "Qwen tokenizer", {"tokenizer"}, "qwen-tokenizer", "Qwen's tokenizer.json or its folder", true}};
+}
+
+FamilyTraits flux2_model_traits(const SafetensorsFile& file, const std::string& prefix, int ae_factor) {
+  const bool dev = file.find(prefix + "guidance_in.in_layer.weight") != nullptr;
+  const auto* img_in = file.find(prefix + "img_in.weight");
+  const bool tiny = img_in && !img_in->shape.empty() && img_in->shape[0] < 3072;
+  FamilyTraits t;
+  t.prediction = Prediction::Flow;
+  t.id = dev ? "flux2-dev" : "flux2-klein";
+  const auto* txt_in = file.find(prefix + "txt_in.weight");
+  const int64_t context = txt_in && txt_in->shape.size() == 2 ? txt_in->shape[1] : 0;
+  t.name = dev ? "FLUX.2 [dev]" : context == 12288 ? "FLUX.2 [klein] 9B" : context == 7680 ? "FLUX.2 [klein] 4B" : "FLUX.2 [klein]";
+  t.size_multiple = 2 * ae_factor;  // one token: 2x2 latent pixels
+  t.native_size = tiny ? 8 * t.size_multiple : 1024;
+  t.min_size = t.size_multiple;
+  t.size_step = t.size_multiple;
+  t.size_presets = {{1024, 1024}, {1216, 832}, {832, 1216}, {768, 768}, {512, 512}};
+  t.samplers = {Sampler::Euler};
+  t.schedules = {{Schedule::Normal, "Simple"}};
+  t.default_steps = dev ? 50 : 4;
+  t.default_cfg = 1.0f;  // klein distilled; klein base runs true CFG above 1
+  t.clip_skip = false;
+  t.components = flux2_roles();
+  t.options = flux2_options(dev);
+  t.latent.channels = 128;  // the autoencoder's 32 channels patchified 2x2 and normalised
+  t.latent.factor = 2 * ae_factor;
+  t.compare_modes = "fp16,fp8-e4m3";
+  t.fp32_probe = false;
+  t.denoiser_label = "Transformer";
+  t.encode_label = dev ? "Mistral encode" : "Qwen3 encode";
+  t.sample_label = "transformer steps";
+  t.decode_label = "autoencoder decode";
+  return t;
+}
+
+std::unique_ptr<FamilyModel> open_flux2(const LoadOptions& options, const at::Device& device) {
+  return std::make_unique<Flux2Family>(options, device);
+}
+
+}  // namespace fp8s
