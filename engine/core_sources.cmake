@@ -8,6 +8,7 @@ set(FP8S_CORE_SOURCES
   core/files.cpp
   text/t5_tokenizer.cpp
   text/qwen_tokenizer.cpp
+  text/tekken_tokenizer.cpp
   core/sha256.cpp
   io/safetensors.cpp
   io/safetensors_writer.cpp
@@ -24,6 +25,7 @@ set(FP8S_CORE_SOURCES
   models/presets.cpp
   models/tensor_roles.cpp
   models/fp8_files.cpp
+  models/lm/tekken_file.cpp
   models/streaming.cpp
   models/flux/flux_files.cpp
   families/weight_budget.cpp

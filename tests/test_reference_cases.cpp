@@ -138,6 +138,7 @@ class TestReferenceCases : public QObject {
       const auto components = c["components"].toObject();
       for (const auto& [key, flag] : {std::pair{"t5", "--t5"}, std::pair{"clip_l", "--clip-l"}, std::pair{"vae", "--vae"},
                                       std::pair{"text_encoder", "--text-encoder"}, std::pair{"qwen_tokenizer", "--qwen-tokenizer"},
+                                      std::pair{"mistral_tokenizer", "--mistral-tokenizer"},
                                       std::pair{"controlnet", "--controlnet"}, std::pair{"control_image", "--control-image"}}) {
         if (components.contains(key)) args << flag << folder + components[key].toString();
       }

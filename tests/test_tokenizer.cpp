@@ -8,6 +8,7 @@
 #include "text/clip_tokenizer.h"
 #include "text/prompt_parser.h"
 #include "text/qwen_tokenizer.h"
+#include "models/lm/tekken_file.h"
 #include "text/t5_tokenizer.h"
 
 #include <nlohmann/json.hpp>
@@ -16,6 +17,19 @@
 using namespace fp8s;
 
 namespace {
+
+// A case's expected ids.
+std::vector<int32_t> ids_of(const QJsonObject& c) {
+  std::vector<int32_t> ids;
+  for (const auto& id : c["ids"].toArray()) ids.push_back(id.toInt());
+  return ids;
+}
+
+// `tokenize --json` ran and printed the case's ids.
+void expect_cli_ids(const test::CliResult& r, const QJsonObject& c) {
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QCOMPARE(QJsonDocument::fromJson(r.out.toUtf8()).object()["ids"].toArray(), c["ids"].toArray());
+}
 
 QJsonDocument load_json(const char* rel) {
   return QJsonDocument::fromJson(QByteArray::fromStdString(test::read_bytes(test::reference_path(rel))));
@@ -48,8 +62,7 @@ class TestTokenizer : public QObject {
     QVERIFY(cases.size() >= 10);
     for (const auto& v : cases) {
       const auto c = v.toObject();
-      std::vector<int32_t> want;
-      for (const auto& id : c["ids"].toArray()) want.push_back(id.toInt());
+      const auto want = ids_of(c);
       const std::string prompt = c["prompt"].toString().toStdString();
       QVERIFY2(t5.encode_padded(prompt, c["length"].toInt()) == want, qPrintable(c["prompt"].toString()));
     }
@@ -58,8 +71,7 @@ class TestTokenizer : public QObject {
     const auto c = cases[0].toObject();
     const auto r = test::run_cli({"tokenize", "--t5", "--length", QString::number(c["length"].toInt()), "--json", c["prompt"].toString()});
     qunsetenv("FP8S_T5_TOKENIZER");
-    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
-    QCOMPARE(QJsonDocument::fromJson(r.out.toUtf8()).object()["ids"].toArray(), c["ids"].toArray());
+    expect_cli_ids(r, c);
   }
 
   // Qwen3's byte-level BPE (Z-Image's text encoder) against transformers' Qwen2Tokenizer on every
@@ -74,8 +86,7 @@ class TestTokenizer : public QObject {
     QVERIFY(cases.size() >= 10);
     for (const auto& v : cases) {
       const auto c = v.toObject();
-      std::vector<int32_t> want;
-      for (const auto& id : c["ids"].toArray()) want.push_back(id.toInt());
+      const auto want = ids_of(c);
       const std::string prompt = c["prompt"].toString().toStdString();
       const auto got = qwen.encode(c["template"].toBool() ? QwenTokenizer::chat_template(prompt) : prompt);
       QVERIFY2(got == want, qPrintable(c["prompt"].toString()));
@@ -86,8 +97,7 @@ class TestTokenizer : public QObject {
     if (c["template"].toBool()) args.insert(2, "--template");
     const auto r = test::run_cli(args);
     qunsetenv("FP8S_QWEN_TOKENIZER");
-    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
-    QCOMPARE(QJsonDocument::fromJson(r.out.toUtf8()).object()["ids"].toArray(), c["ids"].toArray());
+    expect_cli_ids(r, c);
   }
 
   // FLUX.2 klein's template (the empty think block of enable_thinking=False) on every case of
@@ -101,18 +111,41 @@ class TestTokenizer : public QObject {
     for (const auto& v : cases) {
       const auto c = v.toObject();
       QCOMPARE(c["template"].toString(), QString("klein"));
-      std::vector<int32_t> want;
-      for (const auto& id : c["ids"].toArray()) want.push_back(id.toInt());
+      const auto want = ids_of(c);
       QVERIFY2(qwen.encode(QwenTokenizer::chat_template(c["prompt"].toString().toStdString(), true)) == want,
                qPrintable(c["prompt"].toString()));
     }
     const auto c = cases[0].toObject();
     const auto r = test::run_cli({"tokenize", "--qwen", "--qwen-tokenizer", QString::fromStdString(dir), "--template", "klein", "--json",
                                   c["prompt"].toString()});
-    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
-    QCOMPARE(QJsonDocument::fromJson(r.out.toUtf8()).object()["ids"].toArray(), c["ids"].toArray());
+    expect_cli_ids(r, c);
     const auto bad = test::run_cli({"tokenize", "--qwen", "--template", "kline", "--json", "x"});
     QVERIFY(bad.exit_code != 0 && bad.err.contains("zimage or klein"));
+  }
+
+  // Mistral's Tekken BPE (FLUX.2 dev's) against mistral-common on every case of
+  // flux2/mistral_tokenize_cases.json, raw and in dev's template; from tekken.json.gz and from the
+  // text encoder's tekken_model, and through `tokenize --mistral`
+  void mistralTokenizeCases() {
+    FP8S_REQUIRE_REFERENCE();
+    const std::string gz = test::reference_path("flux2/mistral_tokenizer/tekken.json.gz");
+    const auto tekken = load_tekken(gz);
+    const auto from_te = load_tekken(test::reference_path("flux2/tiny-mistral3-small-te.safetensors"));
+    const auto cases = load_json("flux2/mistral_tokenize_cases.json").array();
+    QVERIFY(cases.size() >= 10);
+    for (const auto& v : cases) {
+      const auto c = v.toObject();
+      const auto want = ids_of(c);
+      const std::string prompt = c["prompt"].toString().toStdString();
+      const auto got = c["template"].toBool() ? tekken.instruct_prompt(prompt) : tekken.encode(prompt);
+      QVERIFY2(got == want, qPrintable(c["prompt"].toString()));
+      QVERIFY(from_te.encode(prompt) == tekken.encode(prompt));
+    }
+    const auto c = cases[0].toObject();
+    QStringList args{"tokenize", "--mistral", "--mistral-tokenizer", QString::fromStdString(gz), "--json", c["prompt"].toString()};
+    if (c["template"].toBool()) args.insert(2, "--template");
+    const auto r = test::run_cli(args);
+    expect_cli_ids(r, c);
   }
 
   // The pre-tokenizer's pieces, derived by hand from the regex of tokenizer.json: contractions in
@@ -209,8 +242,7 @@ class TestTokenizer : public QObject {
     const auto cases = load_json("clip/tokenize_cases.json").array();
     for (const auto& v : cases) {
       const auto c = v.toObject();
-      std::vector<int32_t> want;
-      for (const auto& id : c["ids"].toArray()) want.push_back(id.toInt());
+      const auto want = ids_of(c);
       const std::string prompt = c["prompt"].toString().toStdString();
       const auto got = m_gz->encode(prompt);
       QCOMPARE(m_json->encode(prompt), got);

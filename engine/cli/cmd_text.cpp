@@ -1,12 +1,15 @@
 // tokenize: CLIP BPE ids of a prompt, raw or as A1111's weighted 77-token windows.
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "core/error.h"
 #include "text/clip_tokenizer.h"
 #include "text/prompt_parser.h"
 #include "text/qwen_tokenizer.h"
+#include "models/lm/tekken_file.h"
 #include "text/t5_tokenizer.h"
 
 namespace fp8s::cli {
@@ -14,8 +17,8 @@ namespace fp8s::cli {
 void register_tokenize(CLI::App& app) {
   struct Opts {
     CommonOptions common;
-    std::string prompt, vocab, t5_tokenizer, qwen_tokenizer;
-    bool raw = false, t5 = false, qwen = false;
+    std::string prompt, vocab, t5_tokenizer, qwen_tokenizer, mistral_tokenizer;
+    bool raw = false, t5 = false, qwen = false, mistral = false;
     std::string chat;  // the chat template's name (empty: none)
     int length = 512;
   };
@@ -34,10 +37,27 @@ void register_tokenize(CLI::App& app) {
       ->expected(0, 1)
       ->default_str("zimage")
       ->check([](const std::string& v) {
-        return v == "zimage" || v == "klein" ? std::string() : "unknown template '" + v + "': zimage or klein";
+        return v == "zimage" || v == "klein" || v == "dev" ? std::string() : "unknown template '" + v + "': zimage or klein (dev with --mistral)";
       });
   sub->add_option("--qwen-tokenizer", o->qwen_tokenizer, "with --qwen: the Qwen tokenizer.json (or its folder)");
+  sub->add_flag("--mistral", o->mistral, "Mistral's Tekken ids (FLUX.2 dev's text encoder); with --template, in FLUX.2 dev's prompt");
+  sub->add_option("--mistral-tokenizer", o->mistral_tokenizer,
+                  "with --mistral: tekken.json(.gz), its folder, or a text encoder file holding tekken_model (default: "
+                  "FP8S_MISTRAL_TOKENIZER)");
   sub->callback([o] {
+    if (o->mistral) {
+      std::string path = o->mistral_tokenizer;
+      if (path.empty()) {
+        const char* env = std::getenv("FP8S_MISTRAL_TOKENIZER");
+        if (!env || !*env) throw InputError("--mistral needs the tokenizer: pass --mistral-tokenizer FILE or set FP8S_MISTRAL_TOKENIZER");
+        path = env;
+      }
+      const auto tokenizer = load_tekken(path);
+      const auto ids = o->chat.empty() ? tokenizer.encode(o->prompt) : tokenizer.instruct_prompt(o->prompt);
+      const nlohmann::json j{{"prompt", o->prompt}, {"ids", ids}};
+      std::cout << (o->common.json ? j.dump() : j["ids"].dump()) << "\n";
+      return;
+    }
     if (o->qwen) {
       const auto tokenizer = QwenTokenizer::find(o->qwen_tokenizer, "");
       const auto ids = tokenizer.encode(o->chat.empty() ? o->prompt : QwenTokenizer::chat_template(o->prompt, o->chat == "klein"));

@@ -24,24 +24,6 @@ std::optional<std::string> flux2_prefix(const SafetensorsFile& file) {
 
 
 
-// FLUX.2's text encoders: Qwen3 (klein) and Mistral Small 3.2 (dev), each the concatenation of
-// three hidden states before any final norm.
-DecoderLmConfig flux2_qwen3(const SafetensorsFile& file) {
-  DecoderLmConfig base;
-  base.outputs = {9, 18, 27};
-  return decoder_lm_config(file, "model.", base, "qwen3.config");
-}
-
-DecoderLmConfig flux2_mistral(const SafetensorsFile& file) {
-  DecoderLmConfig base;
-  base.name = "Mistral";
-  base.eps = 1e-5;
-  base.rope_theta = 1e9;
-  base.head_dim = 128;  // 32 heads of 128 read a 5120-wide stream (no q/k norm tells it)
-  base.outputs = {10, 20, 30};
-  return decoder_lm_config(file, "model.", base, "mistral3.config");
-}
-
 // One transformer call (`flux2`): with reference tokens (`ref`, `ref_ids`: an edit's images), the
 // sequence is img ++ ref and the prediction is the first N rows.
 at::Tensor flux2_call(const ProbeSetup& s, const ProbeInputs& read) {
@@ -93,7 +75,7 @@ std::map<std::string, at::Tensor> run_flux2_probe(const std::string& role, const
     return {{"latent", ae.encode(read({{"image", 4}})["image"], compute)}};
   }
   const SafetensorsFile file(s.model);
-  const auto config = role == "flux2-qwen3" ? flux2_qwen3(file) : flux2_mistral(file);
+  const auto config = flux2_text_config(file, role == "flux2-mistral");
   const BuildOn on(s.device);
   DecoderLm encoder(config);
   // a Mistral file may carry the Pixtral vision tower and projector, and the tokenizer (tekken_model)
@@ -108,7 +90,7 @@ std::map<std::string, at::Tensor> run_flux2_probe(const std::string& role, const
 FamilyEntry flux2_family_entry() {
   FamilyEntry e;
   e.id = "flux2";
-  e.label = "FLUX.2 klein (dev recognised)";
+  e.label = "FLUX.2 klein and dev";
   e.detect = [](const SafetensorsFile& file) { return flux2_prefix(file).has_value(); };
   e.traits = [](const SafetensorsFile& file) { return flux2_model_traits(file, flux2_prefix(file).value_or(""), 8); };
   e.open = open_flux2;

@@ -2,6 +2,7 @@
 #include "families/flux2/flux2_model.h"
 
 #include <chrono>
+#include <cstdlib>
 
 #include "core/compute_choice.h"
 #include "core/error.h"
@@ -20,12 +21,19 @@
 #include "pipeline/run_support.h"
 #include "text/prompt_parser.h"
 #include "text/qwen_tokenizer.h"
+#include "text/tekken_tokenizer.h"
+#include "models/lm/tekken_file.h"
 
 namespace fp8s {
 namespace {
 
 constexpr int kTextLength = 512;        // klein's: the template truncated and right-padded to exactly 512
 constexpr int32_t kQwenPad = 151643;    // <|endoftext|>
+
+std::string option_path(const LoadOptions& o, const char* role) {
+  const auto it = o.components.find(role);
+  return it == o.components.end() ? std::string() : it->second;
+}
 
 std::string component_path(const LoadOptions& o, const char* role, const char* flag, const char* example) {
   const auto it = o.components.find(role);
@@ -73,21 +81,23 @@ class Flux2Family final : public FamilyModel {
     prefix_ = "";
     if (!file.find("double_stream_modulation_img.lin.weight")) prefix_ = "model.diffusion_model.";
     const auto config = flux2_config(file, prefix_);
-    if (config.guidance_embed) {
-      throw InputError(o.checkpoint + ": FLUX.2 [dev] is recognised, but its Mistral (Tekken) tokenizer is not built yet; "
-                       "FLUX.2 [klein] generates");
+    dev_ = config.guidance_embed;
+    const SafetensorsFile te(component_path(o, "text_encoder", "--text-encoder",
+                                            dev_ ? "mistral_3_small_flux2_fp8.safetensors" : "qwen_3_4b.safetensors"));
+    if (dev_) {
+      // Tekken: --mistral-tokenizer, else FP8S_MISTRAL_TOKENIZER, else the text encoder's own tekken_model
+      std::string path = option_path(o, "mistral_tokenizer");
+      if (path.empty() && std::getenv("FP8S_MISTRAL_TOKENIZER")) path = std::getenv("FP8S_MISTRAL_TOKENIZER");
+      tekken_ = std::make_shared<const TekkenTokenizer>(load_tekken(path.empty() ? te.path() : path));
+    } else {
+      // the tokenizer as Z-Image finds it: --qwen-tokenizer, else beside the model, FP8S_QWEN_TOKENIZER, the data folders
+      qwen_ = std::make_shared<const QwenTokenizer>(QwenTokenizer::find(option_path(o, "qwen_tokenizer"), o.checkpoint));
     }
-    // the tokenizer as Z-Image finds it: --qwen-tokenizer, else beside the model, FP8S_QWEN_TOKENIZER, the data folders
-    const auto tok = o.components.find("qwen_tokenizer");
-    tokenizer_ = std::make_shared<const QwenTokenizer>(QwenTokenizer::find(tok == o.components.end() ? "" : tok->second, o.checkpoint));
-    const SafetensorsFile te(component_path(o, "text_encoder", "--text-encoder", "qwen_3_4b.safetensors"));
-    DecoderLmConfig base;
-    base.outputs = {9, 18, 27};
-    text_config_ = decoder_lm_config(te, "model.", base, "qwen3.config");
+    text_config_ = flux2_text_config(te, dev_);
     if (3 * text_config_.hidden != config.context_in_dim) {
       throw InputError(te.path() + ": a text encoder " + std::to_string(text_config_.hidden) + " wide, but the transformer reads " +
                        std::to_string(config.context_in_dim) + " = 3 x " + std::to_string(config.context_in_dim / 3) +
-                       " (klein 4B: Qwen3-4B, qwen_3_4b.safetensors; 9B: Qwen3-8B)");
+                       (dev_ ? " (dev: Mistral Small 3.2)" : " (klein 4B: Qwen3-4B, qwen_3_4b.safetensors; 9B: Qwen3-8B)"));
     }
     const SafetensorsFile ae_file(component_path(o, "vae", "--vae", "flux2-vae.safetensors"));
     check_fits(file, te, ae_file);
@@ -173,6 +183,7 @@ class Flux2Family final : public FamilyModel {
     const auto& c = static_cast<const Flux2Conditioning&>(cond);
     Flux2Guidance g;
     g.cfg = r.cfg;
+    if (dev_) g.distilled = static_cast<float>(option_number(traits_.options, r.options, "guidance"));
     auto refs = refs_;
     if (init.latent.defined()) refs.push_back(init.latent.narrow(0, 0, 1));  // img2img: the init is a reference too
     return flux2_denoiser(*transformer_, c.cond, c.uncond, g, refs, compute_dtype(r.compute, device_), on_model_ms);
@@ -184,12 +195,14 @@ class Flux2Family final : public FamilyModel {
   at::Tensor decode(const at::Tensor& latent, ComputeType compute) override { return ae_->decode(latent, compute_dtype(compute, device_)); }
 
  private:
-  // klein: the template, truncated to 512 and right-padded with <|endoftext|>; all 512 rows go on
+  // the template, truncated to 512 and padded to exactly 512; all 512 rows go on
   at::Tensor encode_text(const std::string& prompt, at::ScalarType compute) {
-    auto ids = tokenizer_->encode(QwenTokenizer::chat_template(plain_prompt(prompt), true));
+    // dev: Mistral's template, left-padded with <pad>; klein: Qwen's, right-padded with <|endoftext|>
+    auto ids = dev_ ? tekken_->instruct_prompt(plain_prompt(prompt)) : qwen_->encode(QwenTokenizer::chat_template(plain_prompt(prompt), true));
     if (ids.size() > static_cast<std::size_t>(kTextLength)) ids.resize(kTextLength);
-    std::vector<int64_t> tokens(kTextLength, kQwenPad), mask(kTextLength, 0);
-    for (std::size_t i = 0; i < ids.size(); ++i) tokens[i] = ids[i], mask[i] = 1;
+    std::vector<int64_t> tokens(kTextLength, dev_ ? TekkenTokenizer::kPad : kQwenPad), mask(kTextLength, 0);
+    const std::size_t first = dev_ ? kTextLength - ids.size() : 0;
+    for (std::size_t i = 0; i < ids.size(); ++i) tokens[first + i] = ids[i], mask[first + i] = 1;
     return text_->forward(at::tensor(tokens, at::kLong).unsqueeze(0), at::tensor(mask, at::kLong).unsqueeze(0), compute)
         .to(at::kCPU, at::kFloat);
   }
@@ -212,7 +225,9 @@ class Flux2Family final : public FamilyModel {
   std::string prefix_;
   FamilyTraits traits_;
   DecoderLmConfig text_config_;
-  std::shared_ptr<const QwenTokenizer> tokenizer_;
+  bool dev_ = false;
+  std::shared_ptr<const QwenTokenizer> qwen_;     // klein
+  std::shared_ptr<const TekkenTokenizer> tekken_;  // dev
   Flux2 transformer_{nullptr};
   DecoderLm text_{nullptr};
   std::unique_ptr<Flux2Autoencoder> ae_;
@@ -239,7 +254,21 @@ std::vector<FamilyOption> flux2_options(bool dev) {
 std::vector<ComponentRole> flux2_roles() {
   return {{"text_encoder", "Qwen3 text encoder", {"qwen_3_4b", "qwen_3_8b", "qwen3"}, "text-encoder", "klein: qwen_3_4b.safetensors"},
           {"vae", "autoencoder", {"flux2-vae", "flux2_vae", "ae"}, "vae", "FLUX.2: flux2-vae.safetensors"},
-          {"qwen_tokenizer", "Qwen tokenizer", {"tokenizer"}, "qwen-tokenizer", "Qwen's tokenizer.json or its folder", true}};
+          {"qwen_tokenizer", "Qwen tokenizer", {"tokenizer"}, "qwen-tokenizer", "Qwen's tokenizer.json or its folder", true},
+          {"mistral_tokenizer", "Mistral tokenizer", {"tekken"}, "mistral-tokenizer",
+           "FLUX.2 dev: tekken.json(.gz) (default: the text encoder's own tekken_model)", true}};
+}
+
+DecoderLmConfig flux2_text_config(const SafetensorsFile& file, bool mistral) {
+  DecoderLmConfig base;
+  base.outputs = {9, 18, 27};
+  if (!mistral) return decoder_lm_config(file, "model.", base, "qwen3.config");
+  base.name = "Mistral";
+  base.eps = 1e-5;
+  base.rope_theta = 1e9;
+  base.head_dim = 128;  // 32 heads of 128 read a 5120-wide stream (no q/k norm tells it)
+  base.outputs = {10, 20, 30};
+  return decoder_lm_config(file, "model.", base, "mistral3.config");
 }
 
 FamilyTraits flux2_model_traits(const SafetensorsFile& file, const std::string& prefix, int ae_factor) {

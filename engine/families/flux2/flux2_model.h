@@ -1,5 +1,6 @@
-// FLUX.2 [klein] generation (families/flux2/flux2_family.h): the Qwen3 text encoder through klein's
-// template (512 tokens, right-padded, three hidden states), the transformer sampled with FLUX.2's
+// FLUX.2 generation (families/flux2/flux2_family.h): klein's Qwen3 through its template (512 tokens,
+// right-padded) or dev's Mistral through its system prompt (left-padded, Tekken), three hidden
+// states each; the transformer sampled with FLUX.2's
 // schedule, reference images for an edit (--ref-image), and the autoencoder. Every part loaded at
 // open, in the request's storage (the autoencoder in its own 16-bit type unless --fp8-vae).
 #pragma once
@@ -18,6 +19,11 @@ std::vector<FamilyOption> flux2_options(bool dev);
 std::vector<ComponentRole> flux2_roles();
 // The traits of a FLUX.2 transformer under `prefix` with an autoencoder downsampling `ae_factor`.
 FamilyTraits flux2_model_traits(const SafetensorsFile& transformer, const std::string& prefix, int ae_factor);
+// FLUX.2's text encoder in a file: Qwen3 (klein) or, with `mistral`, Mistral Small 3.2 (dev; no
+// q/k norm, eps 1e-5, theta 1e9, head_dim from mistral3.config or 128), each the concatenation of
+// three hidden states (9/18/27, 10/20/30) before any final norm.
+struct DecoderLmConfig;
+DecoderLmConfig flux2_text_config(const SafetensorsFile& file, bool mistral);
 std::unique_ptr<FamilyModel> open_flux2(const LoadOptions& options, const at::Device& device);
 
 }  // namespace fp8s
