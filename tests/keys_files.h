@@ -55,8 +55,9 @@ inline uint64_t module_params(torch::nn::Module& m) {
 }
 
 inline int64_t dtype_bytes(const QString& d) {
-  if (d == "F32") return 4;
-  if (d == "F16" || d == "BF16") return 2;
+  if (d == "F64" || d == "I64") return 8;
+  if (d == "F32" || d == "I32") return 4;
+  if (d == "F16" || d == "BF16" || d == "I16") return 2;
   return 1;
 }
 
