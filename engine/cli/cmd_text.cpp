@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -13,6 +14,17 @@
 #include "text/t5_tokenizer.h"
 
 namespace fp8s::cli {
+namespace {
+
+// --mistral-tokenizer, else FP8S_MISTRAL_TOKENIZER.
+std::string mistral_tokenizer_path(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  const char* env = std::getenv("FP8S_MISTRAL_TOKENIZER");
+  if (!env || !*env) throw InputError("--mistral needs the tokenizer: pass --mistral-tokenizer FILE or set FP8S_MISTRAL_TOKENIZER");
+  return env;
+}
+
+}  // namespace
 
 void register_tokenize(CLI::App& app) {
   struct Opts {
@@ -45,30 +57,20 @@ void register_tokenize(CLI::App& app) {
                   "with --mistral: tekken.json(.gz), its folder, or a text encoder file holding tekken_model (default: "
                   "FP8S_MISTRAL_TOKENIZER)");
   sub->callback([o] {
+    // the byte-level tokenizers' ids: Mistral's, Qwen's, T5's
+    std::optional<std::vector<int32_t>> ids;
     if (o->mistral) {
-      std::string path = o->mistral_tokenizer;
-      if (path.empty()) {
-        const char* env = std::getenv("FP8S_MISTRAL_TOKENIZER");
-        if (!env || !*env) throw InputError("--mistral needs the tokenizer: pass --mistral-tokenizer FILE or set FP8S_MISTRAL_TOKENIZER");
-        path = env;
-      }
-      const auto tokenizer = load_tekken(path);
-      const auto ids = o->chat.empty() ? tokenizer.encode(o->prompt) : tokenizer.instruct_prompt(o->prompt);
-      const nlohmann::json j{{"prompt", o->prompt}, {"ids", ids}};
-      std::cout << (o->common.json ? j.dump() : j["ids"].dump()) << "\n";
-      return;
-    }
-    if (o->qwen) {
+      const auto tokenizer = load_tekken(mistral_tokenizer_path(o->mistral_tokenizer));
+      ids = o->chat.empty() ? tokenizer.encode(o->prompt) : tokenizer.instruct_prompt(o->prompt);
+    } else if (o->qwen) {
       const auto tokenizer = QwenTokenizer::find(o->qwen_tokenizer, "");
-      const auto ids = tokenizer.encode(o->chat.empty() ? o->prompt : QwenTokenizer::chat_template(o->prompt, o->chat == "klein"));
-      const nlohmann::json j{{"prompt", o->prompt}, {"ids", ids}};
-      std::cout << (o->common.json ? j.dump() : j["ids"].dump()) << "\n";
-      return;
-    }
-    if (o->t5) {
+      ids = tokenizer.encode(o->chat.empty() ? o->prompt : QwenTokenizer::chat_template(o->prompt, o->chat == "klein"));
+    } else if (o->t5) {
       const auto tokenizer = T5Tokenizer::find(o->t5_tokenizer, "");
-      const auto ids = o->raw ? tokenizer.encode(o->prompt) : tokenizer.encode_padded(o->prompt, o->length);
-      const nlohmann::json j{{"prompt", o->prompt}, {"ids", ids}};
+      ids = o->raw ? tokenizer.encode(o->prompt) : tokenizer.encode_padded(o->prompt, o->length);
+    }
+    if (ids) {
+      const nlohmann::json j{{"prompt", o->prompt}, {"ids", *ids}};
       std::cout << (o->common.json ? j.dump() : j["ids"].dump()) << "\n";
       return;
     }
