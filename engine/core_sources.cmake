@@ -26,6 +26,7 @@ set(FP8S_CORE_SOURCES
   models/tensor_roles.cpp
   models/fp8_files.cpp
   models/lm/tekken_file.cpp
+  models/component_files.cpp
   models/streaming.cpp
   models/flux/flux_files.cpp
   families/weight_budget.cpp

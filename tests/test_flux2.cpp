@@ -3,6 +3,8 @@
 // and the autoencoder with no missing or unexpected key and the README's parameter counts, and the
 // registry names each variant from its keys. The numbers of every stage are the reference cases'
 // (test_reference_flux2).
+#include <QDir>
+#include <QFile>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -13,6 +15,7 @@
 #include "support.h"
 #include "models/flux2/flux2.h"
 #include "models/lm/decoder_lm.h"
+#include "pipeline/engine.h"
 #include "pipeline/family.h"
 
 using namespace fp8s;
@@ -111,6 +114,47 @@ class TestFlux2 : public QObject {
     const auto flux1 = test::load_keys("flux-ae.json");
     const SafetensorsFile old(test::sparse_file(m_dir.path(), "ae.safetensors", flux1));
     QVERIFY_THROWS_EXCEPTION(InputError, Flux2Autoencoder(old, "", {WeightType::BF16}, at::Device(at::kMeta)));
+  }
+
+  // ComfyUI's split files (diffusion_models/, text_encoders/, vae/) are found by the roles' hints and
+  // give the pixels the explicit components give; a models/ tree without a text encoder of the
+  // transformer's width names the flag
+  void splitFilesAreFound() {
+    FP8S_REQUIRE_REFERENCE();
+    const QString root = m_dir.filePath("comfy/models");
+    for (const char* sub : {"diffusion_models", "text_encoders", "vae"}) QVERIFY(QDir().mkpath(root + "/" + sub));
+    const std::string ref = test::reference_path("flux2/");
+    const auto link = [&](const std::string& from, const QString& to) { QVERIFY(QFile::link(QString::fromStdString(ref + from), root + to)); };
+    link("tiny-flux2-klein.safetensors", "/diffusion_models/flux-2-klein-4b.safetensors");
+    link("tiny-flux2-ae.safetensors", "/vae/flux2-vae.safetensors");
+    GenerationRequest r;
+    r.prompt = "a lighthouse on a cliff at dusk";
+    r.steps = 2;
+    r.seed = 5;
+    r.cfg = 1;
+    r.sampler = Sampler::Euler;
+    r.width = 24;
+    r.height = 16;
+    r.compute = ComputeType::FP32;
+    r.storage = StorageSpec{WeightType::FP32};
+    LoadOptions o;
+    o.checkpoint = (root + "/diffusion_models/flux-2-klein-4b.safetensors").toStdString();
+    o.device = "cpu";
+    o.storage = r.storage;
+    o.components["qwen_tokenizer"] = test::reference_path("zimage/qwen_tokenizer");
+    try {
+      Engine missing(o);
+      QFAIL("loaded without a text encoder");
+    } catch (const InputError& e) {
+      QVERIFY2(QString(e.what()).contains("--text-encoder"), e.what());
+    }
+    link("tiny-qwen3.safetensors", "/text_encoders/qwen_3_4b.safetensors");
+    std::atomic<bool> cancel{false};
+    const auto found = Engine(o).generate(r, nullptr, cancel).images.at(0).image;
+    o.components["text_encoder"] = ref + "tiny-qwen3.safetensors";
+    o.components["vae"] = ref + "tiny-flux2-ae.safetensors";
+    const auto given = Engine(o).generate(r, nullptr, cancel).images.at(0).image;
+    QVERIFY(found.pixels == given.pixels);
   }
 };
 

@@ -34,6 +34,9 @@ Detection detect_architecture(const ShapeMap& shapes) {
   // Flux (reference/flux/README.md): BFL's transformer with no prefix or ComfyUI's all-in-one
   for (const std::string p : {"", "model.diffusion_model."}) {
     if (!shape_of(p + "double_blocks.0.img_attn.qkv.weight")) continue;
+    // FLUX.2 has double blocks too, with one shared modulation (double_stream_modulation_img):
+    // not Flux.1, and its own family names it
+    if (shape_of(p + "double_stream_modulation_img.lin.weight")) return d;
     d.arch = shape_of(p + "guidance_in.in_layer.weight") ? Arch::FLUX_DEV : Arch::FLUX_SCHNELL;
     if (shape_of("text_encoders.t5xxl.transformer.encoder.block.0.layer.0.SelfAttention.q.weight")) d.variant = "all-in-one";
     return d;

@@ -1,6 +1,7 @@
 #include "families/flux2/flux2_family.h"
 
 #include "core/error.h"
+#include "models/inspect.h"
 #include "models/component_load.h"
 #include "families/flux2/flux2_ae.h"
 #include "families/flux2/flux2_model.h"
@@ -94,9 +95,16 @@ FamilyEntry flux2_family_entry() {
   e.detect = [](const SafetensorsFile& file) { return flux2_prefix(file).has_value(); };
   e.traits = [](const SafetensorsFile& file) { return flux2_model_traits(file, flux2_prefix(file).value_or(""), 8); };
   e.open = open_flux2;
+  e.tools.estimate = flux2_estimate;
   e.roles = flux2_roles();
   e.tools.probe = {{"flux2-qwen3", "flux2-mistral", "flux2", "flux2-sample", "flux2-vae-decode", "flux2-vae-encode"}, run_flux2_probe};
   e.options = flux2_options(true);
+  e.tools.inspect_parts = [](const SafetensorsFile& file) {
+    const auto prefix = flux2_prefix(file);
+    InspectParts p{prefix ? flux2_model_traits(file, *prefix, 8).name : "FLUX.2", {}};
+    if (prefix) p.parts.push_back({"transformer", *prefix, true});
+    return p;
+  };
   return e;
 }
 

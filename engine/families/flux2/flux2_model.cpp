@@ -14,6 +14,7 @@
 #include "io/image_ops.h"
 #include "io/png.h"
 #include "memory/process_memory.h"
+#include "models/component_files.h"
 #include "models/flux2/flux2.h"
 #include "models/lm/decoder_lm.h"
 #include "pipeline/family_options.h"
@@ -35,12 +36,50 @@ std::string option_path(const LoadOptions& o, const char* role) {
   return it == o.components.end() ? std::string() : it->second;
 }
 
-std::string component_path(const LoadOptions& o, const char* role, const char* flag, const char* example) {
+// A component's file: the explicit flag, else found by its role's hints in a ComfyUI models/ tree
+// around the model or beside it (models/component_files.h), else an error naming the flag.
+std::string component_path(const LoadOptions& o, const char* role, const char* flag, const char* example,
+                           const std::vector<std::string>& subdirs, const std::function<bool(const SafetensorsFile&)>& accepts) {
   const auto it = o.components.find(role);
-  if (it == o.components.end() || it->second.empty()) {
-    throw InputError(o.checkpoint + ": FLUX.2 needs its " + std::string(role) + " (pass " + flag + " " + example + ")");
+  if (it != o.components.end() && !it->second.empty()) return it->second;
+  std::vector<std::string> hints, searched;
+  for (const auto& r : flux2_roles()) {
+    if (r.role == role) hints = r.file_hints;
   }
-  return it->second;
+  const std::string found = find_component_file(o.checkpoint, hints, subdirs, accepts, searched);
+  if (!found.empty()) return found;
+  std::string where;
+  for (const auto& s : searched) where += (where.empty() ? "" : ", ") + s;
+  throw InputError(o.checkpoint + ": FLUX.2 needs its " + std::string(role) + " (looked in " + where + "); pass " + flag + " " +
+                   example);
+}
+
+// The text encoder whose width the transformer reads (3 x hidden = context), and the FLUX.2 autoencoder.
+std::string text_encoder_path(const LoadOptions& o, const Flux2Config& config) {
+  const int64_t context = config.context_in_dim;
+  return component_path(o, "text_encoder", "--text-encoder",
+                        config.guidance_embed ? "mistral_3_small_flux2_fp8.safetensors" : "qwen_3_4b.safetensors",
+                        {"text_encoders", "clip"}, [context](const SafetensorsFile& f) {
+                          const auto* embed = f.find("model.embed_tokens.weight");
+                          return embed && embed->shape.size() == 2 && 3 * embed->shape[1] == context;
+                        });
+}
+
+std::string autoencoder_path(const LoadOptions& o) {
+  return component_path(o, "vae", "--vae", "flux2-vae.safetensors", {"vae"}, [](const SafetensorsFile& f) {
+    return f.find("bn.running_mean") && f.find("decoder.post_quant_conv.weight");
+  });
+}
+
+std::string transformer_prefix(const SafetensorsFile& file) {
+  return file.find("double_stream_modulation_img.lin.weight") ? "" : "model.diffusion_model.";
+}
+
+// The bytes of each part in `storage`, from the headers (the autoencoder in 16 bits unless --fp8-vae).
+WeightBytes estimate_bytes(const std::string& transformer, const std::string& prefix, const std::string& te,
+                           const std::string& ae, const StorageSpec& storage) {
+  return {component_weight_bytes({transformer, prefix}, storage, true, false), component_weight_bytes({te, "model."}, storage, true, true),
+          component_weight_bytes({ae, ""}, storage, storage.fp8_vae, true)};
 }
 
 // The prompt as the text encoder reads it: A1111 emphasis markup removed, BREAK a space.
@@ -78,12 +117,10 @@ class Flux2Family final : public FamilyModel {
   Flux2Family(const LoadOptions& o, const at::Device& device) : storage_(o.storage), device_(device) {
     const auto start = std::chrono::steady_clock::now();
     const SafetensorsFile file(o.checkpoint);
-    prefix_ = "";
-    if (!file.find("double_stream_modulation_img.lin.weight")) prefix_ = "model.diffusion_model.";
+    prefix_ = transformer_prefix(file);
     const auto config = flux2_config(file, prefix_);
     dev_ = config.guidance_embed;
-    const SafetensorsFile te(component_path(o, "text_encoder", "--text-encoder",
-                                            dev_ ? "mistral_3_small_flux2_fp8.safetensors" : "qwen_3_4b.safetensors"));
+    const SafetensorsFile te(text_encoder_path(o, config));
     if (dev_) {
       // Tekken: --mistral-tokenizer, else FP8S_MISTRAL_TOKENIZER, else the text encoder's own tekken_model
       std::string path = option_path(o, "mistral_tokenizer");
@@ -99,7 +136,7 @@ class Flux2Family final : public FamilyModel {
                        std::to_string(config.context_in_dim) + " = 3 x " + std::to_string(config.context_in_dim / 3) +
                        (dev_ ? " (dev: Mistral Small 3.2)" : " (klein 4B: Qwen3-4B, qwen_3_4b.safetensors; 9B: Qwen3-8B)"));
     }
-    const SafetensorsFile ae_file(component_path(o, "vae", "--vae", "flux2-vae.safetensors"));
+    const SafetensorsFile ae_file(autoencoder_path(o));
     check_fits(file, te, ae_file);
     {
       const BuildOn on(device);
@@ -109,9 +146,9 @@ class Flux2Family final : public FamilyModel {
       bytes_.text = load_module_weights(*text_, te, "model.", storage_, is_fp8(storage_.weights),
                                         DecoderLmImpl::ignorable_keys(text_config_), {}, device, true).bytes;
     }
-    StorageSpec ae_storage = storage_;
-    if (is_fp8(ae_storage.weights) && !ae_storage.fp8_vae) ae_storage.weights = WeightType::BF16;
-    ae_ = std::make_unique<Flux2Autoencoder>(ae_file, "", ae_storage, device);
+    ae_storage_ = storage_;
+    if (is_fp8(ae_storage_.weights) && !ae_storage_.fp8_vae) ae_storage_.weights = WeightType::BF16;
+    ae_ = std::make_unique<Flux2Autoencoder>(ae_file, "", ae_storage_, device);
     bytes_.vae = ae_->bytes();
     traits_ = flux2_model_traits(file, prefix_, ae_->factor());
     paths_ = std::vector<std::string>{o.checkpoint, te.path(), ae_file.path()};
@@ -125,9 +162,10 @@ class Flux2Family final : public FamilyModel {
 
   void describe(ModelInfo& i) const override {
     FamilyModel::describe(i);
-    const char* names[] = {"transformer", "Qwen3 text encoder", "autoencoder"};
+    const char* names[] = {"transformer", dev_ ? "Mistral text encoder" : "Qwen3 text encoder", "autoencoder"};
     const uint64_t bytes[] = {bytes_.denoiser, bytes_.text, bytes_.vae};
-    for (int k = 0; k < 3; ++k) i.components.push_back({names[k], paths_[k], weight_type_name(storage_.weights), bytes[k]});
+    const WeightType types[] = {storage_.weights, storage_.weights, ae_storage_.weights};
+    for (int k = 0; k < 3; ++k) i.components.push_back({names[k], paths_[k], weight_type_name(types[k]), bytes[k]});
   }
 
   WeightBytes weight_bytes(const StorageSpec&) const override { return bytes_; }
@@ -210,9 +248,7 @@ class Flux2Family final : public FamilyModel {
   // Every part is resident: refused, with both numbers, where they do not fit beside a working margin.
   void check_fits(const SafetensorsFile& transformer, const SafetensorsFile& te, const SafetensorsFile& ae) const {
     if (!device_.is_cpu()) return;
-    const uint64_t need = component_weight_bytes({transformer.path(), prefix_}, storage_, true, false) +
-                          component_weight_bytes({te.path(), "model."}, storage_, true, true) +
-                          component_weight_bytes({ae.path(), ""}, storage_, storage_.fp8_vae, true) + (1ull << 30);
+    const uint64_t need = estimate_bytes(transformer.path(), prefix_, te.path(), ae.path(), storage_).total() + (1ull << 30);
     const uint64_t available = available_memory_bytes();
     if (available > 0 && need > available) {
       throw InputError(transformer.path() + ": FLUX.2 needs about " + std::to_string(need >> 20) + " MiB for its weights here and " +
@@ -220,7 +256,7 @@ class Flux2Family final : public FamilyModel {
     }
   }
 
-  StorageSpec storage_;
+  StorageSpec storage_, ae_storage_;  // the autoencoder in 16 bits unless --fp8-vae
   at::Device device_;
   std::string prefix_;
   FamilyTraits traits_;
@@ -252,7 +288,8 @@ std::vector<FamilyOption> flux2_options(bool dev) {
 }
 
 std::vector<ComponentRole> flux2_roles() {
-  return {{"text_encoder", "Qwen3 text encoder", {"qwen_3_4b", "qwen_3_8b", "qwen3"}, "text-encoder", "klein: qwen_3_4b.safetensors"},
+  return {{"text_encoder", "text encoder", {"qwen_3_4b", "qwen_3_8b", "qwen3", "mistral_3_small_flux2", "mistral"}, "text-encoder",
+           "klein: qwen_3_4b.safetensors, dev: mistral_3_small_flux2_*.safetensors"},
           {"vae", "autoencoder", {"flux2-vae", "flux2_vae", "ae"}, "vae", "FLUX.2: flux2-vae.safetensors"},
           {"qwen_tokenizer", "Qwen tokenizer", {"tokenizer"}, "qwen-tokenizer", "Qwen's tokenizer.json or its folder", true},
           {"mistral_tokenizer", "Mistral tokenizer", {"tekken"}, "mistral-tokenizer",
@@ -302,6 +339,12 @@ FamilyTraits flux2_model_traits(const SafetensorsFile& file, const std::string& 
   t.sample_label = "transformer steps";
   t.decode_label = "autoencoder decode";
   return t;
+}
+
+WeightBytes flux2_estimate(const LoadOptions& o, const StorageSpec& storage) {
+  const SafetensorsFile file(o.checkpoint);
+  const std::string prefix = transformer_prefix(file);
+  return estimate_bytes(o.checkpoint, prefix, text_encoder_path(o, flux2_config(file, prefix)), autoencoder_path(o), storage);
 }
 
 std::unique_ptr<FamilyModel> open_flux2(const LoadOptions& options, const at::Device& device) {

@@ -24,6 +24,9 @@ FamilyTraits flux2_model_traits(const SafetensorsFile& transformer, const std::s
 // three hidden states (9/18/27, 10/20/30) before any final norm.
 struct DecoderLmConfig;
 DecoderLmConfig flux2_text_config(const SafetensorsFile& file, bool mistral);
+// The weight bytes a load of `options` would hold in `storage`, from the headers (its components
+// found as a load finds them).
+WeightBytes flux2_estimate(const LoadOptions& options, const StorageSpec& storage);
 std::unique_ptr<FamilyModel> open_flux2(const LoadOptions& options, const at::Device& device);
 
 }  // namespace fp8s
