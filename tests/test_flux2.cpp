@@ -17,6 +17,7 @@
 #include "models/lm/decoder_lm.h"
 #include "pipeline/engine.h"
 #include "pipeline/family.h"
+#include "pipeline/infotext.h"
 
 using namespace fp8s;
 
@@ -155,6 +156,15 @@ class TestFlux2 : public QObject {
     o.components["vae"] = ref + "tiny-flux2-ae.safetensors";
     const auto given = Engine(o).generate(r, nullptr, cancel).images.at(0).image;
     QVERIFY(found.pixels == given.pixels);
+    // an edit names its reference image in the infotext, and reading it back restores it
+    r.options["ref-image"] = ref + "e2e_klein_edit_input.png";
+    const auto edit = Engine(o).generate(r, nullptr, cancel).images.at(0);
+    QVERIFY(edit.image.pixels != given.pixels);
+    QVERIFY2(edit.parameters.find("Reference image: " + ref + "e2e_klein_edit_input.png") != std::string::npos, edit.parameters.c_str());
+    QCOMPARE(QString::fromStdString(parse_infotext(edit.parameters).options.at("ref-image")),
+             QString::fromStdString(ref + "e2e_klein_edit_input.png"));
+    r.options["ref-image"] = ref + "missing.png";
+    QVERIFY_THROWS_EXCEPTION(InputError, Engine(o).generate(r, nullptr, cancel));
   }
 };
 
