@@ -13,18 +13,10 @@
 namespace fp8s::cli {
 
 std::string parse_size_pair(const std::string& v, char sep, int& a, int& b) {
-  const auto pos = v.find(sep);
-  const auto bad = std::string("expected two non-negative integers separated by '") + sep + "', got '" + v + "'";
-  if (pos == std::string::npos || pos == 0 || pos + 1 == v.size()) return bad;
-  int x = 0, y = 0;
-  const char* s = v.data();
-  const auto r1 = std::from_chars(s, s + pos, x);
-  const auto r2 = std::from_chars(s + pos + 1, s + v.size(), y);
-  if (r1.ec != std::errc() || r1.ptr != s + pos || r2.ec != std::errc() || r2.ptr != s + v.size() || x < 0 || y < 0) {
-    return bad;
-  }
-  a = x;
-  b = y;
+  const auto pair = parse_int_pair(v, sep);
+  if (!pair) return std::string("expected two non-negative integers separated by '") + sep + "', got '" + v + "'";
+  a = pair->first;
+  b = pair->second;
   return {};
 }
 

@@ -172,6 +172,12 @@ std::vector<WeightedText> parse_prompt_attention(const std::string& prompt) {
   return res;
 }
 
+std::string plain_prompt(const std::string& prompt) {
+  std::string out;
+  for (const auto& part : parse_prompt_attention(prompt)) out += part.weight == -1 && part.text == "BREAK" ? " " : part.text;
+  return out;
+}
+
 ExtraNetworks parse_extra_networks(const std::string& prompt) {
   const std::u32string s = text::utf8_to_u32(prompt);
   ExtraNetworks out;

@@ -19,6 +19,9 @@ struct WeightedText {
 
 // A1111 `parse_prompt_attention`. Throws InputError for an unparsable weight such as `(a:1.3.4)`.
 std::vector<WeightedText> parse_prompt_attention(const std::string& prompt);
+// The prompt as a text encoder without per-token weights reads it (T5, Qwen3, Mistral): the
+// emphasis markup removed, BREAK a space.
+std::string plain_prompt(const std::string& prompt);
 
 struct LoraTag {
   std::string name;

@@ -37,19 +37,6 @@
 namespace fp8s {
 namespace {
 
-// The prompt as Flux reads it: A1111 emphasis markup removed (weights have no meaning to T5's
-// or CLIP-L's plain captions here), BREAK a space.
-std::string plain_prompt(const std::string& prompt) {
-  std::string out;
-  for (const auto& part : parse_prompt_attention(prompt)) {
-    if (part.weight == -1 && part.text == "BREAK") {
-      out += ' ';
-    } else {
-      out += part.text;
-    }
-  }
-  return out;
-}
 
 // CLIP-L's 77 ids as BFL's HFEmbedder gets them: BOS, the prompt (truncated), EOS, EOS padding.
 std::vector<int64_t> clip_ids(const ClipTokenizer& tok, const std::string& text) {

@@ -15,26 +15,25 @@
 namespace fp8s {
 namespace {
 
-// The transformer's prefix: BFL's names bare (ComfyUI's diffusion_models/) or in an all-in-one file.
-std::optional<std::string> flux2_prefix(const SafetensorsFile& file) {
-  for (const char* p : {"", "model.diffusion_model."}) {
-    if (file.find(std::string(p) + "double_stream_modulation_img.lin.weight")) return std::string(p);
-  }
-  return std::nullopt;
+
+
+
+// A probe's transformer: the file's, in the probe's storage on its device.
+Flux2 load_transformer(const ProbeSetup& s) {
+  const SafetensorsFile file(s.model);
+  const auto prefix = flux2_prefix(file);
+  if (!prefix) throw InputError(s.model + ": not a FLUX.2 transformer (no double_stream_modulation_img.lin.weight)");
+  const BuildOn on(s.device);
+  Flux2 model(flux2_config(file, *prefix));
+  load_module_weights(*model, file, *prefix, s.storage, true, {}, {}, s.device, true);
+  return model;
 }
-
-
 
 // One transformer call (`flux2`): with reference tokens (`ref`, `ref_ids`: an edit's images), the
 // sequence is img ++ ref and the prediction is the first N rows.
 at::Tensor flux2_call(const ProbeSetup& s, const ProbeInputs& read) {
-  const SafetensorsFile file(s.model);
-  const auto prefix = flux2_prefix(file);
-  if (!prefix) throw InputError(s.model + ": not a FLUX.2 transformer (no double_stream_modulation_img.lin.weight)");
-  const auto config = flux2_config(file, *prefix);
-  const BuildOn on(s.device);
-  Flux2 model(config);
-  load_module_weights(*model, file, *prefix, s.storage, true, {}, {}, s.device, true);
+  Flux2 model = load_transformer(s);
+  const auto& config = model->config();
   std::map<std::string, int64_t> dims{{"img", 3}, {"img_ids", 2}, {"txt", 3}, {"txt_ids", 2}, {"t", 1}, {"ref", -3}, {"ref_ids", -2}};
   if (config.guidance_embed) dims["guidance"] = 1;
   auto in = read(dims);
@@ -50,12 +49,7 @@ at::Tensor flux2_call(const ProbeSetup& s, const ProbeInputs& read) {
 
 // The whole loop (`flux2-sample`): klein CFG with `neg`, an edit's `ref`, img2img's `init`.
 at::Tensor flux2_sample_role(const ProbeSetup& s, const ProbeInputs& read) {
-  const SafetensorsFile file(s.model);
-  const auto prefix = flux2_prefix(file);
-  if (!prefix) throw InputError(s.model + ": not a FLUX.2 transformer (no double_stream_modulation_img.lin.weight)");
-  const BuildOn on(s.device);
-  Flux2 model(flux2_config(file, *prefix));
-  load_module_weights(*model, file, *prefix, s.storage, true, {}, {}, s.device, true);
+  Flux2 model = load_transformer(s);
   auto in = read({{"noise", 4}, {"txt", 3}, {"neg", -3}, {"ref", -4}, {"init", -4}});
   Flux2Guidance g;
   g.cfg = s.cfg;

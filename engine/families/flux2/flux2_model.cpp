@@ -40,8 +40,8 @@ std::string option_path(const LoadOptions& o, const char* role) {
 // around the model or beside it (models/component_files.h), else an error naming the flag.
 std::string component_path(const LoadOptions& o, const char* role, const char* flag, const char* example,
                            const std::vector<std::string>& subdirs, const std::function<bool(const SafetensorsFile&)>& accepts) {
-  const auto it = o.components.find(role);
-  if (it != o.components.end() && !it->second.empty()) return it->second;
+  const std::string given = option_path(o, role);
+  if (!given.empty()) return given;
   std::vector<std::string> hints, searched;
   for (const auto& r : flux2_roles()) {
     if (r.role == role) hints = r.file_hints;
@@ -71,9 +71,6 @@ std::string autoencoder_path(const LoadOptions& o) {
   });
 }
 
-std::string transformer_prefix(const SafetensorsFile& file) {
-  return file.find("double_stream_modulation_img.lin.weight") ? "" : "model.diffusion_model.";
-}
 
 // The bytes of each part in `storage`, from the headers (the autoencoder in 16 bits unless --fp8-vae).
 WeightBytes estimate_bytes(const std::string& transformer, const std::string& prefix, const std::string& te,
@@ -82,12 +79,6 @@ WeightBytes estimate_bytes(const std::string& transformer, const std::string& pr
           component_weight_bytes({ae, ""}, storage, storage.fp8_vae, true)};
 }
 
-// The prompt as the text encoder reads it: A1111 emphasis markup removed, BREAK a space.
-std::string plain_prompt(const std::string& prompt) {
-  std::string out;
-  for (const auto& part : parse_prompt_attention(prompt)) out += part.weight == -1 && part.text == "BREAK" ? " " : part.text;
-  return out;
-}
 
 struct Flux2Conditioning : FamilyConditioning {
   at::Tensor cond, uncond;  // [1, 512, context], FP32 on the CPU
@@ -117,7 +108,7 @@ class Flux2Family final : public FamilyModel {
   Flux2Family(const LoadOptions& o, const at::Device& device) : storage_(o.storage), device_(device) {
     const auto start = std::chrono::steady_clock::now();
     const SafetensorsFile file(o.checkpoint);
-    prefix_ = transformer_prefix(file);
+    prefix_ = flux2_prefix(file).value_or("");  // the registry opens files it detected as FLUX.2
     const auto config = flux2_config(file, prefix_);
     dev_ = config.guidance_embed;
     const SafetensorsFile te(text_encoder_path(o, config));
@@ -341,9 +332,16 @@ FamilyTraits flux2_model_traits(const SafetensorsFile& file, const std::string& 
   return t;
 }
 
+std::optional<std::string> flux2_prefix(const SafetensorsFile& file) {
+  for (const char* p : {"", "model.diffusion_model."}) {
+    if (file.find(std::string(p) + "double_stream_modulation_img.lin.weight")) return std::string(p);
+  }
+  return std::nullopt;
+}
+
 WeightBytes flux2_estimate(const LoadOptions& o, const StorageSpec& storage) {
   const SafetensorsFile file(o.checkpoint);
-  const std::string prefix = transformer_prefix(file);
+  const std::string prefix = flux2_prefix(file).value_or("");
   return estimate_bytes(o.checkpoint, prefix, text_encoder_path(o, flux2_config(file, prefix)), autoencoder_path(o), storage);
 }
 

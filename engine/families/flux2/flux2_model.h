@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,9 @@
 
 namespace fp8s {
 
+// The transformer's prefix in a file: BFL's names bare (ComfyUI's diffusion_models/) or under
+// model.diffusion_model. (an all-in-one file); nullopt when the file holds no FLUX.2 transformer.
+std::optional<std::string> flux2_prefix(const SafetensorsFile& file);
 // FLUX.2's settings: dev's distilled guidance, and the reference images of an edit.
 std::vector<FamilyOption> flux2_options(bool dev);
 std::vector<ComponentRole> flux2_roles();

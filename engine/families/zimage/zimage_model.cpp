@@ -47,12 +47,6 @@ std::string component_path(const LoadOptions& o, const char* role) {
   return it == o.components.end() ? std::string() : it->second;
 }
 
-// The prompt as Qwen3 reads it: A1111 emphasis markup removed, BREAK a space (as Flux's T5).
-std::string plain_prompt(const std::string& prompt) {
-  std::string out;
-  for (const auto& part : parse_prompt_attention(prompt)) out += part.weight == -1 && part.text == "BREAK" ? " " : part.text;
-  return out;
-}
 
 struct ZImageConditioning : FamilyConditioning {
   at::Tensor cond, uncond;  // caption features [1, L, D], FP32 on the CPU
