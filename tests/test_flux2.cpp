@@ -109,12 +109,12 @@ class TestFlux2 : public QObject {
     FP8S_REQUIRE_REFERENCE();
     const auto keys = test::load_keys("flux2-ae.json");
     const SafetensorsFile f(test::sparse_file(m_dir.path(), "flux2-vae.safetensors", keys));
-    const Flux2Autoencoder ae(f, "", {WeightType::BF16}, at::Device(at::kMeta));  // a missing or unexpected key throws
-    QCOMPARE(ae.factor(), 8);
+    const auto ae = load_flux2_autoencoder(f, "", {WeightType::BF16}, at::Device(at::kMeta));  // a missing or unexpected key throws
+    QCOMPARE(ae->factor(), 8);
     // Flux.1's autoencoder file has no bn.*: refused by name, not loaded as FLUX.2's
     const auto flux1 = test::load_keys("flux-ae.json");
     const SafetensorsFile old(test::sparse_file(m_dir.path(), "ae.safetensors", flux1));
-    QVERIFY_THROWS_EXCEPTION(InputError, Flux2Autoencoder(old, "", {WeightType::BF16}, at::Device(at::kMeta)));
+    QVERIFY_THROWS_EXCEPTION(InputError, load_flux2_autoencoder(old, "", {WeightType::BF16}, at::Device(at::kMeta)));
   }
 
   // ComfyUI's split files (diffusion_models/, text_encoders/, vae/) are found by the roles' hints and
@@ -165,6 +165,56 @@ class TestFlux2 : public QObject {
              QString::fromStdString(ref + "e2e_klein_edit_input.png"));
     r.options["ref-image"] = ref + "missing.png";
     QVERIFY_THROWS_EXCEPTION(InputError, Engine(o).generate(r, nullptr, cancel));
+  }
+  // The component set streams FLUX.2: at budget 0 every block of the transformer and of the text
+  // encoder streams, and the pixels are the resident ones bit for bit, for
+  // klein with CFG and a reference image and for dev; a storage switch on the loaded engine gives
+  // what a fresh load in that storage gives (no reload asked of the user).
+  void streamedEqualsResidentBitForBit() {
+    FP8S_REQUIRE_REFERENCE();
+    const std::string ref = test::reference_path("flux2/");
+    for (const bool dev : {false, true}) {
+      for (const WeightType storage : {WeightType::BF16, WeightType::FP8_E4M3}) {
+        LoadOptions o;
+        o.checkpoint = ref + (dev ? "tiny-flux2-dev.safetensors" : "tiny-flux2-klein.safetensors");
+        o.device = "cpu";
+        o.storage = StorageSpec{storage};
+        o.components["text_encoder"] = ref + (dev ? "tiny-mistral3-small-te.safetensors" : "tiny-qwen3.safetensors");
+        o.components["vae"] = ref + "tiny-flux2-ae.safetensors";
+        o.components["qwen_tokenizer"] = test::reference_path("zimage/qwen_tokenizer");
+        GenerationRequest r;
+        r.prompt = "a lighthouse on a cliff at dusk";
+        r.steps = 2;
+        r.seed = 7;
+        r.sampler = Sampler::Euler;
+        r.width = 20;
+        r.height = 16;
+        r.compute = ComputeType::FP32;
+        r.storage = o.storage;
+        if (!dev) {
+          r.cfg = 3.0f;  // both prompts through the streamed blocks
+          r.negative = "fog";
+          r.options["ref-image"] = ref + "e2e_klein_edit_input.png";
+        }
+        Engine engine(o);
+        std::atomic<bool> cancel{false};
+        const auto resident = engine.generate(r, nullptr, cancel).images.at(0).image.pixels;
+        QCOMPARE(engine.info().streamed_blocks, 0);
+        r.weight_budget = 0;
+        const auto result = engine.generate(r, nullptr, cancel);
+        QVERIFY(engine.info().blocks >= 3);  // klein's 2 double and 2 single blocks, dev's 3
+        QCOMPARE(engine.info().streamed_blocks, engine.info().blocks);
+        QVERIFY(result.streamed_bytes > 0);
+        QVERIFY(result.images.at(0).image.pixels == resident);
+        // the other storage on the same engine = a fresh load in it
+        r.weight_budget.reset();
+        r.storage.weights = storage == WeightType::BF16 ? WeightType::FP8_E4M3 : WeightType::BF16;
+        const auto switched = engine.generate(r, nullptr, cancel).images.at(0).image.pixels;
+        o.storage = r.storage;
+        QVERIFY(switched == Engine(o).generate(r, nullptr, cancel).images.at(0).image.pixels);
+        QVERIFY(switched != resident);
+      }
+    }
   }
 };
 

@@ -35,4 +35,39 @@ std::string find_component_file(const std::string& model, const std::vector<std:
   return {};
 }
 
+StorageSpec component_storage(const SafetensorsFile& file, const std::string& prefix, const StorageSpec& storage) {
+  if (storage.weights != WeightType::FP16 && storage.weights != WeightType::BF16) return storage;
+  StorageSpec s = storage;
+  for (const auto& t : file.tensors()) {
+    if (t.name.compare(0, prefix.size(), prefix) != 0 || t.shape.size() < 2) continue;
+    if (t.dtype == Dtype::F16) s.weights = WeightType::FP16;
+    else if (t.dtype == Dtype::BF16) s.weights = WeightType::BF16;
+    else if (t.dtype == Dtype::F32) s.weights = WeightType::FP32;
+    break;
+  }
+  return s;
+}
+
+uint64_t component_weight_bytes(const ComponentSource& c, const StorageSpec& storage_in, bool quantised, bool keep_file_type) {
+  if (!c.found()) return 0;
+  const SafetensorsFile f(c.path);
+  const StorageSpec storage = keep_file_type ? component_storage(f, c.prefix, storage_in) : storage_in;
+  const uint64_t float_bytes = storage.weights == WeightType::FP32 ? 4 : 2;
+  uint64_t total = 0;
+  for (const auto& t : f.tensors()) {
+    if (!starts_with(t.name, c.prefix)) continue;
+    const std::string name = t.name.substr(c.prefix.size());
+    const bool weight = ends_with(name, ".weight") && (t.shape.size() == 2 || t.shape.size() == 4);
+    const bool embedding = name.find("embed") != std::string::npos || starts_with(name, "shared.") ||
+                           name.find("relative_attention_bias") != std::string::npos;
+    if (name.find("scale_weight") != std::string::npos || name.find("weight_scale") != std::string::npos ||
+        name.find("input_scale") != std::string::npos || name.find("scale_input") != std::string::npos) {
+      continue;  // FP8 files' scales: a few bytes, read with their weights
+    }
+    const bool fp8 = quantised && is_fp8(storage.weights) && weight && !embedding;
+    total += t.numel() * (fp8 ? 1 : float_bytes);
+  }
+  return total;
+}
+
 }  // namespace fp8s

@@ -214,6 +214,17 @@ struct NetworkBlock {
   std::shared_ptr<torch::nn::Module> module;
   double compute_per_byte = 1.0;
 };
+// A network whose blocks the weight budget can stream: its blocks in execution order, and the
+// hooks its forward pass calls around each (BlockScope).
+class BlockNetwork : public torch::nn::Module {
+ public:
+  const std::vector<NetworkBlock>& blocks() const { return network_blocks_; }
+  void set_block_hooks(BlockHooks* hooks) { hooks_ = hooks; }
+
+ protected:
+  std::vector<NetworkBlock> network_blocks_;
+  BlockHooks* hooks_ = nullptr;
+};
 // The plan for a network's blocks under `budget`, from the file's header: the blocks' bytes in
 // the storage, the quantised layers outside them (resident, counted first); and the module-relative
 // prefixes of the streamed blocks (load_module_weights' `streamed`).

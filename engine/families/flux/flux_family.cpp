@@ -211,7 +211,7 @@ class FluxFamily final : public FamilyModel {
     model_ = std::make_unique<FluxModel>(std::move(files), o.storage, device);
     // each component's own 16-bit type (what a 16-bit storage keeps it in), read once
     for (const auto* c : {&model_->files().t5, &model_->files().clip_l, &model_->files().vae}) {
-      if (c->found()) file_type_[c] = flux_component_storage(SafetensorsFile(c->path), c->prefix, StorageSpec{WeightType::BF16}).weights;
+      if (c->found()) file_type_[c] = fp8s::component_storage(SafetensorsFile(c->path), c->prefix, StorageSpec{WeightType::BF16}).weights;
     }
   }
 
@@ -408,7 +408,7 @@ class FluxFamily final : public FamilyModel {
     if (budget && !r.weight_budget) *budget -= *budget % (256ull << 20);
     return budget;
   }
-  // The storage a component is kept in (flux_component_storage, from the types read at load).
+  // The storage a component is kept in (component_storage, from the types read at load).
   StorageSpec component_storage(const ComponentSource* source, StorageSpec s) const {
     if (source == &model_->files().transformer) return s;
     // the autoencoder keeps its file's float type unless --fp8-vae

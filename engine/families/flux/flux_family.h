@@ -20,11 +20,6 @@ LatentFormat flux_latent_format(int vae_factor);
 // when that weight is FP8, else BF16.
 StorageSpec released_storage(const SafetensorsFile& file, const std::string& key);
 // flux_memory.cpp:
-// The bytes one component's tensors under its prefix take in `storage`: FP8 one byte for each 2-D
-// or 4-D weight when `quantised` (embeddings excepted), else the storage's float width (with
-// `keep_file_type`, a 16-bit storage keeps the file's 16-bit type: flux_component_storage); the
-// FP8 files' scale tensors are not counted. From the header alone; 0 when the component is absent.
-uint64_t component_weight_bytes(const ComponentSource& c, const StorageSpec& storage, bool quantised, bool keep_file_type);
 // Bytes a component set takes in a storage (FP8: one byte per transformer/T5/CLIP Linear weight,
 // 16 bits for the rest), from the file headers alone.
 FluxComponentBytes flux_storage_bytes(const FluxFiles& files, const StorageSpec& storage);

@@ -178,19 +178,6 @@ VaeConfig flux_ae_config(const SafetensorsFile& f, const std::string& p) {
 }
 
 
-StorageSpec flux_component_storage(const SafetensorsFile& file, const std::string& prefix, const StorageSpec& storage) {
-  if (storage.weights != WeightType::FP16 && storage.weights != WeightType::BF16) return storage;
-  StorageSpec s = storage;
-  for (const auto& t : file.tensors()) {
-    if (t.name.compare(0, prefix.size(), prefix) != 0 || t.shape.size() < 2) continue;
-    if (t.dtype == Dtype::F16) s.weights = WeightType::FP16;
-    else if (t.dtype == Dtype::BF16) s.weights = WeightType::BF16;
-    else if (t.dtype == Dtype::F32) s.weights = WeightType::FP32;
-    break;
-  }
-  return s;
-}
-
 bool flux_t5_on_cpu(const at::Device& device, const FluxComponentBytes& b, uint64_t device_bytes, uint64_t working_bytes) {
   if (device.is_cpu() || device_bytes == 0) return false;
   return b.transformer + b.t5 + b.clip_l + b.vae + working_bytes > device_bytes;
@@ -333,7 +320,7 @@ VaeImpl& FluxModel::vae() {
 }
 
 StorageSpec FluxModel::component_storage(const ComponentSource& c) const {
-  return c.found() ? flux_component_storage(SafetensorsFile(c.path), c.prefix, storage_) : storage_;
+  return c.found() ? fp8s::component_storage(SafetensorsFile(c.path), c.prefix, storage_) : storage_;
 }
 
 void FluxModel::release_text_encoders() {

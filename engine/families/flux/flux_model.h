@@ -55,11 +55,6 @@ struct FluxGuidance {
   at::Tensor uncond_txt, uncond_y;
 };
 
-// The storage a text encoder or the autoencoder is kept in: under a 16-bit storage its file's own
-// type (F16, BF16 or F32: converting between 16-bit types or rounding F32 saves nothing worth the
-// change of numbers), else `storage` (FP8, FP32). The transformer always takes `storage`.
-StorageSpec flux_component_storage(const SafetensorsFile& file, const std::string& prefix, const StorageSpec& storage);
-
 // The Flux.1 autoencoder's configuration (BFL names under `prefix`) from the file's shapes, its
 // scale and shift from `ae.config` metadata (the tiny reference files) else 0.3611 / 0.1159. Z-Image
 // uses the same autoencoder.
@@ -175,7 +170,7 @@ class FluxModel {
   T5EncoderImpl& t5();
   TextEncoderImpl& clip();
   VaeImpl& vae();
-  // The storage a text encoder or the autoencoder is kept in (flux_component_storage).
+  // The storage a text encoder or the autoencoder is kept in (component_storage).
   StorageSpec component_storage(const ComponentSource& c) const;
   // How the LoRA set sees the transformer or CLIP-L.
   LoraComponent lora_component(bool clip_component) const;

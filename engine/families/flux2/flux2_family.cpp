@@ -64,10 +64,10 @@ std::map<std::string, at::Tensor> run_flux2_probe(const std::string& role, const
   if (role == "flux2") return {{"pred", flux2_call(s, read)}};
   if (role == "flux2-sample") return {{"latent", flux2_sample_role(s, read)}};
   if (role == "flux2-vae-decode" || role == "flux2-vae-encode") {
-    Flux2Autoencoder ae(SafetensorsFile(s.model), "", s.storage, s.device);
+    auto ae = load_flux2_autoencoder(SafetensorsFile(s.model), "", s.storage, s.device);
     const auto compute = compute_dtype(s.compute, s.device);
-    if (role == "flux2-vae-decode") return {{"image", ae.decode(read({{"latent", 4}})["latent"], compute)}};
-    return {{"latent", ae.encode(read({{"image", 4}})["image"], compute)}};
+    if (role == "flux2-vae-decode") return {{"image", ae->decode_model(read({{"latent", 4}})["latent"], compute, s.device)}};
+    return {{"latent", ae->encode_model(read({{"image", 4}})["image"].to(s.device), compute)}};
   }
   const SafetensorsFile file(s.model);
   const auto config = flux2_text_config(file, role == "flux2-mistral");
@@ -90,6 +90,7 @@ FamilyEntry flux2_family_entry() {
   e.traits = [](const SafetensorsFile& file) { return flux2_model_traits(file, flux2_prefix(file).value_or(""), 8); };
   e.open = open_flux2;
   e.tools.estimate = flux2_estimate;
+  e.tools.plan = flux2_plan;
   e.roles = flux2_roles();
   e.tools.probe = {{"flux2-qwen3", "flux2-mistral", "flux2", "flux2-sample", "flux2-vae-decode", "flux2-vae-encode"}, run_flux2_probe};
   e.options = flux2_options(true);

@@ -1,19 +1,19 @@
-// FLUX.2 [klein] generation (families/flux2/flux2_model.h).
+// FLUX.2 generation (families/flux2/flux2_model.h).
 #include "families/flux2/flux2_model.h"
 
-#include <chrono>
+#include <array>
 #include <cstdlib>
 
 #include "core/compute_choice.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "families/component_set.h"
 #include "families/flux/flux_family.h"
 #include "families/flux/flux_model.h"
 #include "families/flux2/flux2_ae.h"
 #include "families/flux2/flux2_sampling.h"
 #include "io/image_ops.h"
 #include "io/png.h"
-#include "memory/process_memory.h"
 #include "models/component_files.h"
 #include "models/flux2/flux2.h"
 #include "models/lm/decoder_lm.h"
@@ -72,14 +72,6 @@ std::string autoencoder_path(const LoadOptions& o) {
 }
 
 
-// The bytes of each part in `storage`, from the headers (the autoencoder in 16 bits unless --fp8-vae).
-WeightBytes estimate_bytes(const std::string& transformer, const std::string& prefix, const std::string& te,
-                           const std::string& ae, const StorageSpec& storage) {
-  return {component_weight_bytes({transformer, prefix}, storage, true, false), component_weight_bytes({te, "model."}, storage, true, true),
-          component_weight_bytes({ae, ""}, storage, storage.fp8_vae, true)};
-}
-
-
 struct Flux2Conditioning : FamilyConditioning {
   at::Tensor cond, uncond;  // [1, 512, context], FP32 on the CPU
 };
@@ -103,104 +95,76 @@ RgbImage reference_image(const std::string& path, int multiple) {
   return crop(im, Rect{left, top, left + w, top + h});
 }
 
-class Flux2Family final : public FamilyModel {
+// What a load opens: the transformer's configuration, its text encoder's, and the three parts.
+struct Flux2Setup {
+  std::string prefix;
+  Flux2Config config;
+  DecoderLmConfig text;
+  std::array<PartSpec, 3> parts;
+};
+
+PartSpec transformer_part(const ComponentSource& source, const Flux2Config& config) {
+  const auto h = static_cast<uint64_t>(config.hidden_size), m = static_cast<uint64_t>(config.mlp_hidden());
+  return {"transformer", "the FLUX.2 transformer", source, source.path + ": no FLUX.2 transformer", {},
+          [](const SafetensorsFile& f, const std::string& p) { return std::make_shared<Flux2Impl>(flux2_config(f, p)); },
+          2 * (4 * h * h + 3 * h * m)};  // a double block: two streams of qkv, proj and the SwiGLU MLP
+}
+
+Flux2Setup flux2_setup(const LoadOptions& o) {
+  Flux2Setup s;
+  const SafetensorsFile file(o.checkpoint);
+  s.prefix = flux2_prefix(file).value_or("");  // the registry opens files it detected as FLUX.2
+  s.config = flux2_config(file, s.prefix);
+  const bool dev = s.config.guidance_embed;
+  const SafetensorsFile te(text_encoder_path(o, s.config));
+  s.text = flux2_text_config(te, dev);
+  if (3 * s.text.hidden != s.config.context_in_dim) {
+    throw InputError(te.path() + ": a text encoder " + std::to_string(s.text.hidden) + " wide, but the transformer reads " +
+                     std::to_string(s.config.context_in_dim) + " = 3 x " + std::to_string(s.config.context_in_dim / 3) +
+                     (dev ? " (dev: Mistral Small 3.2)" : " (klein 4B: Qwen3-4B, qwen_3_4b.safetensors; 9B: Qwen3-8B)"));
+  }
+  const auto text = s.text;
+  const char* te_name = dev ? "Mistral text encoder" : "Qwen3 text encoder";
+  s.parts = {transformer_part({o.checkpoint, s.prefix}, s.config),
+             PartSpec{te_name, std::string("the ") + te_name, {te.path(), "model."}, te.path() + ": no text encoder",
+                      DecoderLmImpl::ignorable_keys(text),
+                      [text](const SafetensorsFile&, const std::string&) { return std::make_shared<DecoderLmImpl>(text); },
+                      text.layer_weights()},
+             PartSpec{"autoencoder", "the FLUX.2 autoencoder", {autoencoder_path(o), ""}, o.checkpoint + ": no FLUX.2 autoencoder",
+                      Flux2AutoencoderImpl::ignorable_keys(),
+                      [](const SafetensorsFile& f, const std::string& p) { return std::make_shared<Flux2AutoencoderImpl>(f, p); }, 0}};
+  return s;
+}
+
+class Flux2Family final : public ComponentSet {
  public:
-  Flux2Family(const LoadOptions& o, const at::Device& device) : storage_(o.storage), device_(device) {
-    const auto start = std::chrono::steady_clock::now();
-    const SafetensorsFile file(o.checkpoint);
-    prefix_ = flux2_prefix(file).value_or("");  // the registry opens files it detected as FLUX.2
-    const auto config = flux2_config(file, prefix_);
-    dev_ = config.guidance_embed;
-    const SafetensorsFile te(text_encoder_path(o, config));
+  Flux2Family(const LoadOptions& o, const at::Device& device, Flux2Setup setup)
+      : ComponentSet(std::move(setup.parts), o.storage, device), config_(setup.config), dev_(setup.config.guidance_embed) {
     if (dev_) {
       // Tekken: --mistral-tokenizer, else FP8S_MISTRAL_TOKENIZER, else the text encoder's own tekken_model
       std::string path = option_path(o, "mistral_tokenizer");
       if (path.empty() && std::getenv("FP8S_MISTRAL_TOKENIZER")) path = std::getenv("FP8S_MISTRAL_TOKENIZER");
-      tekken_ = std::make_shared<const TekkenTokenizer>(load_tekken(path.empty() ? te.path() : path));
+      tekken_ = std::make_shared<const TekkenTokenizer>(load_tekken(path.empty() ? spec(Part::Text).source.path : path));
     } else {
       // the tokenizer as Z-Image finds it: --qwen-tokenizer, else beside the model, FP8S_QWEN_TOKENIZER, the data folders
       qwen_ = std::make_shared<const QwenTokenizer>(QwenTokenizer::find(option_path(o, "qwen_tokenizer"), o.checkpoint));
     }
-    text_config_ = flux2_text_config(te, dev_);
-    if (3 * text_config_.hidden != config.context_in_dim) {
-      throw InputError(te.path() + ": a text encoder " + std::to_string(text_config_.hidden) + " wide, but the transformer reads " +
-                       std::to_string(config.context_in_dim) + " = 3 x " + std::to_string(config.context_in_dim / 3) +
-                       (dev_ ? " (dev: Mistral Small 3.2)" : " (klein 4B: Qwen3-4B, qwen_3_4b.safetensors; 9B: Qwen3-8B)"));
-    }
-    const SafetensorsFile ae_file(autoencoder_path(o));
-    check_fits(file, te, ae_file);
-    {
-      const BuildOn on(device);
-      transformer_ = Flux2(config);
-      bytes_.denoiser = load_module_weights(*transformer_, file, prefix_, storage_, true, {}, {}, device, true).bytes;
-      text_ = DecoderLm(text_config_);
-      bytes_.text = load_module_weights(*text_, te, "model.", storage_, is_fp8(storage_.weights),
-                                        DecoderLmImpl::ignorable_keys(text_config_), {}, device, true).bytes;
-    }
-    ae_storage_ = storage_;
-    if (is_fp8(ae_storage_.weights) && !ae_storage_.fp8_vae) ae_storage_.weights = WeightType::BF16;
-    ae_ = std::make_unique<Flux2Autoencoder>(ae_file, "", ae_storage_, device);
-    bytes_.vae = ae_->bytes();
-    traits_ = flux2_model_traits(file, prefix_, ae_->factor());
-    paths_ = std::vector<std::string>{o.checkpoint, te.path(), ae_file.path()};
-    load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const SafetensorsFile ae(spec(Part::Vae).source.path);
+    const int factor = 1 << (static_cast<int>(flux_ae_config(ae, "").ch_mult.size()) - 1);
+    traits_ = flux2_model_traits(SafetensorsFile(o.checkpoint), setup.prefix, factor);
+    check_at_open();
   }
 
   const FamilyTraits& traits() const override { return traits_; }
-  const at::Device& device() const override { return device_; }
-  const StorageSpec& storage() const override { return storage_; }
-  double load_ms() const override { return load_ms_; }
-
-  void describe(ModelInfo& i) const override {
-    FamilyModel::describe(i);
-    const char* names[] = {"transformer", dev_ ? "Mistral text encoder" : "Qwen3 text encoder", "autoencoder"};
-    const uint64_t bytes[] = {bytes_.denoiser, bytes_.text, bytes_.vae};
-    const WeightType types[] = {storage_.weights, storage_.weights, ae_storage_.weights};
-    for (int k = 0; k < 3; ++k) i.components.push_back({names[k], paths_[k], weight_type_name(types[k]), bytes[k]});
-  }
-
-  WeightBytes weight_bytes(const StorageSpec&) const override { return bytes_; }
-
-  void check(const GenerationRequest& r, int, int) const override {
-    if (!r.loras.empty() || !parse_extra_networks(r.prompt).loras.empty()) {
-      throw InputError("FLUX.2 LoRAs are not supported yet: remove the <lora:...> tags and --lora");
-    }
-    if (r.storage != storage_) {
-      throw InputError("FLUX.2 loads in one storage for now: reload the model to run it in " + storage_display_name(r.storage));
-    }
-  }
-
-  void prepare(const GenerationRequest& r) override {
-    refs_.clear();
-    const std::string refs = option_text(traits_.options, r.options, "ref-image");
-    if (refs.empty()) return;
-    const int multiple = 2 * ae_->factor();  // one token: 16 pixels released, 4 tiny
-    const auto compute = compute_dtype(r.compute, device_);
-    std::size_t from = 0;
-    while (from <= refs.size()) {  // several images: PATH;PATH
-      const std::size_t to = std::min(refs.find(';', from), refs.size());
-      const auto im = reference_image(refs.substr(from, to - from), multiple);
-      refs_.push_back(ae_->encode(image_tensor(im), compute));
-      from = to + 1;
-    }
-  }
 
   std::shared_ptr<FamilyConditioning> encode(const GenerationRequest& r, const std::string& prompt,
                                              const std::string& negative) override {
-    const auto compute = compute_dtype(r.compute, device_);
+    const auto compute = compute_dtype(r.compute, device());
     auto c = std::make_shared<Flux2Conditioning>();
     c->cond = encode_text(prompt, compute);
     if (r.cfg > 1.0f) c->uncond = encode_text(negative, compute);  // klein base's true CFG
+    text_done();
     return c;
-  }
-
-  void prepare_pass(SamplingInit& init, const ImageJob* job, const GenerationRequest& r, int, int, at::Generator& gen) override {
-    if (!job) return;
-    PreparedInit prep;
-    prep.latent = ae_->encode(image_tensor(job->source), compute_dtype(r.compute, device_)).expand({r.batch_size, -1, -1, -1}).contiguous();
-    apply_latent_mask(prep, *job, r, r.batch_size, gen);
-    init.latent = prep.latent;
-    init.keep = prep.keep;
   }
 
   at::Tensor sigmas(const GenerationRequest&, int steps, int64_t latent_h, int64_t latent_w) const override {
@@ -215,15 +179,41 @@ class Flux2Family final : public FamilyModel {
     if (dev_) g.distilled = static_cast<float>(option_number(traits_.options, r.options, "guidance"));
     auto refs = refs_;
     if (init.latent.defined()) refs.push_back(init.latent.narrow(0, 0, 1));  // img2img: the init is a reference too
-    return flux2_denoiser(*transformer_, c.cond, c.uncond, g, refs, compute_dtype(r.compute, device_), on_model_ms);
+    return flux2_denoiser(part_as<Flux2Impl>(Part::Denoiser), c.cond, c.uncond, g, refs, compute_dtype(r.compute, device()),
+                          on_model_ms);
   }
 
   at::Tensor encode_images(const at::Tensor& images, ComputeType compute, at::Generator&) override {
-    return ae_->encode(images, compute_dtype(compute, device_));
+    return ae().encode_model(images.to(device()), compute_dtype(compute, device()));
   }
-  at::Tensor decode(const at::Tensor& latent, ComputeType compute) override { return ae_->decode(latent, compute_dtype(compute, device_)); }
+  at::Tensor decode(const at::Tensor& latent, ComputeType compute) override {
+    return ae().decode_model(latent, compute_dtype(compute, device()), device());
+  }
+
+ protected:
+  uint64_t working_bytes(int w, int h, int batch, ComputeType compute) const override {
+    return flux_working_bytes(w, h, batch, compute, config_.hidden_size);
+  }
+
+  // An edit's reference images, encoded once a request (the autoencoder loads for them).
+  void prepare_request(const GenerationRequest& r) override {
+    refs_.clear();
+    const std::string refs = option_text(traits_.options, r.options, "ref-image");
+    if (refs.empty()) return;
+    const int multiple = traits_.size_multiple;  // one token: 16 pixels released, 4 tiny
+    const auto compute = compute_dtype(r.compute, device());
+    std::size_t from = 0;
+    while (from <= refs.size()) {  // several images: PATH;PATH
+      const std::size_t to = std::min(refs.find(';', from), refs.size());
+      const auto im = reference_image(refs.substr(from, to - from), multiple);
+      refs_.push_back(ae().encode_model(image_tensor(im).to(device()), compute));
+      from = to + 1;
+    }
+  }
 
  private:
+  Flux2AutoencoderImpl& ae() { return part_as<Flux2AutoencoderImpl>(Part::Vae); }
+
   // the template, truncated to 512 and padded to exactly 512; all 512 rows go on
   at::Tensor encode_text(const std::string& prompt, at::ScalarType compute) {
     // dev: Mistral's template, left-padded with <pad>; klein: Qwen's, right-padded with <|endoftext|>
@@ -232,36 +222,17 @@ class Flux2Family final : public FamilyModel {
     std::vector<int64_t> tokens(kTextLength, dev_ ? TekkenTokenizer::kPad : kQwenPad), mask(kTextLength, 0);
     const std::size_t first = dev_ ? kTextLength - ids.size() : 0;
     for (std::size_t i = 0; i < ids.size(); ++i) tokens[first + i] = ids[i], mask[first + i] = 1;
-    return text_->forward(at::tensor(tokens, at::kLong).unsqueeze(0), at::tensor(mask, at::kLong).unsqueeze(0), compute)
+    return part_as<DecoderLmImpl>(Part::Text)
+        .forward(at::tensor(tokens, at::kLong).unsqueeze(0), at::tensor(mask, at::kLong).unsqueeze(0), compute)
         .to(at::kCPU, at::kFloat);
   }
 
-  // Every part is resident: refused, with both numbers, where they do not fit beside a working margin.
-  void check_fits(const SafetensorsFile& transformer, const SafetensorsFile& te, const SafetensorsFile& ae) const {
-    if (!device_.is_cpu()) return;
-    const uint64_t need = estimate_bytes(transformer.path(), prefix_, te.path(), ae.path(), storage_).total() + (1ull << 30);
-    const uint64_t available = available_memory_bytes();
-    if (available > 0 && need > available) {
-      throw InputError(transformer.path() + ": FLUX.2 needs about " + std::to_string(need >> 20) + " MiB for its weights here and " +
-                       std::to_string(available >> 20) + " MiB are available (FLUX.2 does not stream yet): try --weights fp8-e4m3");
-    }
-  }
-
-  StorageSpec storage_, ae_storage_;  // the autoencoder in 16 bits unless --fp8-vae
-  at::Device device_;
-  std::string prefix_;
-  FamilyTraits traits_;
-  DecoderLmConfig text_config_;
+  Flux2Config config_;
   bool dev_ = false;
+  FamilyTraits traits_;
   std::shared_ptr<const QwenTokenizer> qwen_;     // klein
   std::shared_ptr<const TekkenTokenizer> tekken_;  // dev
-  Flux2 transformer_{nullptr};
-  DecoderLm text_{nullptr};
-  std::unique_ptr<Flux2Autoencoder> ae_;
   std::vector<at::Tensor> refs_;  // this request's reference latents (model space)
-  WeightBytes bytes_;
-  std::vector<std::string> paths_;  // transformer, text encoder, autoencoder
-  double load_ms_ = 0;
 };
 
 }  // namespace
@@ -340,13 +311,19 @@ std::optional<std::string> flux2_prefix(const SafetensorsFile& file) {
 }
 
 WeightBytes flux2_estimate(const LoadOptions& o, const StorageSpec& storage) {
-  const SafetensorsFile file(o.checkpoint);
-  const std::string prefix = flux2_prefix(file).value_or("");
-  return estimate_bytes(o.checkpoint, prefix, text_encoder_path(o, flux2_config(file, prefix)), autoencoder_path(o), storage);
+  const auto setup = flux2_setup(o);
+  return parts_estimate(setup.parts[0].source, setup.parts[1].source, setup.parts[2].source, storage);
+}
+
+ResidencyPlan flux2_plan(const LoadOptions& o, const StorageSpec& storage, uint64_t budget) {
+  const SafetensorsFile file(o.checkpoint);  // the transformer only: its components need not be found
+  const auto prefix = flux2_prefix(file);
+  if (!prefix) throw InputError(o.checkpoint + ": no FLUX.2 transformer to plan");
+  return denoiser_plan(transformer_part({o.checkpoint, *prefix}, flux2_config(file, *prefix)), storage, budget);
 }
 
 std::unique_ptr<FamilyModel> open_flux2(const LoadOptions& options, const at::Device& device) {
-  return std::make_unique<Flux2Family>(options, device);
+  return std::make_unique<Flux2Family>(options, device, flux2_setup(options));
 }
 
 }  // namespace fp8s

@@ -1,8 +1,10 @@
 // FLUX.2 generation (families/flux2/flux2_family.h): klein's Qwen3 through its template (512 tokens,
 // right-padded) or dev's Mistral through its system prompt (left-padded, Tekken), three hidden
-// states each; the transformer sampled with FLUX.2's
-// schedule, reference images for an edit (--ref-image), and the autoencoder. Every part loaded at
-// open, in the request's storage (the autoencoder in its own 16-bit type unless --fp8-vae).
+// states each; the transformer sampled with FLUX.2's schedule, reference images for an edit
+// (--ref-image), and the autoencoder. The three parts are a component set (families/component_set.h):
+// each loaded when first used, in the request's storage (the autoencoder in its own 16-bit type
+// unless --fp8-vae), the phases taking turns where they do not fit together, the transformer's and
+// the text encoder's blocks streamed under a weight budget.
 #pragma once
 
 #include <memory>
@@ -31,6 +33,8 @@ DecoderLmConfig flux2_text_config(const SafetensorsFile& file, bool mistral);
 // The weight bytes a load of `options` would hold in `storage`, from the headers (its components
 // found as a load finds them).
 WeightBytes flux2_estimate(const LoadOptions& options, const StorageSpec& storage);
+// inspect --weight-budget: the transformer's residency plan as a load under `budget` makes it.
+ResidencyPlan flux2_plan(const LoadOptions& options, const StorageSpec& storage, uint64_t budget);
 std::unique_ptr<FamilyModel> open_flux2(const LoadOptions& options, const at::Device& device);
 
 }  // namespace fp8s

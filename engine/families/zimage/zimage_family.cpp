@@ -20,17 +20,6 @@ namespace {
 
 std::optional<std::string> zimage_prefix(const SafetensorsFile& file) { return zimage_contents(file).transformer; }
 
-// inspect --weight-budget: the transformer's residency plan as a load under the budget makes it
-// (load_streamed: every layer quantised in FP8 storage, the layers outside the blocks resident);
-// the module holds placeholders, so no weight is allocated.
-ResidencyPlan zimage_plan(const LoadOptions& o, const StorageSpec& storage, uint64_t budget) {
-  const SafetensorsFile file(o.checkpoint);  // the transformer only: its components need not be found
-  const auto prefix = zimage_prefix(file);
-  if (!prefix) throw InputError(o.checkpoint + ": no Z-Image transformer to plan");
-  ZImageTransformerImpl m(zimage_config(file, *prefix));
-  return plan_network(m, m.blocks(), file, *prefix, storage, true, true, budget);
-}
-
 // A Qwen3 text encoder's prefix: Hugging Face's `model.`, or inside a ComfyUI all-in-one file.
 std::string qwen3_prefix(const SafetensorsFile& file) {
   if (const auto p = zimage_contents(file).text_encoder) return *p;

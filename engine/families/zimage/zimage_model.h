@@ -1,7 +1,7 @@
 // The Z-Image family's model (pipeline/family.h): the transformer, the Qwen3 text encoder and the
-// Flux.1 autoencoder, each loaded from its file in the request's storage when first used, the
-// phases taking turns where they do not fit together, and the transformer's and the text
-// encoder's layers streamed under a weight budget.
+// Flux.1 autoencoder as a component set (families/component_set.h): each loaded from its file in
+// the request's storage when first used, the phases taking turns where they do not fit together,
+// and the transformer's and the text encoder's layers streamed under a weight budget.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -30,5 +30,7 @@ std::unique_ptr<FamilyModel> open_zimage(const LoadOptions& options, const at::D
 ZImageFiles zimage_files(const LoadOptions& options);
 // The weight bytes a load of `options` holds in `storage`, from the headers.
 WeightBytes zimage_estimate(const LoadOptions& options, const StorageSpec& storage);
+// inspect --weight-budget: the transformer's residency plan as a load under `budget` makes it.
+ResidencyPlan zimage_plan(const LoadOptions& options, const StorageSpec& storage, uint64_t budget);
 
 }  // namespace fp8s

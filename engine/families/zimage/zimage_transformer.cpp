@@ -88,7 +88,7 @@ ZImageTransformerImpl::Block ZImageTransformerImpl::make_block(const std::string
   b.w2 = ff->register_module("w2", QLinear(c.ffn, c.dim, false));
   b.w3 = ff->register_module("w3", QLinear(c.dim, c.ffn, false));
   if (modulated) b.ada = container(*m, "adaLN_modulation")->register_module("0", QLinear(c.adaln, 4 * c.dim, true));
-  blocks_.push_back({group + "." + std::to_string(index), m, 1.0});
+  network_blocks_.push_back({group + "." + std::to_string(index), m, 1.0});
   return b;
 }
 

@@ -24,7 +24,7 @@ struct ZImageConfig {
 // files) else Z-Image Turbo's. InputError naming the file when a size does not add up.
 ZImageConfig zimage_config(const SafetensorsFile& file, const std::string& prefix);
 
-class ZImageTransformerImpl : public torch::nn::Module {
+class ZImageTransformerImpl : public BlockNetwork {
  public:
   explicit ZImageTransformerImpl(const ZImageConfig& config);
   // x [B, 16, H, W] (H, W even), t [B] (1 - sigma: 0 at pure noise), cap [B, Lmax, cap_dim] of which
@@ -35,9 +35,7 @@ class ZImageTransformerImpl : public torch::nn::Module {
   const ZImageConfig& config() const { return config_; }
   static std::vector<std::string> ignorable_keys() { return {"norm_final.weight"}; }  // some fine-tunes' stray tensor
 
-  // The refiners and layers in execution order, as the weight budget streams them.
-  const std::vector<NetworkBlock>& blocks() const { return blocks_; }
-  void set_block_hooks(BlockHooks* hooks) { hooks_ = hooks; }
+  // blocks(): the refiners and layers in execution order (BlockNetwork)
 
  private:
   struct Block {
@@ -55,8 +53,6 @@ class ZImageTransformerImpl : public torch::nn::Module {
       final_linear_{nullptr};
   at::Tensor cap_norm_, x_pad_, cap_pad_;
   std::vector<Block> noise_refiner_, context_refiner_, layers_;
-  std::vector<NetworkBlock> blocks_;
-  BlockHooks* hooks_ = nullptr;
 };
 TORCH_MODULE(ZImageTransformer);
 

@@ -40,7 +40,7 @@ at::Tensor flux_fp16_clamp(const at::Tensor& x);
 
 at::Tensor flux_apply_rope(const at::Tensor& x, const std::pair<at::Tensor, at::Tensor>& pe);
 
-class FluxImpl : public torch::nn::Module {
+class FluxImpl : public BlockNetwork {
  public:
   explicit FluxImpl(const FluxConfig& config);
   // One call of Flux.forward: img [B, N, 64] packed latent tokens, img_ids [B, N, 3], txt [B, L, 4096],
@@ -49,10 +49,7 @@ class FluxImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& img, const at::Tensor& img_ids, const at::Tensor& txt, const at::Tensor& txt_ids,
                      const at::Tensor& t, const at::Tensor& y, const at::Tensor& guidance, at::ScalarType compute);
   const FluxConfig& config() const { return config_; }
-  // The blocks in their execution order ("double_blocks.0" ... "single_blocks.37"), for the
-  // residency plan (models/streaming.h); `hooks` (unset: none) is called around each of them.
-  const std::vector<NetworkBlock>& blocks() const { return blocks_; }
-  void set_block_hooks(BlockHooks* hooks) { hooks_ = hooks; }
+  // blocks(): "double_blocks.0" ... "single_blocks.37" (BlockNetwork)
 
  private:
   struct Embedder {
@@ -74,8 +71,6 @@ class FluxImpl : public torch::nn::Module {
   Embedder time_in_, vector_in_, guidance_in_;
   std::vector<std::pair<Stream, Stream>> double_;  // (img, txt)
   std::vector<Single> single_;
-  std::vector<NetworkBlock> blocks_;
-  BlockHooks* hooks_ = nullptr;
 };
 TORCH_MODULE(Flux);
 

@@ -10,15 +10,9 @@
 #include <vector>
 
 #include "io/safetensors.h"
+#include "models/component_files.h"
 
 namespace fp8s {
-
-// One component: the file and the prefix of its names there (path empty: not found).
-struct ComponentSource {
-  std::string path;
-  std::string prefix;
-  bool found() const { return !path.empty(); }
-};
 
 // What one file holds: the prefix of each component it has.
 struct FluxFileContents {

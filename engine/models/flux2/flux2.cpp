@@ -110,14 +110,14 @@ Flux2Impl::Flux2Impl(const Flux2Config& c) : config_(c) {
   auto doubles = container(*this, "double_blocks");
   for (int i = 0; i < c.depth; ++i) {
     auto b = container(*doubles, std::to_string(i));
-    blocks_.push_back({"double_blocks." + std::to_string(i), b, 1.0});
+    network_blocks_.push_back({"double_blocks." + std::to_string(i), b, 1.0});
     auto img = stream(*b, "img");
     double_.emplace_back(img, stream(*b, "txt"));
   }
   auto singles = container(*this, "single_blocks");
   for (int i = 0; i < c.depth_single_blocks; ++i) {
     auto b = container(*singles, std::to_string(i));
-    blocks_.push_back({"single_blocks." + std::to_string(i), b, 1.0});
+    network_blocks_.push_back({"single_blocks." + std::to_string(i), b, 1.0});
     Single s;
     s.linear1 = b->register_module("linear1", QLinear(h, 3 * h + 2 * mlp, false));
     s.linear2 = b->register_module("linear2", QLinear(h + mlp, h, false));

@@ -31,7 +31,7 @@ struct Flux2Config {
 // (the tiny reference files) over them. InputError naming the file when it is not FLUX.2.
 Flux2Config flux2_config(const SafetensorsFile& file, const std::string& prefix);
 
-class Flux2Impl : public torch::nn::Module {
+class Flux2Impl : public BlockNetwork {
  public:
   explicit Flux2Impl(const Flux2Config& config);
   // One call: img [B, N, 128] latent tokens (and any reference tokens after them), img_ids [N, 4],
@@ -40,9 +40,7 @@ class Flux2Impl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& img, const at::Tensor& img_ids, const at::Tensor& txt, const at::Tensor& txt_ids,
                      const at::Tensor& t, const at::Tensor& guidance, at::ScalarType compute);
   const Flux2Config& config() const { return config_; }
-  // The blocks in their execution order, for the residency plan (models/streaming.h).
-  const std::vector<NetworkBlock>& blocks() const { return blocks_; }
-  void set_block_hooks(BlockHooks* hooks) { hooks_ = hooks; }
+  // blocks(): double then single blocks, in execution order (BlockNetwork)
 
  private:
   struct Stream {  // one stream of a double block
@@ -61,8 +59,6 @@ class Flux2Impl : public torch::nn::Module {
   QLinear mod_img_{nullptr}, mod_txt_{nullptr}, mod_single_{nullptr};
   std::vector<std::pair<Stream, Stream>> double_;  // (img, txt)
   std::vector<Single> single_;
-  std::vector<NetworkBlock> blocks_;
-  BlockHooks* hooks_ = nullptr;
 };
 TORCH_MODULE(Flux2);
 

@@ -10,6 +10,7 @@
 // FP8 files cover them.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,12 @@ struct DecoderLmConfig {
   // The state after the last layer goes through the final norm `norm` (HF's hidden_states[-1],
   // Qwen-Image's); else it is the raw residual stream (FLUX.2's layer 30 of a pruned Mistral file).
   bool normed_last = false;
+  // one layer's weights (elements): its attention and MLP projections
+  uint64_t layer_weights() const {
+    const auto h = static_cast<uint64_t>(hidden), q = static_cast<uint64_t>(heads) * head_dim,
+               kv = static_cast<uint64_t>(kv_heads) * head_dim;
+    return h * (2 * q + 2 * kv) + 3 * h * static_cast<uint64_t>(intermediate);
+  }
   std::vector<int> output_layers() const;  // `outputs`, or {layers - 1}
   int layers_run() const;                  // the layers the outputs need
   bool final_norm() const;                 // normed_last and an output is the last state
@@ -42,7 +49,7 @@ struct DecoderLmConfig {
 DecoderLmConfig decoder_lm_config(const SafetensorsFile& file, const std::string& prefix, const DecoderLmConfig& base,
                                   const std::string& metadata_key);
 
-class DecoderLmImpl : public torch::nn::Module {
+class DecoderLmImpl : public BlockNetwork {
  public:
   explicit DecoderLmImpl(const DecoderLmConfig& config);
   // tokens [B, L] (int64), mask [B, L] (1 token, 0 padding; undefined: all tokens) -> the chosen
@@ -53,9 +60,7 @@ class DecoderLmImpl : public torch::nn::Module {
   // The keys of a file of this configuration (its `layers` layers) that the model does not hold:
   // the layers after the last one read, the final norm when no output needs it, an lm_head.
   static std::vector<std::string> ignorable_keys(const DecoderLmConfig& config);
-
-  const std::vector<NetworkBlock>& blocks() const { return network_blocks_; }
-  void set_block_hooks(BlockHooks* hooks) { hooks_ = hooks; }
+  // blocks(): "layers.N" (BlockNetwork)
 
  private:
   struct Layer {
@@ -66,8 +71,6 @@ class DecoderLmImpl : public torch::nn::Module {
   Embedding embed_{nullptr};
   std::vector<Layer> layers_;
   at::Tensor norm_;  // the final norm (when an output needs it)
-  std::vector<NetworkBlock> network_blocks_;
-  BlockHooks* hooks_ = nullptr;
 };
 TORCH_MODULE(DecoderLm);
 

@@ -18,7 +18,7 @@ struct T5Config {
 // `t5.config` metadata (the tiny reference files), else T5-XXL's.
 T5Config parse_t5_config(const std::string& json_text, const std::string& label);
 
-class T5EncoderImpl : public torch::nn::Module {
+class T5EncoderImpl : public BlockNetwork {
  public:
   explicit T5EncoderImpl(const T5Config& config);
   // tokens [B, L] -> the final-RMS-normed hidden states [B, L, d_model], FP32 (no attention mask:
@@ -30,9 +30,7 @@ class T5EncoderImpl : public torch::nn::Module {
   // bidirectional=True. [L, L] int64.
   static at::Tensor relative_buckets(int64_t length, int buckets, int max_distance);
 
-  // Its layers ("encoder.block.N") as the weight budget streams them (models/streaming.h).
-  const std::vector<NetworkBlock>& blocks() const { return network_blocks_; }
-  void set_block_hooks(BlockHooks* hooks) { hooks_ = hooks; }
+  // blocks(): its layers, "encoder.block.N" (BlockNetwork)
 
  private:
   struct Block {
@@ -42,8 +40,6 @@ class T5EncoderImpl : public torch::nn::Module {
   T5Config config_;
   Embedding shared_{nullptr}, relative_bias_{nullptr};
   std::vector<Block> blocks_;
-  std::vector<NetworkBlock> network_blocks_;
-  BlockHooks* hooks_ = nullptr;
   at::Tensor final_ln_;
 };
 TORCH_MODULE(T5Encoder);
