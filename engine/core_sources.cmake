@@ -33,6 +33,7 @@ set(FP8S_CORE_SOURCES
   pipeline/family_options.cpp
   families/zimage/zimage_files.cpp
   families/zimage/zimage_lora_keys.cpp
+  families/flux2/flux2_lora_keys.cpp
   models/controlnet_keys.cpp
   lora/lora_keys.cpp
   lora/flux_lora_keys.cpp

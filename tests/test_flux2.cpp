@@ -3,15 +3,20 @@
 // and the autoencoder with no missing or unexpected key and the README's parameter counts, and the
 // registry names each variant from its keys. The numbers of every stage are the reference cases'
 // (test_reference_flux2).
+#include <ATen/CPUGeneratorImpl.h>
 #include <QDir>
 #include <QFile>
 #include <QTemporaryDir>
 #include <QtTest>
 
 #include "families/flux2/flux2_ae.h"
+#include "families/flux2/flux2_lora_keys.h"
+#include "families/lora_set.h"
+#include "io/safetensors.h"
 #include "families/flux2/flux2_model.h"
 #include "core/error.h"
 #include "keys_files.h"
+#include "hand_sum.h"
 #include "support.h"
 #include "models/flux2/flux2.h"
 #include "models/lm/decoder_lm.h"
@@ -24,6 +29,108 @@ using namespace fp8s;
 class TestFlux2 : public QObject {
   Q_OBJECT
   QTemporaryDir m_dir;
+
+  // The tiny klein (or dev) with its components, in `storage`.
+  static LoadOptions tiny_options(bool dev, WeightType storage) {
+    const std::string ref = test::reference_path("flux2/");
+    LoadOptions o;
+    o.checkpoint = ref + (dev ? "tiny-flux2-dev.safetensors" : "tiny-flux2-klein.safetensors");
+    o.device = "cpu";
+    o.storage = StorageSpec{storage};
+    o.components["text_encoder"] = ref + (dev ? "tiny-mistral3-small-te.safetensors" : "tiny-qwen3.safetensors");
+    o.components["vae"] = ref + "tiny-flux2-ae.safetensors";
+    o.components["qwen_tokenizer"] = test::reference_path("zimage/qwen_tokenizer");
+    return o;
+  }
+  static GenerationRequest tiny_request(const LoadOptions& o) {
+    GenerationRequest r;
+    r.prompt = "a lighthouse on a cliff at dusk";
+    r.steps = 2;
+    r.seed = 7;
+    r.sampler = Sampler::Euler;
+    r.width = 20;
+    r.height = 16;
+    r.compute = ComputeType::FP32;
+    r.storage = o.storage;
+    return r;
+  }
+  static std::vector<uint8_t> pixels(Engine& engine, const GenerationRequest& r) {
+    std::atomic<bool> cancel{false};
+    return engine.generate(r, nullptr, cancel).images.at(0).image.pixels;
+  }
+  static int worst_gap(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+    int worst = a.size() == b.size() ? 0 : 255;
+    for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) worst = std::max(worst, std::abs(int(a[i]) - int(b[i])));
+    return worst;
+  }
+
+  // A LoRA over some of the tiny klein transformer's 2-D weights: rank 4, alpha 4 (scale 1).
+  struct HandModule {
+    std::string bfl;  // the BFL module
+    std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> diffusers;  // diffusers module -> its rows of the weight
+    bool swapped = false;  // diffusers' norm_out: the (shift, scale) halves as (scale, shift)
+    at::Tensor down, up;
+  };
+  // The diffusers names are the README's ("diffusers' names"), written out by hand here.
+  static std::vector<HandModule> hand_modules(uint64_t seed) {
+    std::vector<HandModule> m = {
+        {"double_blocks.0.img_attn.qkv", {{"transformer_blocks.0.attn.to_q", {0, 64}}, {"transformer_blocks.0.attn.to_k", {64, 64}},
+                                          {"transformer_blocks.0.attn.to_v", {128, 64}}}},
+        {"double_blocks.1.txt_attn.qkv", {{"transformer_blocks.1.attn.add_q_proj", {0, 64}}, {"transformer_blocks.1.attn.add_k_proj", {64, 64}},
+                                          {"transformer_blocks.1.attn.add_v_proj", {128, 64}}}},
+        {"double_blocks.1.txt_mlp.0", {{"transformer_blocks.1.ff_context.linear_in", {0, 384}}}},
+        {"double_blocks.0.img_mlp.2", {{"transformer_blocks.0.ff.linear_out", {0, 64}}}},
+        {"single_blocks.0.linear1", {{"single_transformer_blocks.0.attn.to_qkv_mlp_proj", {0, 576}}}},
+        {"single_blocks.1.linear2", {{"single_transformer_blocks.1.attn.to_out", {0, 64}}}},
+        {"img_in", {{"x_embedder", {0, 64}}}},
+        {"double_stream_modulation_txt.lin", {{"double_stream_modulation_txt.linear", {0, 384}}}},
+        {"final_layer.adaLN_modulation.1", {{"norm_out.linear", {0, 128}}}, true}};
+    const SafetensorsFile base(test::reference_path("flux2/tiny-flux2-klein.safetensors"));
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    for (auto& h : m) {
+      const auto& shape = base.at(h.bfl + ".weight").shape;
+      h.down = at::randn({4, shape[1]}, gen, at::kFloat) * 0.3;
+      h.up = at::randn({shape[0], 4}, gen, at::kFloat) * 0.3;
+    }
+    return m;
+  }
+  // The modules in one spelling: "bfl" (ai-toolkit: diffusion_model.<module>.lora_A/B), "kohya"
+  // (lora_unet_<underscored>.lora_down/up with alpha), "diffusers" (PEFT: transformer.<module>.lora_A/B).
+  static void write_lora(const std::string& path, const std::vector<HandModule>& modules, const std::string& spelling) {
+    std::vector<std::pair<std::string, at::Tensor>> tensors;
+    for (const auto& h : modules) {
+      if (spelling == "kohya") {
+        std::string k = h.bfl;
+        std::replace(k.begin(), k.end(), '.', '_');
+        tensors.push_back({"lora_unet_" + k + ".lora_down.weight", h.down});
+        tensors.push_back({"lora_unet_" + k + ".lora_up.weight", h.up});
+        tensors.push_back({"lora_unet_" + k + ".alpha", at::full({}, 4.0f)});
+      } else if (spelling == "bfl") {
+        tensors.push_back({"diffusion_model." + h.bfl + ".lora_A.weight", h.down});
+        tensors.push_back({"diffusion_model." + h.bfl + ".lora_B.weight", h.up});
+      } else {
+        for (const auto& [name, rows] : h.diffusers) {
+          auto up = h.up.narrow(0, rows.first, rows.second);
+          if (h.swapped) up = at::cat({up.narrow(0, up.size(0) / 2, up.size(0) / 2), up.narrow(0, 0, up.size(0) / 2)});
+          tensors.push_back({"transformer." + name + ".lora_A.weight", h.down});
+          tensors.push_back({"transformer." + name + ".lora_B.weight", up});
+        }
+      }
+    }
+    std::vector<TensorSpec> specs;
+    for (const auto& [name, t] : tensors) specs.push_back({name, Dtype::F32, t.sizes().vec()});
+    SafetensorsWriter w(path, specs, {});
+    for (const auto& [name, t] : tensors) w.append(t.contiguous().data_ptr<float>(), static_cast<std::size_t>(t.numel()) * 4);
+    w.commit();
+  }
+  // The klein transformer with W + multiplier · up · down summed here in FP32, the rest as it is.
+  static void write_hand_merged(const std::string& to, const std::vector<HandModule>& modules, double multiplier) {
+    const std::string from = test::reference_path("flux2/tiny-flux2-klein.safetensors");
+    const SafetensorsFile base(from);
+    std::map<std::string, at::Tensor> merged;
+    for (const auto& h : modules) merged[h.bfl + ".weight"] = read_tensor(base, base.at(h.bfl + ".weight")) + at::matmul(h.up, h.down) * multiplier;
+    test::write_with_tensors(from, to, merged);
+  }
 
  private Q_SLOTS:
   // dev 32B, klein 4B and 9B: sizes off the shapes, every tensor a parameter, the README's counts
@@ -128,21 +235,11 @@ class TestFlux2 : public QObject {
     const auto link = [&](const std::string& from, const QString& to) { QVERIFY(QFile::link(QString::fromStdString(ref + from), root + to)); };
     link("tiny-flux2-klein.safetensors", "/diffusion_models/flux-2-klein-4b.safetensors");
     link("tiny-flux2-ae.safetensors", "/vae/flux2-vae.safetensors");
-    GenerationRequest r;
-    r.prompt = "a lighthouse on a cliff at dusk";
-    r.steps = 2;
-    r.seed = 5;
-    r.cfg = 1;
-    r.sampler = Sampler::Euler;
-    r.width = 24;
-    r.height = 16;
-    r.compute = ComputeType::FP32;
-    r.storage = StorageSpec{WeightType::FP32};
-    LoadOptions o;
+    auto o = tiny_options(false, WeightType::FP32);
     o.checkpoint = (root + "/diffusion_models/flux-2-klein-4b.safetensors").toStdString();
-    o.device = "cpu";
-    o.storage = r.storage;
-    o.components["qwen_tokenizer"] = test::reference_path("zimage/qwen_tokenizer");
+    o.components.erase("text_encoder");
+    o.components.erase("vae");
+    auto r = tiny_request(o);
     try {
       Engine missing(o);
       QFAIL("loaded without a text encoder");
@@ -175,22 +272,8 @@ class TestFlux2 : public QObject {
     const std::string ref = test::reference_path("flux2/");
     for (const bool dev : {false, true}) {
       for (const WeightType storage : {WeightType::BF16, WeightType::FP8_E4M3}) {
-        LoadOptions o;
-        o.checkpoint = ref + (dev ? "tiny-flux2-dev.safetensors" : "tiny-flux2-klein.safetensors");
-        o.device = "cpu";
-        o.storage = StorageSpec{storage};
-        o.components["text_encoder"] = ref + (dev ? "tiny-mistral3-small-te.safetensors" : "tiny-qwen3.safetensors");
-        o.components["vae"] = ref + "tiny-flux2-ae.safetensors";
-        o.components["qwen_tokenizer"] = test::reference_path("zimage/qwen_tokenizer");
-        GenerationRequest r;
-        r.prompt = "a lighthouse on a cliff at dusk";
-        r.steps = 2;
-        r.seed = 7;
-        r.sampler = Sampler::Euler;
-        r.width = 20;
-        r.height = 16;
-        r.compute = ComputeType::FP32;
-        r.storage = o.storage;
+        auto o = tiny_options(dev, storage);
+        auto r = tiny_request(o);
         if (!dev) {
           r.cfg = 3.0f;  // both prompts through the streamed blocks
           r.negative = "fog";
@@ -215,6 +298,72 @@ class TestFlux2 : public QObject {
         QVERIFY(switched != resident);
       }
     }
+  }
+
+  // FLUX.2 LoRAs in the spellings people share: ai-toolkit's BFL names under diffusion_model.,
+  // kohya's lora_unet_ with alpha, and diffusers/PEFT with the fused layers split (qkv thirds) and
+  // norm_out's halves swapped. Each reaches the same weights (the same pixels); online is the
+  // transformer summed by hand, and merged within a level of it; streamed online equals resident;
+  // merging while the transformer streams is refused with the reason; a Z-Image LoRA is refused;
+  // removed, it leaves no trace.
+  void loraSpellingsReachTheSameWeights() {
+    FP8S_REQUIRE_REFERENCE();
+    const auto modules = hand_modules(23);
+    const std::string dir = m_dir.path().toStdString() + "/loras/";
+    QVERIFY(QDir().mkpath(QString::fromStdString(dir)));
+    for (const char* spelling : {"bfl", "kohya", "diffusers"}) write_lora(dir + spelling + ".safetensors", modules, spelling);
+    const std::string hand = dir + "../hand-merged-klein.safetensors";
+    write_hand_merged(hand, modules, 0.8);
+    // the key map: every diffusers module of the README's names reaches its rows
+    const auto weights = lora_linear_weights({test::reference_path("flux2/tiny-flux2-klein.safetensors"), ""});
+    const auto map = flux2_lora_key_map(weights);
+    for (const auto& h : modules) {
+      for (const auto& [name, rows] : h.diffusers) {
+        const std::string whole = h.bfl + ".weight", expected = h.swapped ? whole + "#swap"
+                                                                 : rows.second == weights.at(whole)[0] ? whole
+                                                                 : lora_rows_target(whole, rows.first, rows.second);
+        QCOMPARE(QString::fromStdString(map.count("transformer." + name) ? map.at("transformer." + name) : "(none)"),
+                 QString::fromStdString(expected));
+      }
+    }
+    auto o = tiny_options(false, WeightType::FP32);
+    o.lora_dir = dir;
+    Engine engine(o);
+    auto r = tiny_request(o);
+    const auto plain = pixels(engine, r);
+    auto h = o;
+    h.checkpoint = hand;
+    Engine by_hand(h);
+    const auto expected = pixels(by_hand, r);
+    QVERIFY2(worst_gap(plain, expected) > 8, "the LoRA hardly moves the picture");
+    std::vector<uint8_t> first;
+    for (const char* spelling : {"bfl", "kohya", "diffusers"}) {
+      r.prompt = std::string("<lora:") + spelling + ":0.8>a lighthouse on a cliff at dusk";  // the prompt the hand sum sees
+      r.lora_mode = LoraMode::Online;
+      const auto online = pixels(engine, r);
+      QVERIFY2(worst_gap(online, expected) <= 1, qPrintable(QString("%1 online against the hand sum: %2 levels").arg(spelling).arg(worst_gap(online, expected))));
+      if (first.empty()) first = online;
+      QVERIFY2(worst_gap(online, first) == 0, spelling);
+      r.lora_mode = LoraMode::Merge;
+      QVERIFY(worst_gap(pixels(engine, r), expected) <= 1);
+    }
+    r.lora_mode = LoraMode::Online;
+    r.weight_budget = 0;
+    QCOMPARE(pixels(engine, r), first);
+    QCOMPARE(engine.info().streamed_blocks, 4);
+    r.lora_mode = LoraMode::Merge;
+    QVERIFY2(test::refusal(engine, r).contains("streams"), qPrintable(test::refusal(engine, r)));
+    r.weight_budget.reset();
+    r.lora_mode = LoraMode::Online;
+    // a Z-Image LoRA (its transformer's names) reaches nothing here
+    auto zimage = modules;
+    zimage.resize(1);
+    zimage[0].bfl = "layers.0.attention.qkv";
+    write_lora(dir + "zimage.safetensors", zimage, "bfl");
+    r.prompt = "<lora:zimage:1>a lighthouse on a cliff at dusk";
+    QVERIFY2(test::refusal(engine, r).contains("does not fit the loaded FLUX.2 model"), qPrintable(test::refusal(engine, r)));
+    r.prompt = "a lighthouse on a cliff at dusk";
+    QCOMPARE(pixels(engine, r), plain);  // removed: no trace
   }
 };
 

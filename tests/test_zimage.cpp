@@ -27,6 +27,7 @@
 #include "families/zimage/zimage_transformer.h"
 #include "families/lora_set.h"
 #include "models/nn.h"
+#include "hand_sum.h"
 #include "keys_files.h"
 
 using namespace fp8s;
@@ -599,19 +600,7 @@ class TestZImage : public QObject {
       const double scale = multiplier * (m.alpha > 0 ? m.alpha : 4.0) / 4.0;
       merged[m.key].narrow(0, m.row0, m.rows).add_(at::matmul(factors[i].second, factors[i].first) * scale);
     }
-    std::vector<TensorSpec> specs;
-    for (const auto& r : base.tensors()) specs.push_back({r.name, merged.count(r.name) ? Dtype::F32 : r.dtype, r.shape});
-    SafetensorsWriter w(to, specs, base.metadata());
-    for (const auto& r : base.tensors()) {
-      if (merged.count(r.name)) {
-        w.append(merged[r.name].contiguous().data_ptr<float>(), r.numel() * 4);
-      } else {
-        std::vector<uint8_t> bytes(r.nbytes());
-        base.read(r, bytes.data());
-        w.append(bytes.data(), bytes.size());
-      }
-    }
-    w.commit();
+    test::write_with_tensors(from, to, merged);
   }
   static double max_gap(const std::vector<float>& a, const std::vector<float>& b) {
     double gap = 0;

@@ -96,7 +96,7 @@ WeightBytes ComponentSet::weight_bytes(const StorageSpec& storage) const {
 
 void ComponentSet::check(const GenerationRequest& r, int w, int h) const {
   if (r.enable_hr) w = r.hr_target_width(w), h = r.hr_target_height(h);
-  if ((!r.loras.empty() || !parse_extra_networks(r.prompt).loras.empty()) && !lora_planner()) {
+  if ((!r.loras.empty() || !parse_extra_networks(r.prompt).loras.empty()) && !lora_layout()) {
     throw InputError(model_name() + " takes no LoRA yet: remove the <lora:...> tags and --lora");
   }
   (void)budget(r, w, h);
@@ -264,6 +264,15 @@ void ComponentSet::set_loras(const std::vector<LoraRequest>& loras, LoraMode mod
   if (m) loras_.undo(*m, lora_component());
   loras_ = std::move(next);
   if (m) loras_.apply(*m, lora_component());
+}
+
+LoraSet::Planner ComponentSet::lora_planner() const {
+  const auto layout = lora_layout();
+  if (!layout) return {};
+  auto weights = std::make_shared<const std::map<std::string, std::vector<int64_t>>>(lora_linear_weights(spec(Part::Denoiser).source));
+  return [layout, weights](const LoraFile& file, const std::vector<LoraModuleLayout>& modules) {
+    return layout(modules, file.metadata, *weights, file.path);
+  };
 }
 
 LoraComponent ComponentSet::lora_component() const {

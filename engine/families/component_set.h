@@ -12,6 +12,7 @@
 
 #include <array>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +31,12 @@ class Module;
 namespace fp8s {
 
 enum class Part { Denoiser = 0, Text = 1, Vae = 2 };
+
+// A family's LoRA key map for its denoiser: the modules of a file (its metadata) onto the weights
+// (key -> shape) of the denoiser's file; InputError naming `label` when they do not fit.
+using DenoiserLoraLayout = LoraLayoutPlan (*)(const std::vector<LoraModuleLayout>& modules,
+                                              const std::map<std::string, std::string>& metadata,
+                                              const std::map<std::string, std::vector<int64_t>>& weights, const std::string& label);
 
 struct PartSpec {
   std::string name;   // what describe calls it: "transformer", "Qwen3 text encoder"
@@ -93,8 +100,9 @@ class ComponentSet : public FamilyModel {
   virtual uint64_t process_bytes() const { return 600ull << 20; }
   // After the set is ready for `r` (the references of an edit, ...).
   virtual void prepare_request(const GenerationRequest&) {}
-  // Maps a LoRA file onto the denoiser's layers; unset: the family takes no LoRA (refused by name).
-  virtual LoraSet::Planner lora_planner() const { return {}; }
+  // Maps a LoRA file onto the denoiser's layers (the unet multiplier); none: the family takes no
+  // LoRA (refused by name).
+  virtual DenoiserLoraLayout lora_layout() const { return nullptr; }
   // The traits' name when a refusal names the model ("FLUX.2 [klein]").
   std::string model_name() const { return traits().name; }
 
@@ -122,6 +130,7 @@ class ComponentSet : public FamilyModel {
   const WeightBytes& estimate_cached(const StorageSpec& storage) const;
   uint64_t run_memory() const;
   void set_loras(const std::vector<LoraRequest>& loras, LoraMode mode);
+  LoraSet::Planner lora_planner() const;
   LoraComponent lora_component() const;
   void set_fp8_compute();
   void release(Part p);

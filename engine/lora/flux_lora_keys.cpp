@@ -6,30 +6,18 @@
 #include "core/strings.h"
 
 namespace fp8s {
-namespace {
 
-std::string underscored(std::string s) {
-  std::replace(s.begin(), s.end(), '.', '_');
-  return s;
-}
 
-std::string rows(const std::string& key, int64_t start, int64_t count) {
-  return key + "#rows:" + std::to_string(start) + ":" + std::to_string(count);
-}
-
-// Block indices N of keys "<head>N.<tail>".
-std::vector<int> block_indices(const std::map<std::string, std::vector<int64_t>>& keys, const std::string& head,
-                               const std::string& tail) {
-  std::vector<int> out;
-  for (const auto& [k, shape] : keys) {
-    if (!starts_with(k, head) || !ends_with(k, tail) || k.size() <= head.size() + tail.size()) continue;
-    const std::string n = k.substr(head.size(), k.size() - head.size() - tail.size());
-    if (!n.empty() && n.size() < 6 && n.find_first_not_of("0123456789") == std::string::npos) out.push_back(std::stoi(n));
+void add_bfl_double_attention_names(std::map<std::string, std::string>& diffusers, int n, int64_t h) {
+  const std::string d = "transformer_blocks." + std::to_string(n) + ".", b = "double_blocks." + std::to_string(n) + ".";
+  const char* qkv[] = {"q", "k", "v"};
+  for (int i = 0; i < 3; ++i) {
+    diffusers[d + "attn.to_" + qkv[i]] = lora_rows_target(b + "img_attn.qkv.weight", i * h, h);
+    diffusers[d + "attn.add_" + qkv[i] + "_proj"] = lora_rows_target(b + "txt_attn.qkv.weight", i * h, h);
   }
-  return out;
+  diffusers[d + "attn.to_out.0"] = b + "img_attn.proj.weight";
+  diffusers[d + "attn.to_add_out"] = b + "txt_attn.proj.weight";
 }
-
-}  // namespace
 
 std::map<std::string, std::string> flux_lora_key_map(const FluxLoraLayers& layers) {
   std::map<std::string, std::string> map;
@@ -38,7 +26,7 @@ std::map<std::string, std::string> flux_lora_key_map(const FluxLoraLayers& layer
   for (const auto& [key, shape] : t) {
     if (shape.size() != 2 || !ends_with(key, ".weight")) continue;
     const std::string module = key.substr(0, key.size() - 7);
-    for (const std::string& name : {"lora_unet_" + underscored(module), module, "diffusion_model." + module,
+    for (const std::string& name : {"lora_unet_" + lora_underscored(module), module, "diffusion_model." + module,
                                     "model.diffusion_model." + module}) {
       map[name] = key;
     }
@@ -47,15 +35,9 @@ std::map<std::string, std::string> flux_lora_key_map(const FluxLoraLayers& layer
   std::map<std::string, std::string> diffusers;
   const auto img_in = t.find("img_in.weight");
   const int64_t h = img_in != t.end() ? img_in->second.at(0) : 0;
-  for (int n : block_indices(t, "double_blocks.", ".img_attn.qkv.weight")) {
+  for (int n : lora_block_indices(t, "double_blocks.", ".img_attn.qkv.weight")) {
     const std::string d = "transformer_blocks." + std::to_string(n) + ".", b = "double_blocks." + std::to_string(n) + ".";
-    const char* qkv[] = {"q", "k", "v"};
-    for (int i = 0; i < 3; ++i) {
-      diffusers[d + "attn.to_" + qkv[i]] = rows(b + "img_attn.qkv.weight", i * h, h);
-      diffusers[d + "attn.add_" + qkv[i] + "_proj"] = rows(b + "txt_attn.qkv.weight", i * h, h);
-    }
-    diffusers[d + "attn.to_out.0"] = b + "img_attn.proj.weight";
-    diffusers[d + "attn.to_add_out"] = b + "txt_attn.proj.weight";
+    add_bfl_double_attention_names(diffusers, n, h);
     diffusers[d + "ff.net.0.proj"] = b + "img_mlp.0.weight";
     diffusers[d + "ff.net.2"] = b + "img_mlp.2.weight";
     diffusers[d + "ff_context.net.0.proj"] = b + "txt_mlp.0.weight";
@@ -63,13 +45,13 @@ std::map<std::string, std::string> flux_lora_key_map(const FluxLoraLayers& layer
     diffusers[d + "norm1.linear"] = b + "img_mod.lin.weight";
     diffusers[d + "norm1_context.linear"] = b + "txt_mod.lin.weight";
   }
-  for (int n : block_indices(t, "single_blocks.", ".linear1.weight")) {
+  for (int n : lora_block_indices(t, "single_blocks.", ".linear1.weight")) {
     const std::string d = "single_transformer_blocks." + std::to_string(n) + ".", b = "single_blocks." + std::to_string(n) + ".";
     const int64_t mlp = t.at(b + "linear1.weight").at(0) - 3 * h;
-    diffusers[d + "attn.to_q"] = rows(b + "linear1.weight", 0, h);
-    diffusers[d + "attn.to_k"] = rows(b + "linear1.weight", h, h);
-    diffusers[d + "attn.to_v"] = rows(b + "linear1.weight", 2 * h, h);
-    diffusers[d + "proj_mlp"] = rows(b + "linear1.weight", 3 * h, mlp);
+    diffusers[d + "attn.to_q"] = lora_rows_target(b + "linear1.weight", 0, h);
+    diffusers[d + "attn.to_k"] = lora_rows_target(b + "linear1.weight", h, h);
+    diffusers[d + "attn.to_v"] = lora_rows_target(b + "linear1.weight", 2 * h, h);
+    diffusers[d + "proj_mlp"] = lora_rows_target(b + "linear1.weight", 3 * h, mlp);
     diffusers[d + "proj_out"] = b + "linear2.weight";
     diffusers[d + "norm.linear"] = b + "modulation.lin.weight";
   }
@@ -89,13 +71,13 @@ std::map<std::string, std::string> flux_lora_key_map(const FluxLoraLayers& layer
   if (t.count("final_layer.adaLN_modulation.1.weight")) diffusers["norm_out.linear"] = "final_layer.adaLN_modulation.1.weight#swap";
   for (const auto& [d, target] : diffusers) {
     map["transformer." + d] = target;
-    map["lora_transformer_" + underscored(d)] = target;
+    map["lora_transformer_" + lora_underscored(d)] = target;
   }
   // CLIP-L: kohya's lora_te1_ (Flux trainers) and lora_te_ (diffusers' text_encoder.)
   for (const auto& [key, shape] : layers.clip_l) {
     if (shape.size() != 2 || !ends_with(key, ".weight")) continue;
     const std::string module = "text_model." + key.substr(0, key.size() - 7);
-    for (const char* tag : {"lora_te1_", "lora_te_"}) map[tag + underscored(module)] = kFluxClipLoraTarget + key;
+    for (const char* tag : {"lora_te1_", "lora_te_"}) map[tag + lora_underscored(module)] = kFluxClipLoraTarget + key;
   }
   return map;
 }
@@ -111,10 +93,7 @@ LoraLayoutPlan plan_flux_lora_layout(const std::vector<LoraModuleLayout>& module
   const bool sd_unet = std::any_of(plan.unmatched.begin(), plan.unmatched.end(),
                                    [](const std::string& n) { return starts_with(n, "lora_unet_"); });
   if (plan.targets.empty() || (transformer_hits == 0 && sd_unet)) {
-    const auto base = metadata.count("ss_base_model_version") ? metadata.at("ss_base_model_version") : std::string("unknown");
-    throw InputError(label + ": this LoRA (base model " + base + ") does not fit the loaded Flux model: " +
-                     std::to_string(transformer_hits) + " of " + std::to_string(modules.size()) +
-                     " modules match its transformer; use a LoRA trained for Flux.1");
+    refuse_lora_for_model(label, metadata, "Flux", static_cast<std::size_t>(transformer_hits), modules.size());
   }
   std::map<std::string, std::vector<int64_t>> shapes = layers.transformer;
   for (const auto& [key, shape] : layers.clip_l) shapes[kFluxClipLoraTarget + key] = shape;

@@ -24,6 +24,11 @@ struct FluxLoraLayers {
   std::map<std::string, std::vector<int64_t>> transformer, clip_l;
 };
 
+// The diffusers names of BFL double block `n`'s attention, Flux.1's and FLUX.2's alike:
+// transformer_blocks.N.attn.to_q/to_k/to_v the row thirds of img_attn.qkv (add_q/k/v_proj of
+// txt_attn.qkv, each `h` rows), to_out.0 img_attn.proj and to_add_out txt_attn.proj.
+void add_bfl_double_attention_names(std::map<std::string, std::string>& diffusers, int n, int64_t h);
+
 // Module name -> target ("<key>", "<key>#rows:START:COUNT", "<key>#swap"; CLIP-L's prefixed
 // kFluxClipLoraTarget) for every spelling above.
 std::map<std::string, std::string> flux_lora_key_map(const FluxLoraLayers& layers);

@@ -243,6 +243,34 @@ LoraTargetRows lora_target_rows(const std::string& target, int64_t weight_rows) 
   return r;
 }
 
+std::string lora_underscored(std::string s) {
+  std::replace(s.begin(), s.end(), '.', '_');
+  return s;
+}
+
+std::string lora_rows_target(const std::string& key, int64_t start, int64_t count) {
+  return key + "#rows:" + std::to_string(start) + ":" + std::to_string(count);
+}
+
+std::vector<int> lora_block_indices(const std::map<std::string, std::vector<int64_t>>& keys, const std::string& head,
+                                    const std::string& tail) {
+  std::vector<int> out;
+  for (const auto& [k, shape] : keys) {
+    if (!starts_with(k, head) || !ends_with(k, tail) || k.size() <= head.size() + tail.size()) continue;
+    const std::string n = k.substr(head.size(), k.size() - head.size() - tail.size());
+    if (!n.empty() && n.size() < 6 && n.find_first_not_of("0123456789") == std::string::npos) out.push_back(std::stoi(n));
+  }
+  return out;
+}
+
+void refuse_lora_for_model(const std::string& label, const std::map<std::string, std::string>& metadata, const std::string& model,
+                           std::size_t hits, std::size_t modules) {
+  const auto base = metadata.count("ss_base_model_version") ? metadata.at("ss_base_model_version") : std::string("unknown");
+  throw InputError(label + ": this LoRA (base model " + base + ") does not fit the loaded " + model + " model: " +
+                   std::to_string(hits) + " of " + std::to_string(modules) + " modules match its transformer; use a LoRA trained for " +
+                   model);
+}
+
 LoraLayoutPlan match_lora_modules(const std::vector<LoraModuleLayout>& modules,
                                   const std::map<std::string, std::string>& map) {
   LoraLayoutPlan plan;

@@ -59,6 +59,18 @@ struct LoraTargetRows {
 };
 LoraTargetRows lora_target_rows(const std::string& target, int64_t weight_rows);
 
+// The families' key maps: kohya's spelling of a module path ("a.b.c" -> "a_b_c"); the target of rows
+// [start, start + count) of `key`; the indices N of the keys "<head>N<tail>".
+std::string lora_underscored(std::string module);
+std::string lora_rows_target(const std::string& key, int64_t start, int64_t count);
+std::vector<int> lora_block_indices(const std::map<std::string, std::vector<int64_t>>& keys, const std::string& head,
+                                    const std::string& tail);
+// The refusal of a LoRA whose modules miss the model's denoiser: "LABEL: this LoRA (base model B)
+// does not fit the loaded MODEL model: HITS of N modules match its transformer; use a LoRA trained
+// for MODEL" (B from the kohya metadata, else "unknown").
+[[noreturn]] void refuse_lora_for_model(const std::string& label, const std::map<std::string, std::string>& metadata,
+                                        const std::string& model, std::size_t hits, std::size_t modules);
+
 // Every module whose name `map` knows, with its target; the others unmatched. No checks.
 LoraLayoutPlan match_lora_modules(const std::vector<LoraModuleLayout>& modules,
                                   const std::map<std::string, std::string>& map);

@@ -11,6 +11,7 @@
 #include "families/flux/flux_family.h"
 #include "families/flux/flux_model.h"
 #include "families/flux2/flux2_ae.h"
+#include "families/flux2/flux2_lora_keys.h"
 #include "families/flux2/flux2_sampling.h"
 #include "io/image_ops.h"
 #include "io/png.h"
@@ -194,6 +195,9 @@ class Flux2Family final : public ComponentSet {
   uint64_t working_bytes(int w, int h, int batch, ComputeType compute) const override {
     return flux_working_bytes(w, h, batch, compute, config_.hidden_size);
   }
+
+  // flux2_lora_keys.h names; the unet multiplier
+  DenoiserLoraLayout lora_layout() const override { return plan_flux2_lora_layout; }
 
   // An edit's reference images, encoded once a request (the autoencoder loads for them).
   void prepare_request(const GenerationRequest& r) override {

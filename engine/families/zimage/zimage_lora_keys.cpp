@@ -9,15 +9,10 @@
 namespace fp8s {
 namespace {
 
-std::string underscored(std::string s) {
-  std::replace(s.begin(), s.end(), '.', '_');
-  return s;
-}
-
 // Every spelling of one module name (original or diffusers) people's files use.
 void add_spellings(std::map<std::string, std::string>& map, const std::string& module, const std::string& target) {
   for (const char* prefix : {"", "diffusion_model.", "model.diffusion_model.", "transformer."}) map[prefix + module] = target;
-  for (const char* prefix : {"lora_unet_", "lora_transformer_"}) map[prefix + underscored(module)] = target;
+  for (const char* prefix : {"lora_unet_", "lora_transformer_"}) map[prefix + lora_underscored(module)] = target;
 }
 
 // The block groups' module paths "<group>.<n>." of the transformer's keys.
@@ -42,7 +37,7 @@ std::map<std::string, std::string> zimage_lora_key_map(const std::map<std::strin
     const int64_t third = t.at(qkv).at(0) / 3;
     const char* parts[] = {"q", "k", "v"};
     for (int i = 0; i < 3; ++i) {
-      const std::string rows = qkv + "#rows:" + std::to_string(i * third) + ":" + std::to_string(third);
+      const std::string rows = lora_rows_target(qkv, i * third, third);
       add_spellings(map, b + "attention.to_" + parts[i], rows);
       add_spellings(map, b + "attention.to." + parts[i], rows);
     }
@@ -63,9 +58,7 @@ LoraLayoutPlan plan_zimage_lora_layout(const std::vector<LoraModuleLayout>& modu
                                        const std::map<std::string, std::vector<int64_t>>& transformer, const std::string& label) {
   LoraLayoutPlan plan = match_lora_modules(modules, zimage_lora_key_map(transformer));
   if (plan.targets.empty()) {
-    const auto base = metadata.count("ss_base_model_version") ? metadata.at("ss_base_model_version") : std::string("unknown");
-    throw InputError(label + ": this LoRA (base model " + base + ") does not fit the loaded Z-Image model: 0 of " +
-                     std::to_string(modules.size()) + " modules match its transformer; use a LoRA trained for Z-Image");
+    refuse_lora_for_model(label, metadata, "Z-Image", 0, modules.size());
   }
   // a weight reached both whole (a fused qkv, a bare out) and by diffusers' modules: theirs count
   std::set<std::string> by_diffusers;

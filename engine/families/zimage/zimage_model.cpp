@@ -8,7 +8,6 @@
 
 #include <array>
 #include <cmath>
-#include <map>
 #include <sstream>
 
 #include "core/compute_choice.h"
@@ -162,12 +161,7 @@ class ZImageFamily final : public ComponentSet {
     return flux_working_bytes(w, h, batch, compute, 3840);
   }
   // zimage_lora_keys.h names; the unet multiplier
-  LoraSet::Planner lora_planner() const override {
-    auto layers = std::make_shared<const std::map<std::string, std::vector<int64_t>>>(lora_linear_weights(spec(Part::Denoiser).source));
-    return [layers](const LoraFile& file, const std::vector<LoraModuleLayout>& modules) {
-      return plan_zimage_lora_layout(modules, file.metadata, *layers, file.path);
-    };
-  }
+  DenoiserLoraLayout lora_layout() const override { return plan_zimage_lora_layout; }
 
  private:
   ZImageTransformerImpl& transformer() { return part_as<ZImageTransformerImpl>(Part::Denoiser); }
