@@ -16,6 +16,7 @@
 
 #include <torch/nn/module.h>
 
+#include "pipeline/family.h"
 #include "support.h"
 
 namespace fp8s::test {
@@ -23,6 +24,25 @@ namespace fp8s::test {
 inline QJsonObject load_keys(const char* name) {
   const auto text = read_bytes(reference_path(QString("keys/") + name));
   return QJsonDocument::fromJson(QByteArray::fromStdString(text)).object();
+}
+
+// make-synthetic's layout of `arch` (written by the family `family_id`) against the key list
+// `keys_file`: the same names, shapes and types. Check QTest::currentTestFailed() after it.
+inline void compare_synthetic_layout(const char* arch, const char* keys_file, const char* family_id) {
+  const auto keys = load_keys(keys_file);
+  const auto* family = find_synthetic_family(arch);
+  QVERIFY2(family && family->id == family_id, arch);
+  std::map<std::string, std::string> metadata;
+  const auto layout = family->tools.synthetic.layout(arch, SyntheticLayoutOptions{}, metadata);
+  QCOMPARE(int(layout.size()), int(keys.size()));
+  for (const auto& e : layout) {
+    const auto want = keys[QString::fromStdString(e.name)].toObject();
+    QVERIFY2(!want.isEmpty(), e.name.c_str());
+    QCOMPARE(QString(dtype_name(e.dtype)), want["dtype"].toString());
+    const auto shape = want["shape"].toArray();
+    QCOMPARE(int(e.shape.size()), int(shape.size()));
+    for (int i = 0; i < shape.size(); ++i) QCOMPARE(e.shape[std::size_t(i)], shape[i].toInteger());
+  }
 }
 
 // A key list in the "tensors": [[key, dtype, shape], ...] form (keys/controlnet-*.json) as load_keys'

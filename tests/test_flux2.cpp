@@ -224,6 +224,17 @@ class TestFlux2 : public QObject {
     QVERIFY_THROWS_EXCEPTION(InputError, load_flux2_autoencoder(old, "", {WeightType::BF16}, at::Device(at::kMeta)));
   }
 
+  // make-synthetic writes every FLUX.2 layout as released: names, shapes and types of the key lists
+  void syntheticLayoutsAreTheReleasedOnes() {
+    FP8S_REQUIRE_REFERENCE();
+    for (const auto& [arch, keys_file] : {std::pair{"flux2-dev", "flux2-dev.json"}, std::pair{"flux2-klein-4b", "flux2-klein-4b.json"},
+                                          std::pair{"flux2-klein-9b", "flux2-klein-9b.json"}, std::pair{"flux2-ae", "flux2-ae.json"},
+                                          std::pair{"qwen3-8b", "qwen3-8b.json"}, std::pair{"mistral3-small-te", "mistral3-small-te.json"}}) {
+      test::compare_synthetic_layout(arch, keys_file, "flux2");
+      if (QTest::currentTestFailed()) return;
+    }
+  }
+
   // ComfyUI's split files (diffusion_models/, text_encoders/, vae/) are found by the roles' hints and
   // give the pixels the explicit components give; a models/ tree without a text encoder of the
   // transformer's width names the flag

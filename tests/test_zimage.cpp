@@ -176,20 +176,8 @@ class TestZImage : public QObject {
   void syntheticLayoutsAreTheReleasedOnes() {
     FP8S_REQUIRE_REFERENCE();
     for (const auto& [arch, keys_file] : {std::pair{"zimage-turbo", "zimage-turbo.json"}, std::pair{"qwen3-4b", "qwen3-4b.json"}}) {
-      const auto keys = test::load_keys(keys_file);
-      const auto* family = find_synthetic_family(arch);
-      QVERIFY(family != nullptr);
-      std::map<std::string, std::string> metadata;
-      const auto layout = family->tools.synthetic.layout(arch, SyntheticLayoutOptions{}, metadata);
-      QCOMPARE(int(layout.size()), int(keys.size()));
-      for (const auto& e : layout) {
-        const auto want = keys[QString::fromStdString(e.name)].toObject();
-        QVERIFY2(!want.isEmpty(), e.name.c_str());
-        QCOMPARE(QString(dtype_name(e.dtype)), want["dtype"].toString());
-        const auto shape = want["shape"].toArray();
-        QCOMPARE(int(e.shape.size()), int(shape.size()));
-        for (int i = 0; i < shape.size(); ++i) QCOMPARE(e.shape[std::size_t(i)], shape[i].toInteger());
-      }
+      test::compare_synthetic_layout(arch, keys_file, "zimage");
+      if (QTest::currentTestFailed()) return;
     }
   }
 

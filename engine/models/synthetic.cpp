@@ -118,7 +118,7 @@ void make_synthetic_layout(const std::vector<LayoutEntry>& layout, const std::ma
     const uint64_t n = specs[t].nbytes() / dtype_size(e.dtype);
     if (e.dtype == Dtype::I64) {
       std::vector<int64_t> ids(n);
-      for (uint64_t i = 0; i < n; ++i) ids[i] = static_cast<int64_t>(i % e.shape.back());
+      for (uint64_t i = 0; i < n; ++i) ids[i] = e.shape.empty() ? 0 : static_cast<int64_t>(i % e.shape.back());  // a 0-dim counter: 0
       writer.append(ids.data(), ids.size() * 8);
     } else if (e.dtype == Dtype::I32) {
       std::vector<int32_t> v(n, 0);

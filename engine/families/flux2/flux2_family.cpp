@@ -1,6 +1,10 @@
 #include "families/flux2/flux2_family.h"
 
+#include <algorithm>
+
 #include "core/error.h"
+#include "models/checkpoint_layout.h"
+#include "models/vae.h"
 #include "models/inspect.h"
 #include "models/component_load.h"
 #include "families/flux2/flux2_ae.h"
@@ -15,8 +19,64 @@
 namespace fp8s {
 namespace {
 
-
-
+// make-synthetic's layouts: the transformers as ComfyUI's diffusion_models/ files (BF16; --depth and
+// --single-depth: fewer double and single blocks, for benchmarks), klein 9B's Qwen3-8B, dev's
+// Mistral Small 3.2 as ComfyUI prunes it (30 layers, no final norm; its Tekken tokenizer is not
+// written: name it with --mistral-tokenizer) and the autoencoder (F32, its BatchNorm statistics
+// included). klein 4B's Qwen3-4B is Z-Image's `qwen3-4b`.
+std::vector<LayoutEntry> flux2_layout(const std::string& arch, const SyntheticLayoutOptions& o) {
+  const BuildOn on(at::Device(at::kMeta));
+  if (arch == "flux2-dev" || arch == "flux2-klein-4b" || arch == "flux2-klein-9b") {
+    Flux2Config c;  // dev's
+    if (arch != "flux2-dev") {
+      const bool k4 = arch == "flux2-klein-4b";
+      c.hidden_size = k4 ? 3072 : 4096;
+      c.num_heads = k4 ? 24 : 32;
+      c.depth = k4 ? 5 : 8;
+      c.depth_single_blocks = k4 ? 20 : 24;
+      c.context_in_dim = k4 ? 7680 : 12288;
+      c.guidance_embed = false;
+    }
+    if (o.depth > 0) c.depth = o.depth;
+    if (o.single_depth > 0) c.depth_single_blocks = o.single_depth;
+    Flux2Impl m(c);
+    return module_layout(m, Dtype::BF16, o.dtype);
+  }
+  if (o.depth > 0 || o.single_depth > 0) {
+    throw InputError("make-synthetic: --depth and --single-depth apply to the FLUX.2 transformers, not " + arch);
+  }
+  if (arch == "flux2-ae") {
+    if (o.dtype && is_fp8_dtype(*o.dtype)) throw InputError("make-synthetic: the FLUX.2 autoencoder is written in fp16, bf16 or fp32");
+    VaeConfig c;
+    c.quant_convs = c.quant_convs_in_coders = true;
+    c.z_channels = c.embed_dim = 32;
+    VaeImpl m(c);
+    auto out = module_layout(m, Dtype::F32, o.dtype);
+    const Dtype floats = o.dtype.value_or(Dtype::F32);
+    out.push_back({"bn.running_mean", {128}, TensorRole::NormBias, Component::Vae, floats});
+    out.push_back({"bn.running_var", {128}, TensorRole::NormWeight, Component::Vae, floats});
+    out.push_back({"bn.num_batches_tracked", {}, TensorRole::Buffer, Component::Vae, Dtype::I64});
+    std::sort(out.begin(), out.end(), [](const LayoutEntry& a, const LayoutEntry& b) { return a.name < b.name; });
+    return out;
+  }
+  DecoderLmConfig c;
+  if (arch == "qwen3-8b") {
+    c.hidden = 4096;
+    c.intermediate = 12288;
+    c.outputs = {c.layers};  // every layer and the final norm, as the released file holds them
+    c.normed_last = true;
+  } else {
+    c.name = "Mistral";
+    c.vocab_size = 131072;
+    c.hidden = 5120;
+    c.intermediate = 32768;
+    c.layers = 30;
+    c.qk_norm = false;
+    c.outputs = {30};  // no final norm
+  }
+  DecoderLmImpl m(c);
+  return module_layout(m, Dtype::BF16, o.dtype, "model.");
+}
 
 // A probe's transformer: the file's, in the probe's storage on its device.
 Flux2 load_transformer(const ProbeSetup& s) {
@@ -94,6 +154,10 @@ FamilyEntry flux2_family_entry() {
   e.roles = flux2_roles();
   e.tools.probe = {{"flux2-qwen3", "flux2-mistral", "flux2", "flux2-sample", "flux2-vae-decode", "flux2-vae-encode"}, run_flux2_probe};
   e.options = flux2_options(true);
+  e.tools.synthetic.archs = {"flux2-dev", "flux2-klein-4b", "flux2-klein-9b", "flux2-ae", "qwen3-8b", "mistral3-small-te"};
+  e.tools.synthetic.layout = [](const std::string& arch, const SyntheticLayoutOptions& o, std::map<std::string, std::string>&) {
+    return flux2_layout(arch, o);
+  };
   e.tools.inspect_parts = [](const SafetensorsFile& file) {
     const auto prefix = flux2_prefix(file);
     InspectParts p{prefix ? flux2_model_traits(file, *prefix, 8).name : "FLUX.2", {}};
