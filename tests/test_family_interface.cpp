@@ -5,6 +5,11 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <QComboBox>
+#include <QImage>
+#include <QMimeData>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QToolButton>
 #include <QDoubleSpinBox>
 #include <QLineEdit>
 #include <QSettings>
@@ -20,6 +25,8 @@
 #include "fp8/codec.h"
 #include "io/safetensors.h"
 #include "panels/ChartsPanel.h"
+#include "panels/FamilyOptionsBox.h"
+#include "panels/ImageStrip.h"
 #include "panels/ModelPanel.h"
 #include "panels/PromptPanel.h"
 #include "support.h"
@@ -406,6 +413,57 @@ class TestFamilyInterface : public QObject {
     charts.beginRun(1, StorageSpec{WeightType::FP32});
     charts.addPhase(1, {Phase::Decode, 5});
     QVERIFY2(charts.phaseLabels(1).contains("toy decode"), qPrintable(charts.phaseLabels(1).join(", ")));
+  }
+
+  // A declared Files setting (FLUX.2's reference images) is an image strip in the Prompt panel's
+  // options: files set from a request show, the request carries them joined by ';', a file
+  // dropped on the strip is added while there is room (a non-PNG is not), and its remove button
+  // drops it. The CLI takes the flag repeated, and refuses more files than declared.
+  void filesOptionMakesAnImageStrip() {
+    FamilyOption refs;
+    refs.name = "toy-refs";
+    refs.label = "References";
+    refs.type = FamilyOption::Type::Files;
+    refs.max = 2;
+    refs.prompt_panel = true;
+    QTemporaryDir dir;
+    const QString a = dir.filePath("a.png"), b = dir.filePath("b.png"), c = dir.filePath("c.png"), text = dir.filePath("d.txt");
+    for (const QString& p : {a, b, c}) QVERIFY(QImage(70, 64, QImage::Format_RGB888).save(p));
+    test::write_bytes(text.toStdString(), "not an image");
+    gui::FamilyOptionsBox box;
+    box.setOptions({refs}, {{"toy-refs", a.toStdString()}});
+    auto* strip = box.findChild<gui::ImageStrip*>("option_toy-refs");
+    QVERIFY(strip != nullptr);
+    QCOMPARE(strip->files(), QStringList{a});
+    QSignalSpy changed(&box, &gui::FamilyOptionsBox::changed);
+    auto drop = [&](const QStringList& paths) {
+      QMimeData mime;
+      QList<QUrl> urls;
+      for (const auto& p : paths) urls << QUrl::fromLocalFile(p);
+      mime.setUrls(urls);
+      return strip->dropFiles(&mime);
+    };
+    QVERIFY(!drop({text}));
+    QVERIFY(drop({text, b, c}));  // the text file is no image; c finds no room
+    QCOMPARE(strip->files(), (QStringList{a, b}));
+    QCOMPARE(changed.count(), 1);
+    QCOMPARE(QString::fromStdString(box.values().at("toy-refs")), a + ";" + b);
+    QVERIFY(!strip->findChild<QPushButton*>("imageStripAdd")->isEnabled());  // full
+    strip->findChild<QToolButton*>("imageStripRemove0")->click();
+    QCOMPARE(strip->files(), QStringList{b});
+    QCOMPARE(QString::fromStdString(box.values().at("toy-refs")), b);
+    CLI::App app;
+    std::map<std::string, std::string> values;
+    FamilyEntry files;  // registered last: its flag joins every other family's
+    files.id = "toy-files";
+    files.label = "toy files";
+    files.detect = [](const SafetensorsFile&) { return false; };
+    files.options = {refs};
+    register_family(std::move(files));
+    cli::add_family_options(app, values, false);
+    app.parse("--toy-refs " + a.toStdString() + " --toy-refs " + b.toStdString(), false);
+    QCOMPARE(QString::fromStdString(values.at("toy-refs")), a + ";" + b);
+    QVERIFY_THROWS_EXCEPTION(CLI::ValidationError, app.parse("--toy-refs A --toy-refs B --toy-refs C", false));
   }
 };
 

@@ -237,6 +237,16 @@ void add_family_options(CLI::App& sub, std::map<std::string, std::string>& value
       sub.add_flag_function(flag, [&values, name = o.name](int64_t n) { values[name] = n > 0 ? "1" : "0"; }, o.help);
       continue;
     }
+    if (o.type == FamilyOption::Type::Files) {  // repeated: --ref-image A --ref-image B (or A;B)
+      sub.add_option_function<std::vector<std::string>>(flag, [&values, o](const std::vector<std::string>& files) {
+        std::string joined;
+        for (const auto& f : files) joined += (joined.empty() ? "" : ";") + f;
+        const std::string err = option_value_error(o, joined);
+        if (!err.empty()) throw CLI::ValidationError(err);
+        values[o.name] = joined;
+      }, o.help + " (repeatable)");
+      continue;
+    }
     const std::string shown = o.default_value.empty() ? std::string() : " (default " + o.default_value + ")";
     sub.add_option_function<std::string>(flag, [&values, o](const std::string& v) {
       const std::string err = option_value_error(o, v);

@@ -1,6 +1,8 @@
 // A family's declared settings as values (pipeline/family_options.h).
 #include "pipeline/family_options.h"
 
+#include <algorithm>
+
 #include <atomic>
 #include <charconv>
 #include <cmath>
@@ -92,6 +94,19 @@ std::string option_value_error(const FamilyOption& o, const std::string& value) 
         list += (list.empty() ? "" : ", ") + c;
       }
       return flag + " takes one of " + list + " (got '" + value.substr(0, 40) + "')";
+    }
+    case FamilyOption::Type::Files: {
+      std::size_t count = 0;
+      for (std::size_t from = 0; !value.empty() && from <= value.size(); ++count) {
+        const std::size_t to = std::min(value.find(';', from), value.size());
+        if (to == from) return flag + ": an empty file name in '" + value.substr(0, 80) + "'";
+        from = to + 1;
+      }
+      if (o.max > 0 && static_cast<double>(count) > o.max) {
+        return flag + " takes at most " + number_text(o.max) + " files (got " + std::to_string(count) + ")";
+      }
+      const std::string why = o.check ? o.check(value) : std::string();
+      return why.empty() ? why : flag + ": " + why;
     }
     case FamilyOption::Type::Text: {
       const std::string why = o.check ? o.check(value) : std::string();

@@ -39,12 +39,14 @@ struct ComponentRole {
 // outside the family names it. Values travel as text (GenerationRequest::options); absent is the
 // default.
 struct FamilyOption {
-  enum class Type { Number, Integer, Flag, Choice, Text };
+  // Files: paths joined by ';', at most `max` of them (0: any number); a repeated CLI flag, an
+  // image strip in the Prompt panel.
+  enum class Type { Number, Integer, Flag, Choice, Text, Files };
   std::string name;   // "guidance": --guidance, options["guidance"]
   std::string label;  // the Prompt panel's ("Guidance")
   std::string infotext_key;  // "Distilled CFG Scale" (empty: not written)
   Type type = Type::Number;
-  double min = 0, max = 0;  // Number and Integer
+  double min = 0, max = 0;  // Number and Integer; a Files option's most files in `max`
   std::string default_value;  // "3.5"; a Flag's is "0"
   // Choice: its values. Flag: the infotext's words for off and on ({"on", "off"}; empty: False, True).
   std::vector<std::string> choices;
@@ -52,7 +54,7 @@ struct FamilyOption {
   bool prompt_panel = false;  // the Prompt panel shows a control for it
   bool at_load = false;  // a load's setting (LoadOptions::options), not a request's
   bool always_written = false;  // the infotext writes it at its default too
-  // Text: "" when the value is good, else why not (without the option's name).
+  // Text and Files: "" when the value is good, else why not (without the option's name).
   std::function<std::string(const std::string& value)> check;
 };
 

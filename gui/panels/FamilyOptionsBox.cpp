@@ -1,5 +1,7 @@
 #include "FamilyOptionsBox.h"
 
+#include "ImageStrip.h"
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -45,6 +47,9 @@ QWidget* makeControl(const FamilyOption& o, QWidget* parent) {
     case FamilyOption::Type::Text:
       w = new QLineEdit(parent);
       break;
+    case FamilyOption::Type::Files:
+      w = new ImageStrip(static_cast<int>(o.max), parent);
+      break;
   }
   w->setObjectName(QStringLiteral("option_") + QString::fromStdString(o.name));
   w->setToolTip(tip);
@@ -58,6 +63,7 @@ void setControl(QWidget* w, const FamilyOption& o, const std::string& value) {
   else if (auto* c = qobject_cast<QCheckBox*>(w)) c->setChecked(value == "1" || value == "true" || (o.choices.size() == 2 && value == o.choices[1]));
   else if (auto* b = qobject_cast<QComboBox*>(w)) b->setCurrentIndex(std::max(0, b->findText(v)));
   else if (auto* e = qobject_cast<QLineEdit*>(w)) e->setText(v);
+  else if (auto* f = qobject_cast<ImageStrip*>(w)) f->setFiles(v.split(QLatin1Char(';'), Qt::SkipEmptyParts));
 }
 
 std::string controlValue(const QWidget* w) {
@@ -66,6 +72,7 @@ std::string controlValue(const QWidget* w) {
   if (auto* c = qobject_cast<const QCheckBox*>(w)) return c->isChecked() ? "1" : "0";
   if (auto* b = qobject_cast<const QComboBox*>(w)) return b->currentText().toStdString();
   if (auto* e = qobject_cast<const QLineEdit*>(w)) return e->text().toStdString();
+  if (auto* f = qobject_cast<const ImageStrip*>(w)) return f->files().join(QLatin1Char(';')).toStdString();
   return {};
 }
 
@@ -90,14 +97,21 @@ void FamilyOptionsBox::setOptions(const std::vector<FamilyOption>& options, cons
     setControl(w, o, it != values.end() ? it->second : o.default_value);
     auto* label = new QLabel(QString::fromStdString(o.label), this);
     label->setToolTip(w->toolTip());
-    m_grid->addWidget(label, 0, column++);
-    m_grid->addWidget(w, 0, column++);
+    if (o.type == FamilyOption::Type::Files) {  // a strip of its own, below the other controls
+      const int row = m_grid->rowCount();
+      m_grid->addWidget(label, row, 0);
+      m_grid->addWidget(w, row, 1, 1, -1);
+    } else {
+      m_grid->addWidget(label, 0, column++);
+      m_grid->addWidget(w, 0, column++);
+    }
     m_controls.push_back({o, w});
     if (auto* d = qobject_cast<QDoubleSpinBox*>(w)) connect(d, &QDoubleSpinBox::valueChanged, this, &FamilyOptionsBox::changed);
     else if (auto* s = qobject_cast<QSpinBox*>(w)) connect(s, &QSpinBox::valueChanged, this, &FamilyOptionsBox::changed);
     else if (auto* c = qobject_cast<QCheckBox*>(w)) connect(c, &QCheckBox::toggled, this, &FamilyOptionsBox::changed);
     else if (auto* b = qobject_cast<QComboBox*>(w)) connect(b, &QComboBox::currentIndexChanged, this, &FamilyOptionsBox::changed);
     else if (auto* e = qobject_cast<QLineEdit*>(w)) connect(e, &QLineEdit::textChanged, this, &FamilyOptionsBox::changed);
+    else if (auto* f = qobject_cast<ImageStrip*>(w)) connect(f, &ImageStrip::changed, this, &FamilyOptionsBox::changed);
   }
   if (column > 0) m_grid->setColumnStretch(column, 1);
   setVisible(!m_controls.empty());

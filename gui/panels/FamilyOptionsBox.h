@@ -1,7 +1,7 @@
 // The controls of a family's declared settings (FamilyOption with prompt_panel): a spin box for a
-// number, a check box for a flag, a combo box for a choice, a line edit for text, each named
-// "option_NAME" and labelled as the family declares. Built from the traits, never from a family's
-// name; the Prompt panel holds one.
+// number, a check box for a flag, a combo box for a choice, a line edit for text, an image strip for
+// files (ImageStrip, on a row of its own), each named "option_NAME" and labelled as the family
+// declares. Built from the traits, never from a family's name; the Prompt panel holds one.
 #pragma once
 
 #include <QWidget>

@@ -248,8 +248,8 @@ std::vector<FamilyOption> flux2_options(bool dev) {
     out.push_back({"guidance", "Guidance", "Guidance", T::Number, 0, 100, "4", {},
                    "FLUX.2 [dev]: the distilled guidance the transformer is given", true, false, true, {}});
   }
-  out.push_back({"ref-image", "Reference", "Reference image", T::Text, 0, 0, "", {},
-                 "FLUX.2: reference image(s) to edit from, PATH[;PATH] (PNG, at least 64x64)", false, false, false, {}});
+  out.push_back({"ref-image", "Reference", "Reference image", T::Files, 0, 4, "", {},
+                 "FLUX.2: a reference image to edit from (PNG, at least 64x64; up to 4)", true, false, false, {}});
   return out;
 }
 
