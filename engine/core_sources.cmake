@@ -27,6 +27,7 @@ set(FP8S_CORE_SOURCES
   models/fp8_files.cpp
   models/lm/tekken_file.cpp
   models/component_files.cpp
+  models/folder_renaming.cpp
   models/streaming.cpp
   models/flux/flux_files.cpp
   families/weight_budget.cpp
@@ -34,6 +35,7 @@ set(FP8S_CORE_SOURCES
   families/zimage/zimage_files.cpp
   families/zimage/zimage_lora_keys.cpp
   families/flux2/flux2_lora_keys.cpp
+  families/flux2/flux2_folder.cpp
   models/controlnet_keys.cpp
   lora/lora_keys.cpp
   lora/flux_lora_keys.cpp

@@ -16,6 +16,7 @@
 #include "families/flux2/flux2_model.h"
 #include "core/error.h"
 #include "keys_files.h"
+#include "diffusers_folder.h"
 #include "hand_sum.h"
 #include "support.h"
 #include "models/flux2/flux2.h"
@@ -375,6 +376,113 @@ class TestFlux2 : public QObject {
     QVERIFY2(test::refusal(engine, r).contains("does not fit the loaded FLUX.2 model"), qPrintable(test::refusal(engine, r)));
     r.prompt = "a lighthouse on a cliff at dusk";
     QCOMPARE(pixels(engine, r), plain);  // removed: no trace
+  }
+  // A diffusers folder as black-forest-labs/FLUX.2-klein-4B is downloaded, written from the tiny
+  // files by the README's "diffusers' names" (spelled out here on their own): the transformer's
+  // fused q/k/v as three tensors each, norm_out's halves swapped, 2 shards with their index; the
+  // text encoder in transformers' names; the autoencoder in AutoencoderKLFlux2's (top-level quant
+  // convs). It gives the split files' pixels.
+  void diffusersFolderGivesTheSplitFilesPixels() {
+    FP8S_REQUIRE_REFERENCE();
+    const std::string ref = test::reference_path("flux2/");
+    const QString root = m_dir.filePath("FLUX.2-klein-4B");
+    {  // transformer/
+      const std::string swapped = m_dir.filePath("klein-swapped.safetensors").toStdString();
+      {
+        const SafetensorsFile k(ref + "tiny-flux2-klein.safetensors");
+        const auto w = read_tensor(k, k.at("final_layer.adaLN_modulation.1.weight"));
+        const int64_t half = w.size(0) / 2;  // diffusers' (scale, shift)
+        test::write_with_tensors(k.path(), swapped, {{"final_layer.adaLN_modulation.1.weight", at::cat({w.narrow(0, half, half), w.narrow(0, 0, half)})}});
+      }
+      const SafetensorsFile t(swapped);
+      static const std::map<std::string, std::string> global = {
+          {"img_in.weight", "x_embedder.weight"}, {"txt_in.weight", "context_embedder.weight"},
+          {"time_in.in_layer.weight", "time_guidance_embed.timestep_embedder.linear_1.weight"},
+          {"time_in.out_layer.weight", "time_guidance_embed.timestep_embedder.linear_2.weight"},
+          {"double_stream_modulation_img.lin.weight", "double_stream_modulation_img.linear.weight"},
+          {"double_stream_modulation_txt.lin.weight", "double_stream_modulation_txt.linear.weight"},
+          {"single_stream_modulation.lin.weight", "single_stream_modulation.linear.weight"},
+          {"final_layer.linear.weight", "proj_out.weight"}, {"final_layer.adaLN_modulation.1.weight", "norm_out.linear.weight"}};
+      static const std::map<std::string, std::string> in_block = {
+          {"img_attn.norm.query_norm.scale", "attn.norm_q.weight"}, {"img_attn.norm.key_norm.scale", "attn.norm_k.weight"},
+          {"txt_attn.norm.query_norm.scale", "attn.norm_added_q.weight"}, {"txt_attn.norm.key_norm.scale", "attn.norm_added_k.weight"},
+          {"img_attn.proj.weight", "attn.to_out.0.weight"}, {"txt_attn.proj.weight", "attn.to_add_out.weight"},
+          {"img_mlp.0.weight", "ff.linear_in.weight"}, {"img_mlp.2.weight", "ff.linear_out.weight"},
+          {"txt_mlp.0.weight", "ff_context.linear_in.weight"}, {"txt_mlp.2.weight", "ff_context.linear_out.weight"},
+          {"linear1.weight", "attn.to_qkv_mlp_proj.weight"}, {"linear2.weight", "attn.to_out.weight"},
+          {"norm.query_norm.scale", "attn.norm_q.weight"}, {"norm.key_norm.scale", "attn.norm_k.weight"}};
+      std::vector<test::Out> out;
+      for (const auto& r : t.tensors()) {
+        if (global.count(r.name)) {
+          out.push_back({global.at(r.name), &r, r.shape});
+          continue;
+        }
+        const bool dbl = r.name.rfind("double_blocks.", 0) == 0;  // else single_blocks., as long
+        const std::size_t dot = r.name.find('.', 14);
+        const std::string n = r.name.substr(14, dot - 14), rest = r.name.substr(dot + 1);
+        const std::string block = (dbl ? "transformer_blocks." : "single_transformer_blocks.") + n + ".";
+        if (rest == "img_attn.qkv.weight" || rest == "txt_attn.qkv.weight") {
+          const bool img = rest[0] == 'i';
+          const int64_t third = r.shape[0] / 3;
+          const char* parts[] = {"q", "k", "v"};
+          for (int i = 0; i < 3; ++i) {
+            out.push_back({block + (img ? std::string("attn.to_") + parts[i] : std::string("attn.add_") + parts[i] + "_proj") + ".weight", &r,
+                           {third, r.shape[1]}, i * third});
+          }
+          continue;
+        }
+        QVERIFY2(in_block.count(rest), r.name.c_str());
+        out.push_back({block + in_block.at(rest), &r, r.shape});
+      }
+      test::write_shards(t, out, root + "/transformer", "diffusion_pytorch_model", 2, "diffusion_pytorch_model.safetensors.index.json");
+      QFile f(root + "/transformer/config.json");
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(R"({"_class_name": "Flux2Transformer2DModel", "num_attention_heads": 4, "attention_head_dim": 16,
+                  "axes_dims_rope": [2, 6, 4, 4], "rope_theta": 2000, "eps": 1e-6, "guidance_embeds": false})");
+    }
+    {  // text_encoder/: transformers' names, 2 shards
+      const SafetensorsFile q(ref + "tiny-qwen3.safetensors");
+      std::vector<test::Out> out;
+      for (const auto& r : q.tensors()) out.push_back({r.name, &r, r.shape});
+      test::write_shards(q, out, root + "/text_encoder", "model", 2, "model.safetensors.index.json");
+      test::write_config(q, "qwen3.config", root + "/text_encoder/config.json", {{"model_type", "qwen3"}});
+    }
+    {  // vae/: AutoencoderKLFlux2's names
+      const SafetensorsFile v(ref + "tiny-flux2-ae.safetensors");
+      int levels = 0;
+      while (v.find("decoder.up." + std::to_string(levels) + ".block.0.conv1.weight")) ++levels;
+      std::vector<test::Out> out;
+      for (const auto& r : v.tensors()) {
+        auto shape = r.shape;
+        if (r.name.find(".mid.attn_1.") != std::string::npos && shape.size() == 4) shape = {shape[0], shape[1]};
+        std::string name = test::diffusers_vae_name(r.name, levels);
+        if (name.rfind("encoder.quant_conv.", 0) == 0) name = name.substr(8);
+        if (name.rfind("decoder.post_quant_conv.", 0) == 0) name = name.substr(8);
+        out.push_back({name, &r, shape});
+      }
+      test::write_shards(v, out, root + "/vae", "diffusion_pytorch_model", 1, "");
+      QFile f(root + "/vae/config.json");
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(R"({"_class_name": "AutoencoderKLFlux2", "batch_norm_eps": 0.0001})");
+    }
+    QVERIFY(QFile::link(QString::fromStdString(test::reference_path("zimage/qwen_tokenizer")), root + "/tokenizer"));
+    {
+      QFile f(root + "/model_index.json");
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(R"({"_class_name": "Flux2KleinPipeline"})");
+    }
+    auto split = tiny_options(false, WeightType::BF16);
+    LoadOptions folder;
+    folder.checkpoint = root.toStdString();
+    folder.device = "cpu";
+    folder.storage = split.storage;
+    Engine a(folder), b(split);
+    const auto info = a.info();
+    QCOMPARE(QString::fromStdString(info.architecture), QString("FLUX.2 [klein]"));
+    QCOMPARE(QString::fromStdString(info.components.at(1).path), root + "/text_encoder");
+    QCOMPARE(QString::fromStdString(info.components.at(2).path), root + "/vae");
+    const auto r = tiny_request(split);
+    QVERIFY(pixels(a, r) == pixels(b, r));
   }
 };
 

@@ -10,7 +10,13 @@ namespace fp8s {
 
 std::string find_component_file(const std::string& model, const std::vector<std::string>& hints,
                                 const std::vector<std::string>& subdirs,
-                                const std::function<bool(const SafetensorsFile&)>& accepts, std::vector<std::string>& searched) {
+                                const std::function<bool(const SafetensorsFile&)>& accepts, std::vector<std::string>& searched,
+                                const std::string& folder_sub) {
+  if (!folder_sub.empty() && is_dir(model) && is_dir(model + "/" + folder_sub)) {  // a diffusers model folder's own
+    const std::string path = model + "/" + folder_sub;
+    searched.push_back(path);
+    if (accepts(SafetensorsFile(path))) return path;
+  }
   // ComfyUI's layout: models/{diffusion_models,unet,checkpoints}/MODEL beside models/<subdir>/
   const std::string here = dirname_of(model), root = dirname_of(here);
   std::vector<std::string> folders;

@@ -1,5 +1,5 @@
-// Finding a model's other files by role (issue 56, "one discovery routine"): a ComfyUI models/
-// tree around the model (its `subdirs`: text_encoders, clip, vae, ...) and then the model's own
+// Finding a model's other files by role (issue 56, "one discovery routine"): a diffusers model
+// folder's subfolder, a ComfyUI models/ tree around the model (its `subdirs`: text_encoders, clip, vae, ...) and then the model's own
 // folder, files whose names start with one of the role's hints, in the hints' order, the first
 // that the family accepts. LibTorch-free; a family's explicit flag comes before it.
 #pragma once
@@ -31,9 +31,12 @@ StorageSpec component_storage(const SafetensorsFile& file, const std::string& pr
 // FP8 files' scale tensors are not counted. From the header alone; 0 when the component is absent.
 uint64_t component_weight_bytes(const ComponentSource& c, const StorageSpec& storage, bool quantised, bool keep_file_type);
 
-// "" when no file is found; `searched` gets the folders looked in (for the error that follows).
+// "" when no file is found; `searched` gets the folders looked in (for the error that follows). A
+// diffusers model folder (`model` a folder) is asked first for its `folder_sub` ("text_encoder",
+// "vae"), which opens as one file (its shards).
 std::string find_component_file(const std::string& model, const std::vector<std::string>& hints,
                                 const std::vector<std::string>& subdirs,
-                                const std::function<bool(const SafetensorsFile&)>& accepts, std::vector<std::string>& searched);
+                                const std::function<bool(const SafetensorsFile&)>& accepts, std::vector<std::string>& searched,
+                                const std::string& folder_sub = "");
 
 }  // namespace fp8s

@@ -8,6 +8,7 @@
 #include "models/inspect.h"
 #include "models/component_load.h"
 #include "families/flux2/flux2_ae.h"
+#include "families/flux2/flux2_folder.h"
 #include "families/flux2/flux2_model.h"
 #include "families/flux2/flux2_sampling.h"
 #include "models/flux2/flux2.h"
@@ -151,6 +152,7 @@ FamilyEntry flux2_family_entry() {
   e.open = open_flux2;
   e.tools.estimate = flux2_estimate;
   e.tools.plan = flux2_plan;
+  e.tools.folder_names = {flux2_diffusers_names};
   e.roles = flux2_roles();
   e.tools.probe = {{"flux2-qwen3", "flux2-mistral", "flux2", "flux2-sample", "flux2-vae-decode", "flux2-vae-encode"}, run_flux2_probe};
   e.options = flux2_options(true);

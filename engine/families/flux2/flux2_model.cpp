@@ -47,7 +47,7 @@ std::string component_path(const LoadOptions& o, const char* role, const char* f
   for (const auto& r : flux2_roles()) {
     if (r.role == role) hints = r.file_hints;
   }
-  const std::string found = find_component_file(o.checkpoint, hints, subdirs, accepts, searched);
+  const std::string found = find_component_file(o.checkpoint, hints, subdirs, accepts, searched, role);  // diffusers: text_encoder/, vae/
   if (!found.empty()) return found;
   std::string where;
   for (const auto& s : searched) where += (where.empty() ? "" : ", ") + s;

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/strings.h"
+#include "models/folder_renaming.h"
 
 namespace fp8s {
 namespace {
@@ -46,6 +47,7 @@ std::optional<std::vector<FolderTensor>> diffusers_autoencoder_names(const std::
   }
   int ups = 0;
   while (tensors.count("decoder.up_blocks." + std::to_string(ups) + ".resnets.0.conv1.weight")) ++ups;
+  const bool flux2 = tensors.count("bn.running_mean") > 0;
   auto index_after = [](const std::string& name, std::size_t at) {  // "12.rest" -> 12, position of rest
     std::size_t end = at;
     while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
@@ -92,6 +94,9 @@ std::optional<std::vector<FolderTensor>> diffusers_autoencoder_names(const std::
       if (shortcut != std::string::npos) n.replace(shortcut, 15, ".nin_shortcut.");
       break;
     }
+    // FLUX.2's AutoencoderKLFlux2 (its BatchNorm statistics `bn.*`): BFL keeps the quant convs inside the coders
+    if (flux2 && starts_with(n, "quant_conv.")) n = "encoder." + n;
+    else if (flux2 && starts_with(n, "post_quant_conv.")) n = "decoder." + n;
     out.push_back({n, shape, {{name, 0, -1}}});
   }
   return out;
@@ -99,87 +104,50 @@ std::optional<std::vector<FolderTensor>> diffusers_autoencoder_names(const std::
 
 std::optional<std::vector<FolderTensor>> diffusers_flux_transformer_names(const std::map<std::string, TensorRecord>& tensors) {
   if (!tensors.count("x_embedder.weight") || !tensors.count("context_embedder.weight") ||
-      !tensors.count("transformer_blocks.0.attn.add_q_proj.weight")) {
-    return std::nullopt;
+      !tensors.count("transformer_blocks.0.attn.add_q_proj.weight") || tensors.count("double_stream_modulation_img.linear.weight")) {
+    return std::nullopt;  // not Flux.1's (FLUX.2's shares the names and adds shared modulations)
   }
-  std::vector<FolderTensor> out;
-  std::set<std::string> used;
-  // BFL's `to` is diffusers' `from` tensors (whole, in order), for the weight and the bias where
-  // they exist
-  // BFL's `to` is diffusers' `from` tensors (whole, in order), its weight and its bias where they
-  // exist; an RMSNorm's BFL "scale" is diffusers' "weight"
-  auto add = [&](const std::string& to, const std::vector<std::string>& from) {
-    const bool norm = ends_with(to, "_norm");
-    for (const std::string kind : {"weight", "bias"}) {
-      FolderTensor ft{to + "." + (norm ? std::string("scale") : kind), {}, {}};
-      for (const auto& f : from) {
-        const auto it = tensors.find(f + "." + kind);
-        if (it == tensors.end()) break;
-        if (ft.shape.empty()) ft.shape = it->second.shape, ft.shape[0] = 0;
-        ft.shape[0] += it->second.shape.at(0);
-        ft.sources.push_back({it->first, 0, -1});
-      }
-      if (ft.sources.size() != from.size()) continue;
-      for (const auto& src : ft.sources) used.insert(src.name);
-      out.push_back(std::move(ft));
-      if (norm) break;
-    }
-  };
-  auto indices = [&](const std::string& head, const std::string& tail) {
-    std::vector<std::string> n;
-    for (const auto& [name, t] : tensors) {
-      if (starts_with(name, head) && ends_with(name, tail) && name.size() > head.size() + tail.size()) {
-        n.push_back(name.substr(head.size(), name.size() - head.size() - tail.size()));
-      }
-    }
-    return n;
-  };
-  for (const auto& n : indices("transformer_blocks.", ".attn.to_q.weight")) {
+  FolderRenaming r(tensors);
+  for (const auto& n : r.indices("transformer_blocks.", ".attn.to_q.weight")) {
     const std::string d = "transformer_blocks." + n + ".", b = "double_blocks." + n + ".";
-    add(b + "img_mod.lin", {d + "norm1.linear"});
-    add(b + "txt_mod.lin", {d + "norm1_context.linear"});
-    add(b + "img_attn.qkv", {d + "attn.to_q", d + "attn.to_k", d + "attn.to_v"});
-    add(b + "txt_attn.qkv", {d + "attn.add_q_proj", d + "attn.add_k_proj", d + "attn.add_v_proj"});
-    add(b + "img_attn.norm.query_norm", {d + "attn.norm_q"});
-    add(b + "img_attn.norm.key_norm", {d + "attn.norm_k"});
-    add(b + "txt_attn.norm.query_norm", {d + "attn.norm_added_q"});
-    add(b + "txt_attn.norm.key_norm", {d + "attn.norm_added_k"});
-    add(b + "img_attn.proj", {d + "attn.to_out.0"});
-    add(b + "txt_attn.proj", {d + "attn.to_add_out"});
-    add(b + "img_mlp.0", {d + "ff.net.0.proj"});
-    add(b + "img_mlp.2", {d + "ff.net.2"});
-    add(b + "txt_mlp.0", {d + "ff_context.net.0.proj"});
-    add(b + "txt_mlp.2", {d + "ff_context.net.2"});
+    r.add(b + "img_mod.lin", {d + "norm1.linear"});
+    r.add(b + "txt_mod.lin", {d + "norm1_context.linear"});
+    add_bfl_double_attention_tensors(r, d, b);
+    r.add(b + "img_mlp.0", {d + "ff.net.0.proj"});
+    r.add(b + "img_mlp.2", {d + "ff.net.2"});
+    r.add(b + "txt_mlp.0", {d + "ff_context.net.0.proj"});
+    r.add(b + "txt_mlp.2", {d + "ff_context.net.2"});
   }
-  for (const auto& n : indices("single_transformer_blocks.", ".attn.to_q.weight")) {
+  for (const auto& n : r.indices("single_transformer_blocks.", ".attn.to_q.weight")) {
     const std::string d = "single_transformer_blocks." + n + ".", b = "single_blocks." + n + ".";
-    add(b + "modulation.lin", {d + "norm.linear"});
-    add(b + "linear1", {d + "attn.to_q", d + "attn.to_k", d + "attn.to_v", d + "proj_mlp"});
-    add(b + "linear2", {d + "proj_out"});
-    add(b + "norm.query_norm", {d + "attn.norm_q"});
-    add(b + "norm.key_norm", {d + "attn.norm_k"});
+    r.add(b + "modulation.lin", {d + "norm.linear"});
+    r.add(b + "linear1", {d + "attn.to_q", d + "attn.to_k", d + "attn.to_v", d + "proj_mlp"});
+    r.add(b + "linear2", {d + "proj_out"});
+    r.add(b + "norm.query_norm", {d + "attn.norm_q"});
+    r.add(b + "norm.key_norm", {d + "attn.norm_k"});
   }
-  add("img_in", {"x_embedder"});
-  add("txt_in", {"context_embedder"});
-  add("time_in.in_layer", {"time_text_embed.timestep_embedder.linear_1"});
-  add("time_in.out_layer", {"time_text_embed.timestep_embedder.linear_2"});
-  add("guidance_in.in_layer", {"time_text_embed.guidance_embedder.linear_1"});
-  add("guidance_in.out_layer", {"time_text_embed.guidance_embedder.linear_2"});
-  add("vector_in.in_layer", {"time_text_embed.text_embedder.linear_1"});
-  add("vector_in.out_layer", {"time_text_embed.text_embedder.linear_2"});
-  add("final_layer.linear", {"proj_out"});
-  // diffusers' norm_out is (scale, shift), BFL's final adaLN (shift, scale): the halves swapped
-  for (const char* kind : {".weight", ".bias"}) {
-    const auto it = tensors.find(std::string("norm_out.linear") + kind);
-    if (it == tensors.end()) continue;
-    const int64_t half = it->second.shape.at(0) / 2;
-    out.push_back({std::string("final_layer.adaLN_modulation.1") + kind, it->second.shape, {{it->first, half, half}, {it->first, 0, half}}});
-    used.insert(it->first);
-  }
-  for (const auto& [name, t] : tensors) {  // anything else keeps its name (and is refused at load by it)
-    if (!used.count(name)) out.push_back({name, t.shape, {{name, 0, -1}}});
-  }
-  return out;
+  r.add("img_in", {"x_embedder"});
+  r.add("txt_in", {"context_embedder"});
+  r.add("time_in.in_layer", {"time_text_embed.timestep_embedder.linear_1"});
+  r.add("time_in.out_layer", {"time_text_embed.timestep_embedder.linear_2"});
+  r.add("guidance_in.in_layer", {"time_text_embed.guidance_embedder.linear_1"});
+  r.add("guidance_in.out_layer", {"time_text_embed.guidance_embedder.linear_2"});
+  r.add("vector_in.in_layer", {"time_text_embed.text_embedder.linear_1"});
+  r.add("vector_in.out_layer", {"time_text_embed.text_embedder.linear_2"});
+  r.add("final_layer.linear", {"proj_out"});
+  r.add_swapped("final_layer.adaLN_modulation.1", "norm_out.linear");
+  return r.finish();
+}
+
+void add_bfl_double_attention_tensors(FolderRenaming& r, const std::string& d, const std::string& b) {
+  r.add(b + "img_attn.qkv", {d + "attn.to_q", d + "attn.to_k", d + "attn.to_v"});
+  r.add(b + "txt_attn.qkv", {d + "attn.add_q_proj", d + "attn.add_k_proj", d + "attn.add_v_proj"});
+  r.add(b + "img_attn.norm.query_norm", {d + "attn.norm_q"});
+  r.add(b + "img_attn.norm.key_norm", {d + "attn.norm_k"});
+  r.add(b + "txt_attn.norm.query_norm", {d + "attn.norm_added_q"});
+  r.add(b + "txt_attn.norm.key_norm", {d + "attn.norm_added_k"});
+  r.add(b + "img_attn.proj", {d + "attn.to_out.0"});
+  r.add(b + "txt_attn.proj", {d + "attn.to_add_out"});
 }
 
 FluxFiles resolve_flux_files(const std::string& model, const std::string& t5, const std::string& clip_l,

@@ -37,6 +37,11 @@ std::optional<std::vector<FolderTensor>> diffusers_autoencoder_names(const std::
 // (the inverse of diffusers' convert_flux_transformer_checkpoint_to_diffusers); nullopt when the
 // tensors are not that layout (a FolderRenamer).
 std::optional<std::vector<FolderTensor>> diffusers_flux_transformer_names(const std::map<std::string, TensorRecord>& tensors);
+// The tensors of BFL double block `b` ("double_blocks.N.") that diffusers names alike for Flux.1
+// and FLUX.2 under `d` ("transformer_blocks.N."): the fused q/k/v of both streams from to_q/k/v and
+// add_q/k/v_proj, the q/k norms, the projections.
+class FolderRenaming;
+void add_bfl_double_attention_tensors(FolderRenaming& r, const std::string& d, const std::string& b);
 
 // What a user names of a Flux model beside its file: each empty one is the model file's own, else
 // found in a ComfyUI models folder around it (components) or searched as the CLIP vocabulary is

@@ -65,6 +65,14 @@ Flux2Config flux2_config(const SafetensorsFile& f, const std::string& p) {
       c.theta = j.value("theta", c.theta);
       c.eps = j.value("eps", c.eps);
     });
+  } else if (const auto folder = f.metadata().find("config.json"); folder != f.metadata().end()) {
+    // a diffusers folder's transformer/config.json (Flux2Transformer2DModel's names)
+    read_config_json(folder->second, f.path(), "config.json", [&](const nlohmann::json& j) {
+      read_int_fields(j, f.path(), "config.json", {{"num_attention_heads", &c.num_heads}});
+      c.axes_dim = config_int_list(j, "axes_dims_rope", c.axes_dim, f.path(), "config.json axes_dims_rope");
+      c.theta = j.value("rope_theta", c.theta);
+      c.eps = j.value("eps", c.eps);
+    });
   }
   check_config_value(c.theta, 1, 1e9, f.path(), "flux2.config theta");
   check_config_value(c.eps, 1e-12, 0.1, f.path(), "flux2.config eps");
