@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The FLUX.2 peer benchmark (issue 57, item 7; not run in CI): one transformer call at 512x512 (1024
+# image tokens, a 512-row text) of a full-width, reduced-depth synthetic FLUX.2 [klein] 9B (default 1
+# double and 2 single blocks), PyTorch 2.x + diffusers' Flux2Transformer2DModel in BF16 against
+# fp8studio-cli's step (= one transformer call: klein distilled at CFG 1) in BF16 and FP8 E4M3
+# storage, on the same file, alternated in one run: peer, ours, peer, ours, ... Ours computes in
+# `--compute auto`. Its text encoder is the full Qwen3-8B (FLUX.2 reads its layers 9/18/27; the
+# encode is not in the step). Prints a table of medians, ranges and ratios.
+#
+#   scripts/peer-bench/flux2_run.sh [--rounds 2] [--depth 1] [--single-depth 2] [--cli build/engine/fp8studio-cli]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+rounds=2 depth=1 single=2 cli=build/engine/fp8studio-cli
+while (($#)); do
+  case "$1" in
+    --rounds) rounds=$2; shift 2 ;;
+    --depth) depth=$2; shift 2 ;;
+    --single-depth) single=$2; shift 2 ;;
+    --cli) cli=$2; shift 2 ;;
+    *) echo "flux2 peer-bench: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+venv=.venv-cuda
+[ -x "$venv/bin/python" ] || venv=.venv-peer
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/python" -c 'import torch, diffusers, safetensors' 2>/dev/null ||
+  "$venv/bin/pip" install --quiet --disable-pip-version-check torch diffusers safetensors
+tokenizer=${FP8S_QWEN_TOKENIZER:-../shared/reference/zimage/qwen_tokenizer}
+[ -e "$tokenizer" ] || { echo "flux2 peer-bench: the Qwen tokenizer is needed: set FP8S_QWEN_TOKENIZER" >&2; exit 2; }
+work=${FLUX2_PEER_DIR:-$(mktemp -d)}
+mkdir -p "$work"
+model=$work/flux2-klein-9b-d$depth-s$single.safetensors
+[ -f "$model" ] || "$cli" make-synthetic --arch flux2-klein-9b --depth "$depth" --single-depth "$single" --out "$model" --log-level warn
+te=${FLUX2_PEER_TE:-$work/qwen_3_8b.safetensors}
+[ -f "$te" ] || "$cli" make-synthetic --arch qwen3-8b --out "$te" --log-level warn
+ae=${FLUX2_PEER_AE:-$work/flux2-vae.safetensors}
+[ -f "$ae" ] || "$cli" make-synthetic --arch flux2-ae --out "$ae" --log-level warn
+for r in $(seq "$rounds"); do
+  echo "flux2 peer-bench: round $r/$rounds" >&2
+  "$venv/bin/python" scripts/peer-bench/flux2_transformer.py --model "$model" --repeat 2 --dtype bf16 2>/dev/null > "$work/peer-$r-bf16.json"
+  "$cli" bench --section generate --model "$model" --text-encoder "$te" --vae "$ae" --qwen-tokenizer "$tokenizer" --device cpu \
+    --modes bf16,fp8-e4m3 --width 512 --height 512 --steps 2 --cfg 1 --repeat 1 --seed 1 --prompt "a lighthouse on a cliff at dusk" \
+    --json --log-level warn > "$work/ours-$r-auto compute.json"
+done
+"$venv/bin/python" scripts/peer-bench/table.py "$work" "$rounds" \
+  "FLUX.2 [klein] 9B, $depth double + $single single blocks at full width, one 512x512 call (1024 image tokens, a 512-row text)" \
+  "diffusers Flux2Transformer2DModel"
