@@ -60,8 +60,19 @@ std::vector<FamilyOption> family_options() {
   return declared(&FamilyEntry::options, [](const FamilyOption& o) { return o.name; });
 }
 
+// A role several families declare (text_encoder, vae) keeps the first's flag and names every
+// family's files in its help ("Z-Image: qwen_3_4b.safetensors; klein: ..."), so --help tells each.
 std::vector<ComponentRole> family_roles() {
-  return declared(&FamilyEntry::roles, [](const ComponentRole& r) { return r.role; });
+  auto out = declared(&FamilyEntry::roles, [](const ComponentRole& r) { return r.role; });
+  const std::lock_guard<std::mutex> lock(registry_mutex());
+  for (auto& role : out) {
+    for (const auto& e : registry()) {
+      for (const auto& r : e.roles) {
+        if (r.role == role.role && !r.help.empty() && role.help.find(r.help) == std::string::npos) role.help += "; " + r.help;
+      }
+    }
+  }
+  return out;
 }
 
 // before main() (pointers only: the families are built at their first use)

@@ -255,7 +255,7 @@ std::vector<FamilyOption> flux2_options(bool dev) {
 
 std::vector<ComponentRole> flux2_roles() {
   return {{"text_encoder", "text encoder", {"qwen_3_4b", "qwen_3_8b", "qwen3", "mistral_3_small_flux2", "mistral"}, "text-encoder",
-           "klein: qwen_3_4b.safetensors, dev: mistral_3_small_flux2_*.safetensors"},
+           "FLUX.2 klein: qwen_3_4b.safetensors, dev: mistral_3_small_flux2_*.safetensors"},
           {"vae", "autoencoder", {"flux2-vae", "flux2_vae", "ae"}, "vae", "FLUX.2: flux2-vae.safetensors"},
           {"qwen_tokenizer", "Qwen tokenizer", {"tokenizer"}, "qwen-tokenizer", "Qwen's tokenizer.json or its folder", true},
           {"mistral_tokenizer", "Mistral tokenizer", {"tekken"}, "mistral-tokenizer",
