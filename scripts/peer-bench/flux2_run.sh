@@ -8,27 +8,12 @@
 # encode is not in the step). Prints a table of medians, ranges and ratios.
 #
 #   scripts/peer-bench/flux2_run.sh [--rounds 2] [--depth 1] [--single-depth 2] [--cli build/engine/fp8studio-cli]
-set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 rounds=2 depth=1 single=2 cli=build/engine/fp8studio-cli
-while (($#)); do
-  case "$1" in
-    --rounds) rounds=$2; shift 2 ;;
-    --depth) depth=$2; shift 2 ;;
-    --single-depth) single=$2; shift 2 ;;
-    --cli) cli=$2; shift 2 ;;
-    *) echo "flux2 peer-bench: unknown argument '$1'" >&2; exit 2 ;;
-  esac
-done
-venv=.venv-cuda
-[ -x "$venv/bin/python" ] || venv=.venv-peer
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -c 'import torch, diffusers, safetensors' 2>/dev/null ||
-  "$venv/bin/pip" install --quiet --disable-pip-version-check torch diffusers safetensors
+NAME=flux2
+PEER_DIR=${FLUX2_PEER_DIR:-${PEER_DIR:-}}
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 tokenizer=${FP8S_QWEN_TOKENIZER:-../shared/reference/zimage/qwen_tokenizer}
 [ -e "$tokenizer" ] || { echo "flux2 peer-bench: the Qwen tokenizer is needed: set FP8S_QWEN_TOKENIZER" >&2; exit 2; }
-work=${FLUX2_PEER_DIR:-$(mktemp -d)}
-mkdir -p "$work"
 model=$work/flux2-klein-9b-d$depth-s$single.safetensors
 [ -f "$model" ] || "$cli" make-synthetic --arch flux2-klein-9b --depth "$depth" --single-depth "$single" --out "$model" --log-level warn
 te=${FLUX2_PEER_TE:-$work/qwen_3_8b.safetensors}

@@ -9,27 +9,12 @@
 # forced (FP8S_CPU_ISA=avx2: what auto chooses on an AVX2-only CPU).
 #
 #   scripts/peer-bench/flux_run.sh [--rounds 3] [--depth 2] [--single-depth 4] [--cli build/engine/fp8studio-cli]
-set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 rounds=3 depth=2 single=4 cli=build/engine/fp8studio-cli
-while (($#)); do
-  case "$1" in
-    --rounds) rounds=$2; shift 2 ;;
-    --depth) depth=$2; shift 2 ;;
-    --single-depth) single=$2; shift 2 ;;
-    --cli) cli=$2; shift 2 ;;
-    *) echo "flux peer-bench: unknown argument '$1'" >&2; exit 2 ;;
-  esac
-done
-venv=.venv-cuda
-[ -x "$venv/bin/python" ] || venv=.venv-peer
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -c 'import torch, diffusers, safetensors' 2>/dev/null ||
-  "$venv/bin/pip" install --quiet --disable-pip-version-check torch diffusers safetensors
+NAME=flux
+PEER_DIR=${FLUX_PEER_DIR:-${PEER_DIR:-}}
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 tokenizer=${FP8S_T5_TOKENIZER:-../shared/reference/flux/t5_tokenizer}
 [ -e "$tokenizer" ] || { echo "flux peer-bench: the T5 tokenizer is needed: set FP8S_T5_TOKENIZER" >&2; exit 2; }
-work=${FLUX_PEER_DIR:-$(mktemp -d)}
-mkdir -p "$work"
 model=$work/flux-dev-d$depth-s$single.safetensors
 [ -f "$model" ] || "$cli" make-synthetic --arch flux-dev --depth "$depth" --single-depth "$single" --out "$model" --log-level warn
 [ -f "$work/t5-1layer.safetensors" ] || "$cli" make-synthetic --arch t5xxl --depth 1 --out "$work/t5-1layer.safetensors" --log-level warn

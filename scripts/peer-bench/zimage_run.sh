@@ -10,26 +10,12 @@
 # forced (FP8S_CPU_ISA=avx2: what auto chooses on an AVX2-only CPU).
 #
 #   scripts/peer-bench/zimage_run.sh [--rounds 3] [--depth 2] [--cli build/engine/fp8studio-cli]
-set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 rounds=3 depth=2 cli=build/engine/fp8studio-cli
-while (($#)); do
-  case "$1" in
-    --rounds) rounds=$2; shift 2 ;;
-    --depth) depth=$2; shift 2 ;;
-    --cli) cli=$2; shift 2 ;;
-    *) echo "zimage peer-bench: unknown argument '$1'" >&2; exit 2 ;;
-  esac
-done
-venv=.venv-cuda
-[ -x "$venv/bin/python" ] || venv=.venv-peer
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -c 'import torch, diffusers, safetensors' 2>/dev/null ||
-  "$venv/bin/pip" install --quiet --disable-pip-version-check torch diffusers safetensors
+NAME=zimage
+PEER_DIR=${ZIMAGE_PEER_DIR:-${PEER_DIR:-}}
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 tokenizer=${FP8S_QWEN_TOKENIZER:-../shared/reference/zimage/qwen_tokenizer}
 [ -e "$tokenizer" ] || { echo "zimage peer-bench: the Qwen tokenizer is needed: set FP8S_QWEN_TOKENIZER" >&2; exit 2; }
-work=${ZIMAGE_PEER_DIR:-$(mktemp -d)}
-mkdir -p "$work"
 model=$work/zimage-turbo-d$depth.safetensors
 [ -f "$model" ] || "$cli" make-synthetic --arch zimage-turbo --depth "$depth" --out "$model" --log-level warn
 [ -f "$work/qwen3-2layers.safetensors" ] || "$cli" make-synthetic --arch qwen3-4b --depth 2 --out "$work/qwen3-2layers.safetensors" --log-level warn
