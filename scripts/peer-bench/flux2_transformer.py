@@ -3,35 +3,23 @@ layout (full width, any depth: the block counts are read off its keys), its weig
 diffusers' own single-file conversion, on one 512x512 call's inputs (1024 image tokens of 128
 channels, a 512-row text of the file's context width, 4-axis ids as Flux2KleinPipeline makes them).
 Prints one JSON object: the forward times in ms."""
-import argparse
 import json
-import os
-import re
-import time
 
 import torch
 from diffusers import Flux2Transformer2DModel
 from diffusers.loaders.single_file_utils import convert_flux2_transformer_checkpoint_to_diffusers
-from safetensors import safe_open
+
+from peer_common import count, load, parse_args, timed
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", required=True)
-    p.add_argument("--size", type=int, default=512)
-    p.add_argument("--txt", type=int, default=512)
-    p.add_argument("--repeat", type=int, default=2)
-    p.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16")
-    a = p.parse_args()
-    dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
-    torch.set_num_threads(os.cpu_count())
-    with safe_open(a.model, "pt") as f:
-        ckpt = {k: f.get_tensor(k) for k in f.keys()}
-    count = lambda head: 1 + max(int(m.group(1)) for k in ckpt for m in [re.match(head + r"\.(\d+)\.", k)] if m)
+    a = parse_args([("--txt", int, 512)])
+    dtype = a.torch_dtype
+    ckpt = load(a.model)
     hidden, context = ckpt["img_in.weight"].shape[0], ckpt["txt_in.weight"].shape[1]
     head_dim = ckpt["single_blocks.0.norm.query_norm.scale"].shape[0]
     with torch.device("meta"):
-        model = Flux2Transformer2DModel(num_layers=count("double_blocks"), num_single_layers=count("single_blocks"),
+        model = Flux2Transformer2DModel(num_layers=count(ckpt, "double_blocks"), num_single_layers=count(ckpt, "single_blocks"),
                                         attention_head_dim=head_dim, num_attention_heads=hidden // head_dim,
                                         joint_attention_dim=context, guidance_embeds="guidance_in.in_layer.weight" in ckpt)
     model.load_state_dict(convert_flux2_transformer_checkpoint_to_diffusers(ckpt), strict=True, assign=True)
@@ -46,14 +34,8 @@ def main():
     txt_ids = torch.zeros(1, a.txt, 4, dtype=torch.long)
     txt_ids[..., 3] = torch.arange(a.txt)
     t = torch.full((1,), 0.5, dtype=dtype)
-    times = []
-    with torch.inference_mode():
-        for i in range(a.repeat + 1):  # the first is a warm-up
-            start = time.perf_counter()
-            model(hidden_states=x, encoder_hidden_states=txt, timestep=t, img_ids=img_ids, txt_ids=txt_ids, guidance=None,
-                  return_dict=False)
-            if i:
-                times.append((time.perf_counter() - start) * 1000)
+    times = timed(lambda: model(hidden_states=x, encoder_hidden_states=txt, timestep=t, img_ids=img_ids, txt_ids=txt_ids,
+                                guidance=None, return_dict=False), a.repeat)
     print(json.dumps({"forward_ms": times, "dtype": a.dtype, "torch": torch.__version__, "threads": torch.get_num_threads()}))
 
 
