@@ -315,9 +315,9 @@ class TestFlux2 : public QObject {
   // FLUX.2 LoRAs in the spellings people share: ai-toolkit's BFL names under diffusion_model.,
   // kohya's lora_unet_ with alpha, and diffusers/PEFT with the fused layers split (qkv thirds) and
   // norm_out's halves swapped. Each reaches the same weights (the same pixels); online is the
-  // transformer summed by hand, and merged within a level of it; streamed online equals resident;
-  // merging while the transformer streams is refused with the reason; a Z-Image LoRA is refused;
-  // removed, it leaves no trace.
+  // transformer summed by hand (pixels within a level, the denoiser probe within 1e-5), and merged
+  // within a level of it; streamed online equals resident; merging while the transformer streams
+  // is refused with the reason; a Z-Image LoRA is refused; removed, it leaves no trace.
   void loraSpellingsReachTheSameWeights() {
     FP8S_REQUIRE_REFERENCE();
     const auto modules = hand_modules(23);
@@ -367,6 +367,23 @@ class TestFlux2 : public QObject {
     QVERIFY2(test::refusal(engine, r).contains("streams"), qPrintable(test::refusal(engine, r)));
     r.weight_budget.reset();
     r.lora_mode = LoraMode::Online;
+    // the denoiser probe (one transformer call) with the LoRA online, against the hand-summed file's
+    {
+      const StorageSpec fp32{WeightType::FP32};
+      const std::vector<LoraRequest> request{{dir + "diffusers.safetensors", 1.0, 0.8}};
+      const auto want = by_hand.unet_probe(fp32, ComputeType::FP32, 3, 4);
+      const auto got = engine.unet_probe(fp32, ComputeType::FP32, 3, 4, request, LoraMode::Online);
+      const auto base = engine.unet_probe(fp32, ComputeType::FP32, 3, 4);
+      QCOMPARE(got.size(), std::size_t(16 * 128));
+      double gap = 0, moved = 0, scale = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        gap = std::max(gap, double(std::fabs(got[i] - want[i])));
+        moved = std::max(moved, double(std::fabs(base[i] - want[i])));
+        scale = std::max(scale, double(std::fabs(want[i])));
+      }
+      QVERIFY2(moved > 1e-2 * scale, "the LoRA hardly moves the probe");
+      QVERIFY2(gap <= 1e-5 * scale, qPrintable(QString("probe with the LoRA online against the hand sum: %1 of %2").arg(gap).arg(scale)));
+    }
     // a Z-Image LoRA (its transformer's names) reaches nothing here
     auto zimage = modules;
     zimage.resize(1);

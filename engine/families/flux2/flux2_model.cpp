@@ -1,6 +1,8 @@
 // FLUX.2 generation (families/flux2/flux2_model.h).
 #include "families/flux2/flux2_model.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <array>
 #include <cstdlib>
 
@@ -186,6 +188,24 @@ class Flux2Family final : public ComponentSet {
 
   at::Tensor encode_images(const at::Tensor& images, ComputeType compute, at::Generator&) override {
     return ae().encode_model(images.to(device()), compute_dtype(compute, device()));
+  }
+
+  // One transformer call at t = 0.5 (dev: guidance 4) on a random latent_size² grid of 128 channels
+  // and 32 random text rows of the transformer's context width.
+  std::vector<float> probe(const StorageSpec& storage, ComputeType compute, uint64_t seed, int latent_size,
+                           const std::vector<LoraRequest>& loras, LoraMode mode) override {
+    use_for_probe(storage, loras, mode);
+    const int64_t side = std::max<int64_t>(1, latent_size);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    const auto x = at::randn({1, side * side, config_.in_channels}, gen, at::kFloat);
+    const auto txt = at::randn({1, 32, config_.context_in_dim}, gen, at::kFloat);
+    const auto guidance = dev_ ? at::full({1}, 4.0f) : at::Tensor();
+    auto out = part_as<Flux2Impl>(Part::Denoiser)
+                   .forward(x.to(device()), flux2_grid_ids(side, side, 0), txt.to(device()), flux2_text_ids(32), at::full({1}, 0.5f),
+                            guidance, compute_dtype(compute, device()))
+                   .to(at::kCPU, at::kFloat)
+                   .contiguous();
+    return std::vector<float>(out.data_ptr<float>(), out.data_ptr<float>() + out.numel());
   }
   at::Tensor decode(const at::Tensor& latent, ComputeType compute) override {
     return ae().decode_model(latent, compute_dtype(compute, device()), device());
