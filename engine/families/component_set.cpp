@@ -96,9 +96,7 @@ WeightBytes ComponentSet::weight_bytes(const StorageSpec& storage) const {
 
 void ComponentSet::check(const GenerationRequest& r, int w, int h) const {
   if (r.enable_hr) w = r.hr_target_width(w), h = r.hr_target_height(h);
-  if ((!r.loras.empty() || !parse_extra_networks(r.prompt).loras.empty()) && !lora_layout()) {
-    throw InputError(model_name() + " takes no LoRA yet: remove the <lora:...> tags and --lora");
-  }
+  if (!r.loras.empty() || !parse_extra_networks(r.prompt).loras.empty()) require_lora_layout();
   (void)budget(r, w, h);
 }
 
@@ -116,9 +114,8 @@ void ComponentSet::prepare(const GenerationRequest& r) {
   set_fp8_compute();
   set_loras(r.loras, r.lora_mode);  // every file read and planned before a weight changes
   const auto bytes = estimate_cached(storage_);
-  uint64_t held = 0;
-  for (const auto v : held_) held += v;
-  const uint64_t available = run_memory() ? run_memory() + held : 0;
+  const uint64_t free_bytes = run_memory();
+  const uint64_t available = free_bytes ? free_bytes + held_total() : 0;
   // under a budget, or where they do not fit together, the phases take turns
   together_ = !budget_ && (available == 0 || bytes.total() + working_bytes(w, h, r.batch_size, r.compute) + process_bytes() < available);
   if (!together_) release(Part::Denoiser);
@@ -222,9 +219,7 @@ uint64_t ComponentSet::run_memory() const {
 std::optional<uint64_t> ComponentSet::budget(const GenerationRequest& r, int w, int h) const {
   const uint64_t free_bytes = run_memory();
   if (free_bytes == 0) return r.weight_budget;  // unknown: as asked
-  uint64_t held = 0;
-  for (const auto v : held_) held += v;
-  auto b = budget_for(r.storage, w, h, r.batch_size, r.compute, r.weight_budget, free_bytes + held);
+  auto b = budget_for(r.storage, w, h, r.batch_size, r.compute, r.weight_budget, free_bytes + held_total());
   if (b && !r.weight_budget) *b -= *b % kBudgetStep;
   return b;
 }
@@ -254,21 +249,23 @@ std::optional<uint64_t> ComponentSet::budget_for(const StorageSpec& storage, int
 void ComponentSet::set_loras(const std::vector<LoraRequest>& loras, LoraMode mode_in) {
   const LoraMode mode = effective_lora_mode(mode_in, storage_);
   if (loras_.same(loras, mode)) return;
-  const auto planner = lora_planner();
-  if (!planner) {
-    if (loras.empty()) return;
-    throw InputError(model_name() + " takes no LoRA yet: remove the <lora:...> tags and --lora");
+  if (!lora_layout()) {
+    if (!loras.empty()) require_lora_layout();
+    return;
   }
-  auto next = LoraSet::read(loras, mode, planner);
+  auto next = LoraSet::read(loras, mode, lora_planner());
   auto& m = modules_[0];
   if (m) loras_.undo(*m, lora_component());
   loras_ = std::move(next);
   if (m) loras_.apply(*m, lora_component());
 }
 
+void ComponentSet::require_lora_layout() const {
+  if (!lora_layout()) throw InputError(model_name() + " takes no LoRA yet: remove the <lora:...> tags and --lora");
+}
+
 LoraSet::Planner ComponentSet::lora_planner() const {
   const auto layout = lora_layout();
-  if (!layout) return {};
   auto weights = std::make_shared<const std::map<std::string, std::vector<int64_t>>>(lora_linear_weights(spec(Part::Denoiser).source));
   return [layout, weights](const LoraFile& file, const std::vector<LoraModuleLayout>& modules) {
     return layout(modules, file.metadata, *weights, file.path);

@@ -130,7 +130,9 @@ class ComponentSet : public FamilyModel {
   const WeightBytes& estimate_cached(const StorageSpec& storage) const;
   uint64_t run_memory() const;
   void set_loras(const std::vector<LoraRequest>& loras, LoraMode mode);
-  LoraSet::Planner lora_planner() const;
+  LoraSet::Planner lora_planner() const;  // with a lora_layout
+  void require_lora_layout() const;        // InputError naming the model when it has none
+  uint64_t held_total() const { return held_[0] + held_[1] + held_[2]; }
   LoraComponent lora_component() const;
   void set_fp8_compute();
   void release(Part p);

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "core/error.h"
+#include "pipeline/engine.h"
 
 namespace fp8s {
 namespace {
@@ -214,5 +215,10 @@ std::vector<ComponentRole> declared_roles() {
 }
 
 void set_declared_roles_source(std::vector<ComponentRole> (*source)()) { g_roles_source.store(source); }
+
+std::string component_file(const LoadOptions& o, const std::string& role) {
+  const auto it = o.components.find(role);
+  return it == o.components.end() ? std::string() : it->second;
+}
 
 }  // namespace fp8s

@@ -12,6 +12,11 @@
 
 namespace fp8s {
 
+struct LoadOptions;
+// The file a load names for a component role (LoadOptions::components: its flag or --component
+// ROLE=FILE); "" when it names none (the family then finds it).
+std::string component_file(const LoadOptions& options, const std::string& role);
+
 // Option values by FamilyOption::name, as text ("3.5", "1" for a set flag); absent: the default.
 using OptionValues = std::map<std::string, std::string>;
 

@@ -191,19 +191,14 @@ struct FluxConditioning : FamilyConditioning {
   bool cfg = false;
 };
 
-std::string component_path(const LoadOptions& o, const char* role) {
-  const auto it = o.components.find(role);
-  return it == o.components.end() ? std::string() : it->second;
-}
-
 class FluxFamily final : public FamilyModel {
  public:
   FluxFamily(const LoadOptions& o, const at::Device& device)
       : lora_dir_(o.lora_dir), t5_on_cpu_(option_flag(flux_load_options(), o.options, "t5-cpu")) {
     // the components found and the memory checked before any weight is read
-    auto files = resolve_flux_files(o.checkpoint, component_path(o, "t5xxl"), component_path(o, "clip_l"), component_path(o, "vae"));
+    auto files = resolve_flux_files(o.checkpoint, component_file(o, "t5xxl"), component_file(o, "clip_l"), component_file(o, "vae"));
     clip_ = std::make_shared<const ClipTokenizer>(ClipTokenizer::find(o.vocab, o.checkpoint));
-    t5_ = std::make_shared<const T5Tokenizer>(T5Tokenizer::find(component_path(o, "t5_tokenizer"), o.checkpoint));
+    t5_ = std::make_shared<const T5Tokenizer>(T5Tokenizer::find(component_file(o, "t5_tokenizer"), o.checkpoint));
     shapes_ = read_shapes(files);
     traits_ = flux_traits(files.dev, shapes_);
     estimate_bytes(files, o.storage);

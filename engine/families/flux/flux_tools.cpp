@@ -126,11 +126,7 @@ ProbeStages flux_probe_stages() {
 }
 
 FluxFiles files_of(const LoadOptions& o) {
-  auto role = [&](const char* r) {
-    const auto it = o.components.find(r);
-    return it == o.components.end() ? std::string() : it->second;
-  };
-  return resolve_flux_files(o.checkpoint, role("t5xxl"), role("clip_l"), role("vae"));
+  return resolve_flux_files(o.checkpoint, component_file(o, "t5xxl"), component_file(o, "clip_l"), component_file(o, "vae"));
 }
 
 WeightBytes flux_estimate(const LoadOptions& o, const StorageSpec& storage) {

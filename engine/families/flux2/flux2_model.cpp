@@ -34,16 +34,11 @@ namespace {
 constexpr int kTextLength = 512;        // klein's: the template truncated and right-padded to exactly 512
 constexpr int32_t kQwenPad = 151643;    // <|endoftext|>
 
-std::string option_path(const LoadOptions& o, const char* role) {
-  const auto it = o.components.find(role);
-  return it == o.components.end() ? std::string() : it->second;
-}
-
 // A component's file: the explicit flag, else found by its role's hints in a ComfyUI models/ tree
 // around the model or beside it (models/component_files.h), else an error naming the flag.
 std::string component_path(const LoadOptions& o, const char* role, const char* flag, const char* example,
                            const std::vector<std::string>& subdirs, const std::function<bool(const SafetensorsFile&)>& accepts) {
-  const std::string given = option_path(o, role);
+  const std::string given = component_file(o, role);
   if (!given.empty()) return given;
   std::vector<std::string> hints, searched;
   for (const auto& r : flux2_roles()) {
@@ -145,12 +140,12 @@ class Flux2Family final : public ComponentSet {
       : ComponentSet(std::move(setup.parts), o.storage, device), config_(setup.config), dev_(setup.config.guidance_embed) {
     if (dev_) {
       // Tekken: --mistral-tokenizer, else FP8S_MISTRAL_TOKENIZER, else the text encoder's own tekken_model
-      std::string path = option_path(o, "mistral_tokenizer");
+      std::string path = component_file(o, "mistral_tokenizer");
       if (path.empty() && std::getenv("FP8S_MISTRAL_TOKENIZER")) path = std::getenv("FP8S_MISTRAL_TOKENIZER");
       tekken_ = std::make_shared<const TekkenTokenizer>(load_tekken(path.empty() ? spec(Part::Text).source.path : path));
     } else {
       // the tokenizer as Z-Image finds it: --qwen-tokenizer, else beside the model, FP8S_QWEN_TOKENIZER, the data folders
-      qwen_ = std::make_shared<const QwenTokenizer>(QwenTokenizer::find(option_path(o, "qwen_tokenizer"), o.checkpoint));
+      qwen_ = std::make_shared<const QwenTokenizer>(QwenTokenizer::find(component_file(o, "qwen_tokenizer"), o.checkpoint));
     }
     const SafetensorsFile ae(spec(Part::Vae).source.path);
     const int factor = 1 << (static_cast<int>(flux_ae_config(ae, "").ch_mult.size()) - 1);

@@ -35,11 +35,6 @@ namespace {
 constexpr int kDefaultTextLength = 512;
 constexpr double kDefaultShift = 3.0;  // Turbo's, where --shift is 0
 
-std::string component_path(const LoadOptions& o, const char* role) {
-  const auto it = o.components.find(role);
-  return it == o.components.end() ? std::string() : it->second;
-}
-
 struct ZImageConditioning : FamilyConditioning {
   at::Tensor cond, uncond;  // caption features [1, L, D], FP32 on the CPU
 };
@@ -87,7 +82,7 @@ class ZImageFamily final : public ComponentSet {
  public:
   ZImageFamily(const LoadOptions& o, const at::Device& device, const ZImageFiles& files, const ZImageConfig& config)
       : ComponentSet(zimage_parts(files, config, text_config(files, config)), o.storage, device), config_(config) {
-    tokenizer_ = std::make_shared<const QwenTokenizer>(QwenTokenizer::find(component_path(o, "qwen_tokenizer"), o.checkpoint));
+    tokenizer_ = std::make_shared<const QwenTokenizer>(QwenTokenizer::find(component_file(o, "qwen_tokenizer"), o.checkpoint));
     vae_factor_ = 1 << (static_cast<int>(flux_ae_config(SafetensorsFile(files.vae.path), files.vae.prefix).ch_mult.size()) - 1);
     traits_ = zimage_traits(config_.dim, vae_factor_);
     check_at_open();
@@ -215,7 +210,7 @@ StorageSpec zimage_auto_storage(const SafetensorsFile& file) {
 }
 
 ZImageFiles zimage_files(const LoadOptions& o) {
-  return resolve_zimage_files(o.checkpoint, component_path(o, "text_encoder"), component_path(o, "vae"));
+  return resolve_zimage_files(o.checkpoint, component_file(o, "text_encoder"), component_file(o, "vae"));
 }
 
 std::unique_ptr<FamilyModel> open_zimage(const LoadOptions& options, const at::Device& device) {
