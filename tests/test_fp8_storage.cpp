@@ -315,7 +315,7 @@ class TestFp8Storage : public QObject {
       if (e5m2.file().at(key).dtype != Dtype::F8_E4M3) continue;
       QVERIFY2(layer->store.fp8 && layer->store.format == Fp8Format::E5M2 && layer->store.weight.scalar_type() == at::kByte, key.c_str());
     }
-    if (!test::have_reference()) QSKIP("the infotext half needs the CLIP vocabulary from ../shared/reference/clip");
+    FP8S_SKIP_WITHOUT_REFERENCE("the infotext half needs the CLIP vocabulary from ../shared/reference/clip");
     auto generate = [&](const QStringList& extra) {
       const QString out = m_dir.path() + "/gen-" + QString::number(++m_runs);
       auto g = test::run_cli(QStringList{"generate", "--model", fp8, "--vocab", test::reference_dir() + "/clip", "--prompt",
@@ -525,7 +525,7 @@ class TestFp8Storage : public QObject {
   }
 
   void compareWritesItsReport() {
-    if (!test::have_reference()) QSKIP("needs the CLIP vocabulary from ../shared/reference/clip");
+    FP8S_SKIP_WITHOUT_REFERENCE("needs the CLIP vocabulary from ../shared/reference/clip");
     const QString out = m_dir.path() + "/cmp";
     auto r = test::run_cli({"compare", "--model", m_model, "--modes", "fp16,fp8-e4m3/channel", "--vocab",
                             test::reference_dir() + "/clip", "--width", "64", "--height", "64", "--steps", "3",

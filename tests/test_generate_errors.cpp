@@ -46,7 +46,7 @@ class TestGenerateErrors : public QObject {
   }
 
   void wrongArchitecture() {
-    if (!test::have_reference()) QSKIP("needs ../shared/reference (SDXL and LoRA files)");
+    FP8S_SKIP_WITHOUT_REFERENCE("needs ../shared/reference (SDXL and LoRA files)");
     test::expect_one_line_error(generate({}, test::reference_dir() + "/sd1/lora-tiny-sd1.safetensors"), 2,
                                 "not a model of a family this program loads");
     // an SD 2.x layout (open_clip ViT-H text encoder): detected, named and refused

@@ -30,6 +30,7 @@
 #include "panels/ControlNetPanel.h"
 #include "core/openmp_preinit.h"  // the waits the app runs with (issue 44)
 #include "gui_support.h"
+#include "support.h"
 #include "io/png.h"
 #include "lora/lora_library.h"
 #include "models/inspect.h"
@@ -182,7 +183,7 @@ class TestGui : public QObject {
   }
 
   void tokenCounterCountsAsA1111() {
-    if (!m_haveVocab) QSKIP("needs the CLIP vocabulary");
+    if (!m_haveVocab) FP8S_SKIP_WITHOUT_REFERENCE("needs the CLIP vocabulary");
     PromptPanel p;
     p.setTokenizer(std::make_shared<ClipTokenizer>(ClipTokenizer::find("", "")));
     child<QPlainTextEdit>(&p, "promptEdit")->setPlainText("a photo of a cat <lora:style:0.5>");
@@ -966,7 +967,7 @@ class TestGui : public QObject {
   // Compare with a ControlNet unit: the table has the ControlNet's weights in FP16 and in FP8
   void compareShowsTheControlNetsWeights() {
     const QString ref = QString::fromUtf8(FP8S_REFERENCE_DIR) + "/controlnet/";
-    if (!QFileInfo::exists(ref + "tiny-control-sd15.safetensors")) QSKIP("../shared/reference/ is absent: needs its tiny ControlNet");
+    FP8S_SKIP_WITHOUT_REFERENCE("../shared/reference/ is absent: needs its tiny ControlNet");
     auto s = freshSettings("compare-controlnet.ini");
     auto w = window(*s);
     loadTiny(*w);

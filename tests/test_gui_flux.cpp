@@ -16,6 +16,7 @@
 
 #include "MainWindow.h"
 #include "gui_support.h"
+#include "support.h"
 #include "memory/tracking_allocator.h"
 #include "panels/ChartsPanel.h"
 #include "panels/CompareView.h"
@@ -55,7 +56,7 @@ class TestGuiFlux : public QObject {
 
  private Q_SLOTS:
   void initTestCase() {
-    if (!QFileInfo::exists(ref("README.md"))) QSKIP("../shared/reference/ is absent: the Flux GUI tests need its tiny Flux files");
+    FP8S_SKIP_WITHOUT_REFERENCE("../shared/reference/ is absent: the Flux GUI tests need its tiny Flux files");
     QStandardPaths::setTestModeEnabled(true);
     registerMetaTypes();
     install_tracking_allocator();

@@ -120,7 +120,7 @@ class TestReferenceCases : public QObject {
   void fp32_data() { add_rows([](const QJsonObject&) { return true; }); }
   void fp32() {
     QFETCH(QJsonObject, c);
-    if (c.isEmpty()) QSKIP("../shared/reference/ is absent: reference comparisons skipped");
+    if (c.isEmpty()) FP8S_REQUIRE_REFERENCE();
     const QString role = c["role"].toString();
     if (role == "tokenize") {
       auto r = test::run_cli({"tokenize", "--json", "--vocab", test::reference_dir() + "/clip", "--",
@@ -191,7 +191,7 @@ class TestReferenceCases : public QObject {
   void lora_online_data() { add_rows([](const QJsonObject& c) { return c.contains("lora"); }); }
   void lora_online() {
     QFETCH(QJsonObject, c);
-    if (c.isEmpty()) QSKIP("../shared/reference/ is absent: reference comparisons skipped");
+    if (c.isEmpty()) FP8S_REQUIRE_REFERENCE();
     if (c.contains("none")) QSKIP("this folder has no LoRA cases for the online mode");
     auto args = c["args"].toArray();
     args.append("--lora-mode");
@@ -204,7 +204,7 @@ class TestReferenceCases : public QObject {
   void bf16_data() { add_rows(model_role); }
   void bf16() {
     QFETCH(QJsonObject, c);
-    if (c.isEmpty()) QSKIP("../shared/reference/ is absent: reference comparisons skipped");
+    if (c.isEmpty()) FP8S_REQUIRE_REFERENCE();
     const QString role = c["role"].toString();
     replay(c, "bf16", role == "sample" || role == "flux-sample" ? kBf16SampleTolerance : kBf16PassTolerance);
   }
