@@ -149,13 +149,15 @@ std::string plan_text(const ResidencyPlan& plan, uint64_t budget, const StorageS
 void register_inspect(CLI::App& app) {
   struct Opts {
     CommonOptions common;
-    std::string model, weights = "auto", scale = "none", budget;
+    ModelFlags flags;  // --model and its components
+    std::string weights = "auto", scale = "none", budget;
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand(
       "inspect", "architecture, parameters and bytes per component at each storage type; with --weight-budget, the residency plan");
   add_common_options(*sub, o->common, true);
-  sub->add_option("--model", o->model, "checkpoint (.safetensors; default: the built-in demo model)");
+  sub->add_option("--model", o->flags.model, "checkpoint (.safetensors; default: the built-in demo model)");
+  add_component_options(*sub, o->flags);
   sub->add_option("--weight-budget", o->budget,
                   "print the residency plan a load under this budget makes (e.g. 8G, 0): which blocks stay resident and which stream");
   sub->add_option("--weights", o->weights, "the storage the plan is for: auto (the file's own), fp32, fp16, bf16, fp8-e4m3, fp8-e5m2")
@@ -165,7 +167,8 @@ void register_inspect(CLI::App& app) {
       ->check(CLI::IsMember({"none", "tensor", "channel"}))
       ->capture_default_str();
   sub->callback([o] {
-    const std::string model = model_or_demo(o->model);
+    const LoadOptions load = load_options(o->flags);
+    const std::string& model = load.checkpoint;
     SafetensorsFile file(model);
     const auto report = inspect_model_file(file);
     std::optional<uint64_t> budget;
@@ -187,8 +190,6 @@ void register_inspect(CLI::App& app) {
       json["family"] = name;
       text += "  family:       " + name + "\n";
       if (family->tools.components) {
-        LoadOptions load;
-        load.checkpoint = model;
         try {
           for (const auto& c : family->tools.components(load)) {
             json["family_components"][c.name] = c.path;
@@ -204,8 +205,6 @@ void register_inspect(CLI::App& app) {
       if (!family || !family->tools.plan) throw InputError(model + ": no model family plans streaming for this file");
       StorageSpec storage = o->weights == "auto" ? auto_storage_for(model)
                                                  : StorageSpec{*parse_weight_type(o->weights), *parse_fp8_scale(o->scale), false};
-      LoadOptions load;
-      load.checkpoint = model;
       const auto plan = family->tools.plan(load, storage, *budget);
       if (o->common.json) json["residency"] = plan_json(plan, *budget, storage);
       else text += plan_text(plan, *budget, storage);

@@ -69,6 +69,8 @@ struct ModelFlags {
   std::string embeddings_dir;  // empty: the user data folder's embeddings/
 };
 void add_model_options(CLI::App& sub, ModelFlags& flags, bool lora_dir);
+// Of those, --component ROLE=FILE and each declared role's shorthand only (inspect's).
+void add_component_options(CLI::App& sub, ModelFlags& flags);
 // The engine's LoadOptions for the flags (the demo model when --model is absent).
 LoadOptions load_options(const ModelFlags& flags);
 // --device auto|cpu|cuda[:N] (checked when the engine starts, before the model is read).

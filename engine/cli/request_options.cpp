@@ -260,6 +260,15 @@ void add_model_options(CLI::App& sub, ModelFlags& flags, bool lora_dir) {
   sub.add_option("--model", flags.model, "checkpoint (.safetensors; default: the built-in demo model)");
   sub.add_option("--vocab", flags.vocab, "CLIP vocabulary (.txt.gz, vocab.json, or a folder)");
   if (lora_dir) sub.add_option("--lora-dir", flags.lora_dir, "folder where <lora:NAME:W> prompt tags are looked up");
+  add_component_options(sub, flags);
+  add_family_options(sub, flags.load_settings, true);
+  sub.add_option("--embeddings-dir", flags.embeddings_dir,
+                 "textual inversions (NAME.safetensors, used by writing NAME in a prompt; default "
+                 "~/.local/share/fp8studio/embeddings)");
+  add_device_option(sub, flags.device);
+}
+
+void add_component_options(CLI::App& sub, ModelFlags& flags) {
   const auto roles = declared_roles();
   std::string role_names;
   for (const auto& r : roles) role_names += (role_names.empty() ? "" : ", ") + r.role;
@@ -269,11 +278,6 @@ void add_model_options(CLI::App& sub, ModelFlags& flags, bool lora_dir) {
     sub.add_option_function<std::string>("--" + r.flag, [&flags, role = r.role](const std::string& v) { flags.role_files[role] = v; },
                                          "= --component " + r.role + "=FILE (" + r.help + ")");
   }
-  add_family_options(sub, flags.load_settings, true);
-  sub.add_option("--embeddings-dir", flags.embeddings_dir,
-                 "textual inversions (NAME.safetensors, used by writing NAME in a prompt; default "
-                 "~/.local/share/fp8studio/embeddings)");
-  add_device_option(sub, flags.device);
 }
 
 void add_device_option(CLI::App& sub, std::string& device) {
