@@ -272,6 +272,22 @@ class TestTokenizer : public QObject {
     }
   }
 
+  // What the text encoders read: A1111's text without the space a tag leaves at an end or doubled
+  void tagsLeaveNoSpaceForEncoders() {
+    const std::vector<std::pair<std::string, std::string>> cases{
+        {"a photo <lora:foo:0.8>", "a photo"},
+        {"<lora:a:1> <lora:b:-0.5> test", "test"},
+        {"a <lora:x:1> cat", "a cat"},
+        {"a<lora:x:1> cat", "a cat"},
+        {"a <lora:x:1>cat", "a cat"},
+        {"<lyco:old_style:0.9>, <lora:new_style:0.3>", ","},
+        {"  two  spaces  ", "  two  spaces  "},
+        {"(<lora:inside:0.7>:1.2) parenthesized", "(:1.2) parenthesized"}};
+    for (const auto& [prompt, want] : cases) {
+      QCOMPARE(QString::fromStdString(parse_extra_networks(prompt).prompt_for_encoders), QString::fromStdString(want));
+    }
+  }
+
   void extraNetworkCases() {
     FP8S_REQUIRE_REFERENCE();
     const auto cases = load_json("clip/prompt_cases.json").object()["extra_network_cases"].toArray();

@@ -271,7 +271,7 @@ GenerationResult run_generation(const RunContext& ctx, const GenerationRequest& 
   begin_phase(device, &vram);
   emit_memory(observer, Phase::Encode, -1, start, device);
   const auto t_encode = Clock::now();
-  const auto cond = f.encode(r, pos.prompt_without_tags, neg.prompt_without_tags);
+  const auto cond = f.encode(r, pos.prompt_for_encoders, neg.prompt_for_encoders);
   result.timing.encode_ms = ms_since(t_encode);
   if (cancel.load()) throw Cancelled();
   if (f.sampling_needs_load() && observer) observer->onPhase({Phase::Load, ms_since(start)});

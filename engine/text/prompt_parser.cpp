@@ -181,7 +181,7 @@ std::string plain_prompt(const std::string& prompt) {
 ExtraNetworks parse_extra_networks(const std::string& prompt) {
   const std::u32string s = text::utf8_to_u32(prompt);
   ExtraNetworks out;
-  std::u32string kept;
+  std::u32string kept, tidy;
   std::size_t i = 0;
   while (i < s.size()) {
     // <(\w+):([^>]+)>
@@ -210,14 +210,22 @@ ExtraNetworks parse_extra_networks(const std::string& prompt) {
           }
           group->second.push_back(items);
           i = k + 1;
+          if (tidy.empty() || is_py_space(tidy.back())) {
+            while (i < s.size() && is_py_space(s[i])) kept += s[i++];
+          }
+          if (i == s.size()) {
+            while (!tidy.empty() && is_py_space(tidy.back())) tidy.pop_back();
+          }
           continue;
         }
       }
     }
     kept += s[i];
+    tidy += s[i];
     ++i;
   }
   out.prompt_without_tags = text::u32_to_utf8(kept);
+  out.prompt_for_encoders = text::u32_to_utf8(tidy);
   auto number = [](const std::string& v, LoraTag& tag) {
     char* end = nullptr;
     const double d = std::strtod(v.c_str(), &end);

@@ -32,7 +32,11 @@ struct LoraTag {
 };
 
 struct ExtraNetworks {
-  std::string prompt_without_tags;
+  std::string prompt_without_tags;  // A1111's: the tags cut out, the spaces around them kept
+  // What the text encoders read: also without the space a tag leaves at either end of the prompt
+  // or doubled between two words ("a photo <lora:x:1>" -> "a photo"), which CLIP and T5 drop
+  // anyway and a Qwen or Mistral tokenizer would read as a token.
+  std::string prompt_for_encoders;
   std::vector<LoraTag> loras;  // `lora` and `lyco` tags, grouped by type in order of appearance
   std::vector<std::pair<std::string, std::vector<std::vector<std::string>>>> tags;  // type -> args
 };
