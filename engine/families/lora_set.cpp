@@ -6,6 +6,7 @@
 #include "core/strings.h"
 #include "io/safetensors.h"
 #include "lora/lora_apply.h"
+#include "lora/lora_library.h"
 #include "models/nn.h"
 
 namespace fp8s {
@@ -20,6 +21,17 @@ std::map<std::string, std::vector<int64_t>> lora_linear_weights(const ComponentS
     }
   }
   return out;
+}
+
+void write_diffusion_model_lora(const std::map<std::string, std::vector<int64_t>>& weights, const std::string& base, int rank,
+                                double alpha, double strength, uint64_t seed, const std::string& out, bool overwrite) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> modules;
+  for (const auto& [key, shape] : weights) {
+    if (shape.size() == 2 && key.size() > 7 && key.compare(key.size() - 7, 7, ".weight") == 0) {
+      modules.push_back({"diffusion_model." + key.substr(0, key.size() - 7), shape});
+    }
+  }
+  write_synthetic_lora(modules, rank, alpha, strength, seed, base, out, overwrite);
 }
 
 std::map<std::string, QuantisedLayer*> lora_layers_of(torch::nn::Module& root) {

@@ -24,6 +24,11 @@ class QuantisedLayer;
 // The 2-D weights under a component's prefix (key without the prefix -> shape), from its header:
 // what a LoRA planner maps module names onto.
 std::map<std::string, std::vector<int64_t>> lora_linear_weights(const ComponentSource& c);
+// make-synthetic-lora's LoRA for a transformer: every 2-D `<module>.weight` of `weights` (key ->
+// shape, as lora_linear_weights gives them) as ComfyUI's `diffusion_model.<module>`, with kohya's
+// random factors (lora/lora_library.h); `base` is its ss_base_model_version.
+void write_diffusion_model_lora(const std::map<std::string, std::vector<int64_t>>& weights, const std::string& base, int rank,
+                                double alpha, double strength, uint64_t seed, const std::string& out, bool overwrite);
 // A module tree's quantised layers by weight key ("<module path>.weight").
 std::map<std::string, QuantisedLayer*> lora_layers_of(torch::nn::Module& root);
 

@@ -72,6 +72,50 @@ std::vector<LayoutEntry> flux_family_layout(const std::string& arch, std::option
 
 namespace {
 
+// make-synthetic's tiny set (the conformance suite's, tests/test_conformance.cpp): the
+// configurations of ../shared/reference/flux's tiny files, written into the metadata as there.
+const std::map<std::string, std::pair<std::string, std::string>>& tiny_flux_configs() {
+  static const std::map<std::string, std::pair<std::string, std::string>> configs{
+      {"tiny-flux-dev",
+       {"flux.config", R"({"hidden_size": 64, "num_heads": 2, "depth": 2, "depth_single_blocks": 3, "axes_dim": [8, 12, 12], )"
+                       R"("theta": 10000, "mlp_ratio": 4.0, "in_channels": 64, "vec_in_dim": 32, "context_in_dim": 48, "guidance_embed": true})"}},
+      {"tiny-t5xxl", {"t5.config", R"({"d_model": 48, "d_kv": 8, "num_heads": 4, "d_ff": 96, "num_layers": 2, "vocab_size": 32128, )"
+                                   R"("relative_attention_num_buckets": 32, "relative_attention_max_distance": 128})"}},
+      {"tiny-clip-l", {"clip.config", R"({"width": 32, "layers": 2, "heads": 2, "mlp": 64})"}},
+      {"tiny-flux-ae", {"ae.config", R"({"ch": 32, "ch_mult": [1, 2], "num_res_blocks": 1, "z_channels": 16, )"
+                                     R"("scale_factor": 0.3611, "shift_factor": 0.1159})"}}};
+  return configs;
+}
+
+std::vector<LayoutEntry> tiny_flux_layout(const std::string& arch, std::optional<Dtype> dtype,
+                                          std::map<std::string, std::string>& metadata) {
+  const auto& [key, json] = tiny_flux_configs().at(arch);
+  metadata[key] = json;
+  const BuildOn on(at::Device(at::kMeta));
+  if (arch == "tiny-flux-dev") {
+    FluxImpl m(parse_flux_config(json, true, arch));
+    return module_layout(m, Dtype::BF16, dtype);
+  }
+  if (arch == "tiny-t5xxl") {
+    T5EncoderImpl m(parse_t5_config(json, arch));
+    return module_layout(m, Dtype::F16, dtype);
+  }
+  if (arch == "tiny-clip-l") {
+    TextEncoderConfig c;
+    c.name = "clip_l";
+    c.position_ids = false;
+    c.width = 32, c.layers = 2, c.heads = 2, c.mlp_dim = 64;
+    TextEncoderImpl m(c);
+    return module_layout(m, Dtype::F16, dtype);
+  }
+  if (dtype && is_fp8_dtype(*dtype)) throw InputError("make-synthetic: the Flux autoencoder is written in fp16, bf16 or fp32");
+  VaeConfig c;
+  c.quant_convs = false;
+  c.ch = 32, c.ch_mult = {1, 2}, c.num_res_blocks = 1, c.z_channels = c.embed_dim = 16;
+  VaeImpl m(c);
+  return module_layout(m, Dtype::F32, dtype);
+}
+
 std::map<std::string, at::Tensor> run_flux_probe(const std::string& role, const ProbeSetup& s, const ProbeInputs& read) {
   FluxFiles files;
   {
@@ -147,7 +191,12 @@ StorageSpec flux_auto_storage(const SafetensorsFile& file) {
 SyntheticWriters flux_synthetic_writers() {
   SyntheticWriters w;
   w.archs = flux_family_archs();
-  w.layout = [](const std::string& arch, const SyntheticLayoutOptions& o, std::map<std::string, std::string>&) {
+  for (const auto& [arch, config] : tiny_flux_configs()) w.archs.push_back(arch);
+  w.layout = [](const std::string& arch, const SyntheticLayoutOptions& o, std::map<std::string, std::string>& metadata) {
+    if (tiny_flux_configs().count(arch)) {
+      if (o.depth > 0 || o.single_depth > 0) throw InputError("make-synthetic: --depth and --single-depth do not apply to " + arch);
+      return tiny_flux_layout(arch, o.dtype, metadata);
+    }
     return flux_family_layout(arch, o.dtype, o.depth, o.single_depth);
   };
   w.lora = [](const std::string& model, const std::string&, const SyntheticLoraOptions& o) {

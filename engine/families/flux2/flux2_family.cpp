@@ -8,6 +8,7 @@
 #include "models/inspect.h"
 #include "models/component_load.h"
 #include "families/flux2/flux2_ae.h"
+#include "families/lora_set.h"
 #include "families/flux2/flux2_folder.h"
 #include "families/flux2/flux2_model.h"
 #include "families/flux2/flux2_sampling.h"
@@ -25,8 +26,21 @@ namespace {
 // Mistral Small 3.2 as ComfyUI prunes it (30 layers, no final norm; its Tekken tokenizer is not
 // written: name it with --mistral-tokenizer) and the autoencoder (F32, its BatchNorm statistics
 // included). klein 4B's Qwen3-4B is Z-Image's `qwen3-4b`.
-std::vector<LayoutEntry> flux2_layout(const std::string& arch, const SyntheticLayoutOptions& o) {
+// And the conformance suite's tiny klein and autoencoder (tests/test_conformance.cpp: the
+// configurations of ../shared/reference/flux2's tiny files, written into the metadata as there; its
+// Qwen3 is Z-Image's tiny-qwen3 with --depth 28).
+std::vector<LayoutEntry> flux2_layout(const std::string& arch, const SyntheticLayoutOptions& o,
+                                      std::map<std::string, std::string>& metadata) {
   const BuildOn on(at::Device(at::kMeta));
+  if (arch == "tiny-flux2-klein") {
+    if (o.depth > 0 || o.single_depth > 0) throw InputError("make-synthetic: --depth and --single-depth do not apply to " + arch);
+    Flux2Config c{64, 4, 2, 2, {2, 6, 4, 4}, 2000, 3.0, 1e-6, 128, 48, false};
+    metadata["flux2.config"] = R"({"hidden_size": 64, "num_heads": 4, "head_dim": 16, "depth": 2, "depth_single_blocks": 2, )"
+                               R"("axes_dim": [2, 6, 4, 4], "theta": 2000, "mlp_ratio": 3.0, "in_channels": 128, "context_in_dim": 48, )"
+                               R"("guidance_embed": false, "eps": 1e-06})";
+    Flux2Impl m(c);
+    return module_layout(m, Dtype::BF16, o.dtype);
+  }
   if (arch == "flux2-dev" || arch == "flux2-klein-4b" || arch == "flux2-klein-9b") {
     Flux2Config c;  // dev's
     if (arch != "flux2-dev") {
@@ -46,11 +60,15 @@ std::vector<LayoutEntry> flux2_layout(const std::string& arch, const SyntheticLa
   if (o.depth > 0 || o.single_depth > 0) {
     throw InputError("make-synthetic: --depth and --single-depth apply to the FLUX.2 transformers, not " + arch);
   }
-  if (arch == "flux2-ae") {
+  if (arch == "flux2-ae" || arch == "tiny-flux2-ae") {
     if (o.dtype && is_fp8_dtype(*o.dtype)) throw InputError("make-synthetic: the FLUX.2 autoencoder is written in fp16, bf16 or fp32");
     VaeConfig c;
     c.quant_convs = c.quant_convs_in_coders = true;
     c.z_channels = c.embed_dim = 32;
+    if (arch == "tiny-flux2-ae") {
+      c.ch = 32, c.ch_mult = {1, 2}, c.num_res_blocks = 1;
+      metadata["flux2_ae.config"] = R"({"ch": 32, "ch_mult": [1, 2], "num_res_blocks": 1, "z_channels": 32, "patch": [2, 2], "bn_eps": 0.0001})";
+    }
     VaeImpl m(c);
     auto out = module_layout(m, Dtype::F32, o.dtype);
     const Dtype floats = o.dtype.value_or(Dtype::F32);
@@ -156,9 +174,14 @@ FamilyEntry flux2_family_entry() {
   e.roles = flux2_roles();
   e.tools.probe = {{"flux2-qwen3", "flux2-mistral", "flux2", "flux2-sample", "flux2-vae-decode", "flux2-vae-encode"}, run_flux2_probe};
   e.options = flux2_options(true);
-  e.tools.synthetic.archs = {"flux2-dev", "flux2-klein-4b", "flux2-klein-9b", "flux2-ae", "qwen3-8b", "mistral3-small-te"};
-  e.tools.synthetic.layout = [](const std::string& arch, const SyntheticLayoutOptions& o, std::map<std::string, std::string>&) {
-    return flux2_layout(arch, o);
+  e.tools.synthetic.archs = {"flux2-dev", "flux2-klein-4b", "flux2-klein-9b", "flux2-ae", "qwen3-8b", "mistral3-small-te",
+                              "tiny-flux2-klein", "tiny-flux2-ae"};
+  e.tools.synthetic.layout = flux2_layout;
+  // make-synthetic-lora: every Linear layer of a transformer file under ComfyUI's diffusion_model. names
+  e.tools.synthetic.lora = [](const std::string& model, const std::string&, const SyntheticLoraOptions& o) {
+    const auto prefix = flux2_prefix(SafetensorsFile(model));
+    if (!prefix) throw InputError(model + ": a FLUX.2 LoRA is made for a transformer file (double_stream_modulation_img.*); this has none");
+    write_diffusion_model_lora(lora_linear_weights({model, *prefix}), "flux2", o.rank, o.alpha, o.strength, o.seed, o.out, o.overwrite);
   };
   e.tools.inspect_parts = [](const SafetensorsFile& file) {
     const auto prefix = flux2_prefix(file);

@@ -61,16 +61,31 @@ std::map<std::string, at::Tensor> run_zimage_probe(const std::string& role, cons
 // make-synthetic's layouts: the transformer as ComfyUI's diffusion_models file (BF16; --depth:
 // fewer layers) and Qwen3-4B as text_encoders/qwen_3_4b.safetensors (BF16, every layer and the
 // final norm, no lm_head; --depth: fewer layers). An FP8 --dtype makes the 2-D Linear weights FP8.
-std::vector<LayoutEntry> zimage_layout(const std::string& arch, const SyntheticLayoutOptions& o) {
+// And the conformance suite's tiny ones (tests/test_conformance.cpp: the configurations of ../shared/reference/zimage's tiny
+// files, written into the metadata as there; tiny-qwen3 --depth N: N layers, 3 by default).
+std::vector<LayoutEntry> zimage_layout(const std::string& arch, const SyntheticLayoutOptions& o,
+                                       std::map<std::string, std::string>& metadata) {
   if (o.single_depth > 0) throw InputError("make-synthetic: --single-depth applies to Flux, not " + arch);
   const BuildOn on(at::Device(at::kMeta));
-  if (arch == "zimage-turbo") {
+  const bool tiny = arch.rfind("tiny-", 0) == 0;
+  if (arch == "zimage-turbo" || arch == "tiny-zimage-turbo") {
     ZImageConfig c;
+    if (tiny) {
+      c = {64, 2, 1, 1, 2, 32, 16, 170, 64, 1024, 16, 2, {8, 12, 12}, 256, 1000, 1e-5};
+      metadata["zimage.config"] = R"({"dim": 64, "n_layers": 2, "n_refiner_layers": 1, "n_heads": 2, "n_kv_heads": 2, "cap_feat_dim": 16, )"
+                                  R"("axes_dims": [8, 12, 12], "rope_theta": 256.0, "t_scale": 1000.0, "norm_eps": 1e-05, "in_channels": 16, )"
+                                  R"("patch_size": 2, "ffn_hidden": 170, "adaln_dim": 64, "t_embed_mid": 1024})";
+    }
     if (o.depth > 0) c.layers = o.depth;
     ZImageTransformerImpl m(c);
     return module_layout(m, Dtype::BF16, o.dtype);
   }
   DecoderLmConfig c;
+  if (tiny) {
+    c.hidden = 16, c.intermediate = 40, c.layers = 3, c.heads = 4, c.kv_heads = 2, c.head_dim = 8;
+    metadata["qwen3.config"] = R"({"vocab_size": 151936, "hidden_size": 16, "intermediate_size": 40, "num_attention_heads": 4, )"
+                               R"("num_key_value_heads": 2, "head_dim": 8, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0})";
+  }
   if (o.depth > 0) c.layers = o.depth;
   c.outputs = {c.layers};  // every layer and the final norm, as the released file holds them
   c.normed_last = true;
@@ -130,28 +145,21 @@ FamilyEntry zimage_family_entry() {
     return std::vector<ComponentInfo>{{"transformer", f.transformer.path, "", 0}, {"Qwen3 text encoder", f.text_encoder.path, "", 0},
                                       {"autoencoder", f.vae.path, "", 0}};
   };
-  e.tools.synthetic.archs = {"zimage-turbo", "qwen3-4b"};
-  e.tools.synthetic.layout = [](const std::string& arch, const SyntheticLayoutOptions& o, std::map<std::string, std::string>&) {
-    return zimage_layout(arch, o);
-  };
+  e.tools.synthetic.archs = {"zimage-turbo", "qwen3-4b", "tiny-zimage-turbo", "tiny-qwen3"};
+  e.tools.synthetic.layout = zimage_layout;
   // make-synthetic-lora: every Linear layer of the transformer under ComfyUI's diffusion_model. names
   e.tools.synthetic.lora_archs = {"zimage-turbo"};
   e.tools.synthetic.lora = [](const std::string& model, const std::string& arch, const SyntheticLoraOptions& o) {
-    std::vector<std::pair<std::string, std::vector<int64_t>>> modules;
-    auto add = [&](const std::string& key, const std::vector<int64_t>& shape) {
-      if (shape.size() == 2 && key.size() > 7 && key.compare(key.size() - 7, 7, ".weight") == 0) {
-        modules.push_back({"diffusion_model." + key.substr(0, key.size() - 7), shape});
-      }
-    };
+    std::map<std::string, std::vector<int64_t>> weights;
     if (model.empty()) {
-      for (const auto& entry : zimage_layout(arch, {})) add(entry.name, entry.shape);
+      std::map<std::string, std::string> metadata;
+      for (const auto& entry : zimage_layout(arch, {}, metadata)) weights[entry.name] = entry.shape;
     } else {
       const auto prefix = zimage_prefix(SafetensorsFile(model));
       if (!prefix) throw InputError(model + ": a Z-Image LoRA is made for a transformer file (layers.*, noise_refiner.*); this has none");
-      for (const auto& [key, shape] : lora_linear_weights({model, *prefix})) add(key, shape);
+      weights = lora_linear_weights({model, *prefix});
     }
-    std::sort(modules.begin(), modules.end());
-    write_synthetic_lora(modules, o.rank, o.alpha, o.strength, o.seed, "z_image_turbo", o.out, o.overwrite);
+    write_diffusion_model_lora(weights, "z_image_turbo", o.rank, o.alpha, o.strength, o.seed, o.out, o.overwrite);
   };
   return e;
 }
