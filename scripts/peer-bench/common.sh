@@ -2,7 +2,10 @@
 # with NAME (for messages) and the defaults rounds, depth, single and cli set before:
 # - the arguments --rounds, --depth, --single-depth and --cli;
 # - the peer's Python (.venv-cuda, else .venv-peer, made and filled from PyPI when missing): $venv;
-# - the run's folder: $work (PEER_DIR, else a new temporary folder).
+# - the run's folder: $work (PEER_DIR, else a new temporary folder);
+# - need PATH WHAT ENV (a one-line error naming ENV when PATH is missing), synth FILE ARCH [FLAGS]
+#   (make-synthetic's ARCH into FILE unless it is there), and run_ours CMD... (ours in --compute
+#   auto into round $r's JSON and, on a CPU with BF16 instructions, with the FP32 path forced too).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 while (($#)); do
@@ -21,3 +24,16 @@ venv=.venv-cuda
   "$venv/bin/pip" install --quiet --disable-pip-version-check torch diffusers safetensors
 work=${PEER_DIR:-$(mktemp -d)}
 mkdir -p "$work"
+
+need() { [ -e "$1" ] || { echo "$NAME peer-bench: the $2 is needed: set $3" >&2; exit 2; }; }
+synth() {
+  local out=$1 arch=$2
+  shift 2
+  [ -f "$out" ] || "$cli" make-synthetic --arch "$arch" "$@" --out "$out" --log-level warn
+}
+native=0
+grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo && native=1
+run_ours() {
+  "$@" > "$work/ours-$r-auto compute.json"
+  if ((native)); then FP8S_CPU_ISA=avx2 "$@" > "$work/ours-$r-fp32 compute (FP8S_CPU_ISA=avx2).json"; fi
+}

@@ -13,13 +13,13 @@ NAME=flux2
 PEER_DIR=${FLUX2_PEER_DIR:-${PEER_DIR:-}}
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 tokenizer=${FP8S_QWEN_TOKENIZER:-../shared/reference/zimage/qwen_tokenizer}
-[ -e "$tokenizer" ] || { echo "flux2 peer-bench: the Qwen tokenizer is needed: set FP8S_QWEN_TOKENIZER" >&2; exit 2; }
+need "$tokenizer" "Qwen tokenizer" FP8S_QWEN_TOKENIZER
 model=$work/flux2-klein-9b-d$depth-s$single.safetensors
-[ -f "$model" ] || "$cli" make-synthetic --arch flux2-klein-9b --depth "$depth" --single-depth "$single" --out "$model" --log-level warn
+synth "$model" flux2-klein-9b --depth "$depth" --single-depth "$single"
 te=${FLUX2_PEER_TE:-$work/qwen_3_8b.safetensors}
-[ -f "$te" ] || "$cli" make-synthetic --arch qwen3-8b --out "$te" --log-level warn
+synth "$te" qwen3-8b
 ae=${FLUX2_PEER_AE:-$work/flux2-vae.safetensors}
-[ -f "$ae" ] || "$cli" make-synthetic --arch flux2-ae --out "$ae" --log-level warn
+synth "$ae" flux2-ae
 for r in $(seq "$rounds"); do
   echo "flux2 peer-bench: round $r/$rounds" >&2
   "$venv/bin/python" scripts/peer-bench/flux2_transformer.py --model "$model" --repeat 2 --dtype bf16 2>/dev/null > "$work/peer-$r-bf16.json"

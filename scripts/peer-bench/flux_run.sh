@@ -14,14 +14,12 @@ NAME=flux
 PEER_DIR=${FLUX_PEER_DIR:-${PEER_DIR:-}}
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 tokenizer=${FP8S_T5_TOKENIZER:-../shared/reference/flux/t5_tokenizer}
-[ -e "$tokenizer" ] || { echo "flux peer-bench: the T5 tokenizer is needed: set FP8S_T5_TOKENIZER" >&2; exit 2; }
+need "$tokenizer" "T5 tokenizer" FP8S_T5_TOKENIZER
 model=$work/flux-dev-d$depth-s$single.safetensors
-[ -f "$model" ] || "$cli" make-synthetic --arch flux-dev --depth "$depth" --single-depth "$single" --out "$model" --log-level warn
-[ -f "$work/t5-1layer.safetensors" ] || "$cli" make-synthetic --arch t5xxl --depth 1 --out "$work/t5-1layer.safetensors" --log-level warn
-[ -f "$work/clip_l.safetensors" ] || "$cli" make-synthetic --arch clip-l --out "$work/clip_l.safetensors" --log-level warn
-[ -f "$work/ae.safetensors" ] || "$cli" make-synthetic --arch flux-ae --out "$work/ae.safetensors" --log-level warn
-native=0
-grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo && native=1
+synth "$model" flux-dev --depth "$depth" --single-depth "$single"
+synth "$work/t5-1layer.safetensors" t5xxl --depth 1
+synth "$work/clip_l.safetensors" clip-l
+synth "$work/ae.safetensors" flux-ae
 for r in $(seq "$rounds"); do
   echo "flux peer-bench: round $r/$rounds" >&2
   for dtype in bf16 fp32; do
@@ -31,8 +29,7 @@ for r in $(seq "$rounds"); do
         --t5-tokenizer "$tokenizer"
         --vae "$work/ae.safetensors" --device cpu --modes bf16,fp8-e4m3 --width 512 --height 512 --steps 2 --repeat 1
         --seed 1 --prompt "a lighthouse on a cliff at dusk" --json --log-level warn)
-  "${ours[@]}" > "$work/ours-$r-auto compute.json"
-  if ((native)); then FP8S_CPU_ISA=avx2 "${ours[@]}" > "$work/ours-$r-fp32 compute (FP8S_CPU_ISA=avx2).json"; fi
+  run_ours "${ours[@]}"
 done
 "$venv/bin/python" scripts/peer-bench/table.py "$work" "$rounds" \
   "Flux dev, $depth double + $single single blocks at full width, one 512x512 call (1024 image + 512 text tokens)" \

@@ -15,15 +15,13 @@ NAME=zimage
 PEER_DIR=${ZIMAGE_PEER_DIR:-${PEER_DIR:-}}
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 tokenizer=${FP8S_QWEN_TOKENIZER:-../shared/reference/zimage/qwen_tokenizer}
-[ -e "$tokenizer" ] || { echo "zimage peer-bench: the Qwen tokenizer is needed: set FP8S_QWEN_TOKENIZER" >&2; exit 2; }
+need "$tokenizer" "Qwen tokenizer" FP8S_QWEN_TOKENIZER
 model=$work/zimage-turbo-d$depth.safetensors
-[ -f "$model" ] || "$cli" make-synthetic --arch zimage-turbo --depth "$depth" --out "$model" --log-level warn
-[ -f "$work/qwen3-2layers.safetensors" ] || "$cli" make-synthetic --arch qwen3-4b --depth 2 --out "$work/qwen3-2layers.safetensors" --log-level warn
-[ -f "$work/ae.safetensors" ] || "$cli" make-synthetic --arch flux-ae --out "$work/ae.safetensors" --log-level warn
+synth "$model" zimage-turbo --depth "$depth"
+synth "$work/qwen3-2layers.safetensors" qwen3-4b --depth 2
+synth "$work/ae.safetensors" flux-ae
 # a prompt whose templated tokens fill one 32-row caption block, as the peer's caption
 prompt="a lighthouse on a cliff at dusk, oil painting, warm light"
-native=0
-grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo && native=1
 for r in $(seq "$rounds"); do
   echo "zimage peer-bench: round $r/$rounds" >&2
   for dtype in bf16 fp32; do
@@ -32,8 +30,7 @@ for r in $(seq "$rounds"); do
   ours=("$cli" bench --section generate --model "$model" --text-encoder "$work/qwen3-2layers.safetensors" --vae "$work/ae.safetensors"
         --qwen-tokenizer "$tokenizer" --device cpu --modes bf16,fp8-e4m3 --width 512 --height 512 --steps 2 --repeat 1
         --seed 1 --prompt "$prompt" --json --log-level warn)
-  "${ours[@]}" > "$work/ours-$r-auto compute.json"
-  if ((native)); then FP8S_CPU_ISA=avx2 "${ours[@]}" > "$work/ours-$r-fp32 compute (FP8S_CPU_ISA=avx2).json"; fi
+  run_ours "${ours[@]}"
 done
 "$venv/bin/python" scripts/peer-bench/table.py "$work" "$rounds" \
   "Z-Image Turbo, $depth layers + 2 + 2 refiners at full width, one 512x512 call (1024 image tokens, a 32-row caption)" \
