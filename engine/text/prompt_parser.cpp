@@ -178,6 +178,22 @@ std::string plain_prompt(const std::string& prompt) {
   return out;
 }
 
+namespace {
+
+// A tag's arguments, split at every ':' (A1111's args.split(":")).
+std::vector<std::string> split_colons(const std::string& args) {
+  std::vector<std::string> items;
+  std::size_t start = 0;
+  while (true) {
+    const auto colon = args.find(':', start);
+    items.push_back(args.substr(start, colon - start));
+    if (colon == std::string::npos) return items;
+    start = colon + 1;
+  }
+}
+
+}  // namespace
+
 ExtraNetworks parse_extra_networks(const std::string& prompt) {
   const std::u32string s = text::utf8_to_u32(prompt);
   ExtraNetworks out;
@@ -194,14 +210,7 @@ ExtraNetworks parse_extra_networks(const std::string& prompt) {
         if (k > j + 1 && k < s.size()) {
           const std::string type = text::u32_to_utf8(s.substr(i + 1, j - i - 1));
           const std::string args = text::u32_to_utf8(s.substr(j + 1, k - j - 1));
-          std::vector<std::string> items;
-          std::size_t start = 0;
-          while (true) {
-            auto colon = args.find(':', start);
-            items.push_back(args.substr(start, colon - start));
-            if (colon == std::string::npos) break;
-            start = colon + 1;
-          }
+          const auto items = split_colons(args);
           auto group = std::find_if(out.tags.begin(), out.tags.end(),
                                     [&](const auto& g) { return g.first == type; });
           if (group == out.tags.end()) {
