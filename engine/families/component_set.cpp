@@ -97,14 +97,17 @@ WeightBytes ComponentSet::weight_bytes(const StorageSpec& storage) const {
 void ComponentSet::check(const GenerationRequest& r, int w, int h) const {
   if (r.enable_hr) w = r.hr_target_width(w), h = r.hr_target_height(h);
   if (!r.loras.empty() || !parse_extra_networks(r.prompt).loras.empty()) require_lora_layout();
-  (void)budget(r, w, h);
+  (void)budget(r, w, h, run_memory());
 }
 
 void ComponentSet::prepare(const GenerationRequest& r) {
   cached_job_ = nullptr;
   const int w = r.enable_hr ? r.hr_target_width(r.width) : r.width;
   const int h = r.enable_hr ? r.hr_target_height(r.height) : r.height;
-  const auto b = budget(r, w, h);
+  // what is free now and what this model holds, read once: the budget and the phase plan agree
+  const uint64_t free_bytes = run_memory();
+  const uint64_t available = free_bytes ? free_bytes + held_total() : 0;
+  const auto b = budget(r, w, h, free_bytes);
   if (r.storage != storage_ || b != budget_) {
     release_all();
     storage_ = r.storage;
@@ -114,8 +117,6 @@ void ComponentSet::prepare(const GenerationRequest& r) {
   set_fp8_compute();
   set_loras(r.loras, r.lora_mode);  // every file read and planned before a weight changes
   const auto bytes = estimate_cached(storage_);
-  const uint64_t free_bytes = run_memory();
-  const uint64_t available = free_bytes ? free_bytes + held_total() : 0;
   // under a budget, or where they do not fit together, the phases take turns
   together_ = !budget_ && (available == 0 || bytes.total() + working_bytes(w, h, r.batch_size, r.compute) + process_bytes() < available);
   if (!together_) release(Part::Denoiser);
@@ -216,8 +217,7 @@ uint64_t ComponentSet::run_memory() const {
   return device_.is_cpu() ? available_memory_bytes() : backend::device_available_bytes(device_);
 }
 
-std::optional<uint64_t> ComponentSet::budget(const GenerationRequest& r, int w, int h) const {
-  const uint64_t free_bytes = run_memory();
+std::optional<uint64_t> ComponentSet::budget(const GenerationRequest& r, int w, int h, uint64_t free_bytes) const {
   if (free_bytes == 0) return r.weight_budget;  // unknown: as asked
   auto b = budget_for(r.storage, w, h, r.batch_size, r.compute, r.weight_budget, free_bytes + held_total());
   if (b && !r.weight_budget) *b -= *b % kBudgetStep;

@@ -124,7 +124,8 @@ class ComponentSet : public FamilyModel {
   void release_all();
 
  private:
-  std::optional<uint64_t> budget(const GenerationRequest& r, int width, int height) const;
+  // The request's weight budget, `free_bytes` (run_memory(), 0: unknown) beside what this model holds.
+  std::optional<uint64_t> budget(const GenerationRequest& r, int width, int height, uint64_t free_bytes) const;
   std::optional<uint64_t> budget_for(const StorageSpec& storage, int width, int height, int batch, ComputeType compute,
                                      std::optional<uint64_t> requested, uint64_t available) const;
   const WeightBytes& estimate_cached(const StorageSpec& storage) const;
