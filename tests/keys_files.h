@@ -16,6 +16,7 @@
 
 #include <torch/nn/module.h>
 
+#include "models/nn.h"
 #include "pipeline/family.h"
 #include "support.h"
 
@@ -72,6 +73,25 @@ inline uint64_t module_params(torch::nn::Module& m) {
   uint64_t n = 0;
   for (const auto& p : m.parameters(true)) n += static_cast<uint64_t>(p.numel());
   return n;
+}
+
+// `Net` built from `config` on the meta device with `file`'s tensors under `prefix` loaded into it,
+// every Linear quantisable (FP8 E4M3 per tensor): a full-size layout checked without its weights.
+// InputError names a missing, unexpected or misshapen key.
+template <class Net, class Config>
+Net meta_loaded(const Config& config, const SafetensorsFile& file, const std::string& prefix = "",
+                const std::vector<std::string>& ignorable = {}) {
+  const BuildOn on(at::Device(at::kMeta));
+  Net m(config);
+  load_module_weights(*m, file, prefix, {WeightType::FP8_E4M3, Fp8Scale::Tensor, false}, true, ignorable, {},
+                      at::Device(at::kMeta), true);
+  return m;
+}
+// A decoder language model's shape as the key tables give it:
+// {hidden, layers, heads, kv heads, head width, MLP width}.
+template <class LmConfig>
+std::vector<int64_t> lm_shape(const LmConfig& c) {
+  return {c.hidden, c.layers, c.heads, c.kv_heads, c.head_dim, c.intermediate};
 }
 
 inline int64_t dtype_bytes(const QString& d) {

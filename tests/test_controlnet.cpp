@@ -75,9 +75,7 @@ class TestControlNet : public QObject {
       QCOMPARE(c.hint_channels, 3);
       QCOMPARE(c.hint_block_channels, (std::vector<int>{16, 32, 96, 256}));
       QCOMPARE(c.residuals(), 13);
-      const BuildOn on(at::Device(at::kMeta));
-      ControlNet m(c);
-      load_module_weights(*m, f, contents->prefix, {WeightType::FP8_E4M3, Fp8Scale::Tensor, false}, true, {}, {}, at::Device(at::kMeta), true);
+      auto m = test::meta_loaded<ControlNet>(c, f, contents->prefix);
       QCOMPARE(test::module_params(*m), test::params_of(keys));
       QCOMPARE(test::module_params(*m), uint64_t(361'279'120ull));
     }
@@ -98,9 +96,7 @@ class TestControlNet : public QObject {
       QCOMPARE(c.unet.adm_in_channels, 2816);
       QCOMPARE(c.unet.num_head_channels, 64);
       QCOMPARE(c.residuals(), 10);
-      const BuildOn on(at::Device(at::kMeta));
-      ControlNet m(c);
-      load_module_weights(*m, f, "", {WeightType::FP16, Fp8Scale::None, false}, true, {}, {}, at::Device(at::kMeta), true);
+      auto m = test::meta_loaded<ControlNet>(c, f);
       QCOMPARE(test::module_params(*m), uint64_t(1'251'014'160ull));
     }
     // a file without one of its tensors is refused naming it

@@ -70,7 +70,7 @@ class TestFlux2 : public QObject {
     std::string bfl;  // the BFL module
     std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> diffusers;  // diffusers module -> its rows of the weight
     bool swapped = false;  // diffusers' norm_out: the (shift, scale) halves as (scale, shift)
-    at::Tensor down, up;
+    at::Tensor down = {}, up = {};
   };
   // The diffusers names are the README's ("diffusers' names"), written out by hand here.
   static std::vector<HandModule> hand_modules(uint64_t seed) {
@@ -161,9 +161,7 @@ class TestFlux2 : public QObject {
       QCOMPARE(c.context_in_dim, v.context);
       QCOMPARE(c.guidance_embed, v.dev);
       QCOMPARE(c.mlp_ratio, 3.0);
-      const BuildOn on(at::Device(at::kMeta));
-      Flux2 m(c);
-      load_module_weights(*m, f, "", {WeightType::FP8_E4M3, Fp8Scale::Tensor, false}, true, {}, {}, at::Device(at::kMeta), true);
+      auto m = test::meta_loaded<Flux2>(c, f);
       QCOMPARE(test::module_params(*m), test::params_of(keys));
       QCOMPARE(test::module_params(*m), v.params);
       QCOMPARE(int(m->blocks().size()), v.depth + v.singles);
@@ -182,10 +180,7 @@ class TestFlux2 : public QObject {
       QCOMPARE(c.layers, 36);
       QCOMPARE(c.layers_run(), 27);
       QVERIFY(!c.final_norm());
-      const BuildOn on(at::Device(at::kMeta));
-      DecoderLm m(c);
-      load_module_weights(*m, f, "model.", {WeightType::FP8_E4M3, Fp8Scale::Tensor, false}, true, DecoderLmImpl::ignorable_keys(c), {},
-                          at::Device(at::kMeta), true);
+      auto m = test::meta_loaded<DecoderLm>(c, f, "model.", DecoderLmImpl::ignorable_keys(c));
       QCOMPARE(test::module_params(*m), test::params_of(keys, [](const QString& k) {
                  const auto parts = k.split('.');
                  return k != "model.norm.weight" && !(parts.size() > 2 && parts[1] == "layers" && parts[2].toInt() >= 27);
@@ -196,17 +191,9 @@ class TestFlux2 : public QObject {
       const auto keys = test::load_keys("mistral3-small-te.json");
       const SafetensorsFile f(test::sparse_file(m_dir.path(), "mistral_3_small_flux2.safetensors", keys));
       const auto c = flux2_text_config(f, true);
-      QCOMPARE(c.hidden, 5120);
-      QCOMPARE(c.heads, 32);
-      QCOMPARE(c.kv_heads, 8);
-      QCOMPARE(c.head_dim, 128);
-      QCOMPARE(c.intermediate, 32768);
-      QCOMPARE(c.layers, 30);
+      QCOMPARE(test::lm_shape(c), (std::vector<int64_t>{5120, 30, 32, 8, 128, 32768}));
       QVERIFY(!c.qk_norm);
-      const BuildOn on(at::Device(at::kMeta));
-      DecoderLm m(c);
-      load_module_weights(*m, f, "model.", {WeightType::FP8_E4M3, Fp8Scale::Tensor, false}, true, DecoderLmImpl::ignorable_keys(c), {},
-                          at::Device(at::kMeta), true);
+      auto m = test::meta_loaded<DecoderLm>(c, f, "model.", DecoderLmImpl::ignorable_keys(c));
       QCOMPARE(test::module_params(*m), test::params_of(keys, [](const QString& k) { return k.startsWith("model."); }));
       QCOMPARE(test::module_params(*m), uint64_t(17'343'754'240ull));
     }

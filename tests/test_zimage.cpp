@@ -137,10 +137,7 @@ class TestZImage : public QObject {
     QCOMPARE(c.ffn, 10240);
     QCOMPARE(c.adaln, 256);
     {
-      const BuildOn on(at::Device(at::kMeta));
-      ZImageTransformer m(c);
-      load_module_weights(*m, z, "", {WeightType::FP8_E4M3, Fp8Scale::Tensor, false}, true, ZImageTransformerImpl::ignorable_keys(),
-                          {}, at::Device(at::kMeta), true);
+      auto m = test::meta_loaded<ZImageTransformer>(c, z, "", ZImageTransformerImpl::ignorable_keys());
       // every tensor of the file is a parameter of the module: 6,154,908,736 (the README's count)
       QCOMPARE(test::module_params(*m), test::params_of(zkeys, [](const QString&) { return true; }));
       QCOMPARE(test::module_params(*m), uint64_t(6'154'908'736ull));
@@ -149,18 +146,10 @@ class TestZImage : public QObject {
     const auto qkeys = test::load_keys("qwen3-4b.json");
     const SafetensorsFile q(test::sparse_file(m_dir.path(), "qwen_3_4b.safetensors", qkeys));
     const auto qc = decoder_lm_config(q, "model.", {}, "qwen3.config");
-    QCOMPARE(qc.hidden, 2560);
-    QCOMPARE(qc.layers, 36);
-    QCOMPARE(qc.heads, 32);
-    QCOMPARE(qc.kv_heads, 8);
-    QCOMPARE(qc.head_dim, 128);
-    QCOMPARE(qc.intermediate, 9728);
+    QCOMPARE(test::lm_shape(qc), (std::vector<int64_t>{2560, 36, 32, 8, 128, 9728}));
     QCOMPARE(qc.vocab_size, 151936);
     {
-      const BuildOn on(at::Device(at::kMeta));
-      DecoderLm enc(qc);
-      load_module_weights(*enc, q, "model.", {WeightType::BF16, Fp8Scale::None, false}, false, DecoderLmImpl::ignorable_keys(enc->config()), {},
-                          at::Device(at::kMeta), true);
+      auto enc = test::meta_loaded<DecoderLm>(qc, q, "model.", DecoderLmImpl::ignorable_keys(qc));
       // all but the last layer and the final norm (hidden_states[-2] never reads them)
       QCOMPARE(test::module_params(*enc), test::params_of(qkeys, [](const QString& k) {
                  return !k.startsWith("model.layers.35.") && k != "model.norm.weight";
@@ -170,9 +159,7 @@ class TestZImage : public QObject {
     // a transformer without one of its tensors is refused naming it
     const SafetensorsFile broken(test::sparse_file(m_dir.path(), "broken.safetensors", zkeys, "layers.7.feed_forward.w2.weight"));
     try {
-      const BuildOn on(at::Device(at::kMeta));
-      ZImageTransformer m(zimage_config(broken, ""));
-      load_module_weights(*m, broken, "", {WeightType::BF16, Fp8Scale::None, false}, true, {}, {}, at::Device(at::kMeta), true);
+      (void)test::meta_loaded<ZImageTransformer>(zimage_config(broken, ""), broken);
       QFAIL("a transformer without layers.7.feed_forward.w2.weight loaded");
     } catch (const InputError& e) {
       QVERIFY2(QString(e.what()).contains("layers.7.feed_forward.w2.weight"), e.what());

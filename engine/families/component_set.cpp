@@ -26,6 +26,24 @@ WeightType file_type(const ComponentSource& c) {
 
 }  // namespace
 
+FamilyTraits transformer_traits(std::string id, std::string name, int token, std::string encode_label) {
+  FamilyTraits t;
+  t.prediction = Prediction::Flow;
+  t.id = std::move(id);
+  t.name = std::move(name);
+  t.size_multiple = t.min_size = t.size_step = token;
+  t.samplers = {Sampler::Euler, Sampler::Heun, Sampler::DpmPP2M};
+  t.schedules = {{Schedule::Normal, "Simple"}};
+  t.default_cfg = 1.0f;
+  t.clip_skip = false;
+  t.fp32_probe = false;
+  t.denoiser_label = "Transformer";
+  t.encode_label = std::move(encode_label);
+  t.sample_label = "transformer steps";
+  t.decode_label = "autoencoder decode";
+  return t;
+}
+
 StorageSpec part_storage(Part part, const StorageSpec& storage, WeightType text_type, WeightType vae_type) {
   StorageSpec s = storage;
   if (part == Part::Denoiser) return s;

@@ -63,6 +63,13 @@ WeightBytes parts_estimate(const ComponentSource& denoiser, const ComponentSourc
 // module holds placeholders, so no weight is allocated (inspect --weight-budget).
 ResidencyPlan denoiser_plan(const PartSpec& denoiser, const StorageSpec& storage, uint64_t budget);
 
+// The traits the flow-matching transformer families share: flow prediction, Euler/Heun/DPM++ 2M on
+// the "Simple" schedule, CFG 1 by default, no CLIP skip, no FP32 probe (FP32 storage of a transformer
+// of billions does not fit beside the run), sizes in steps of one token (`token` pixels: 2x2 latent
+// pixels), and the phase labels ("Transformer", `encode_label`, "transformer steps", "autoencoder
+// decode").
+FamilyTraits transformer_traits(std::string id, std::string name, int token, std::string encode_label);
+
 class ComponentSet : public FamilyModel {
  public:
   ~ComponentSet() override;

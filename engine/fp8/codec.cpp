@@ -157,24 +157,18 @@ inline void encode_f16_span(const uint16_t* src, uint8_t* dst, std::size_t n, fl
   for (std::size_t i = 0; i < n; ++i) dst[i] = encode<P>(f16_bits_to_f32(src[i]) / divisor);
 }
 
-FP8S_VECTOR_CLONES void encode_f32_e4m3(const float* s, uint8_t* d, std::size_t n, float v) {
-  encode_f32_span<kE4M3>(s, d, n, v);
-}
-FP8S_VECTOR_CLONES void encode_f32_e5m2(const float* s, uint8_t* d, std::size_t n, float v) {
-  encode_f32_span<kE5M2>(s, d, n, v);
-}
-FP8S_VECTOR_CLONES void encode_bf16_e4m3(const uint16_t* s, uint8_t* d, std::size_t n, float v) {
-  encode_bf16_span<kE4M3>(s, d, n, v);
-}
-FP8S_VECTOR_CLONES void encode_bf16_e5m2(const uint16_t* s, uint8_t* d, std::size_t n, float v) {
-  encode_bf16_span<kE5M2>(s, d, n, v);
-}
-FP8S_VECTOR_CLONES void encode_f16_e4m3(const uint16_t* s, uint8_t* d, std::size_t n, float v) {
-  encode_f16_span<kE4M3>(s, d, n, v);
-}
-FP8S_VECTOR_CLONES void encode_f16_e5m2(const uint16_t* s, uint8_t* d, std::size_t n, float v) {
-  encode_f16_span<kE5M2>(s, d, n, v);
-}
+// One vector-cloned kernel a (source, format) pair: target_clones takes no templates.
+#define FP8S_ENCODE_KERNELS(SRC, Src)                                                         \
+  FP8S_VECTOR_CLONES void encode_##SRC##_e4m3(const Src* s, uint8_t* d, std::size_t n, float v) { \
+    encode_##SRC##_span<kE4M3>(s, d, n, v);                                                   \
+  }                                                                                           \
+  FP8S_VECTOR_CLONES void encode_##SRC##_e5m2(const Src* s, uint8_t* d, std::size_t n, float v) { \
+    encode_##SRC##_span<kE5M2>(s, d, n, v);                                                   \
+  }
+FP8S_ENCODE_KERNELS(f32, float)
+FP8S_ENCODE_KERNELS(bf16, uint16_t)
+FP8S_ENCODE_KERNELS(f16, uint16_t)
+#undef FP8S_ENCODE_KERNELS
 
 FP8S_VECTOR_CLONES void widen_f16(const uint16_t* s, float* d, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) d[i] = f16_bits_to_f32(s[i]);
@@ -245,18 +239,16 @@ inline void decode_bf16_span(const uint8_t* s, uint16_t* d, std::size_t n, float
   }
 }
 
-FP8S_VECTOR_CLONES void decode_e4m3_f32(const uint8_t* s, float* d, std::size_t n, float k) {
-  decode_f32_span<decode_e4m3_bits>(s, d, n, k);
-}
-FP8S_VECTOR_CLONES void decode_e5m2_f32(const uint8_t* s, float* d, std::size_t n, float k) {
-  decode_f32_span<decode_e5m2_bits>(s, d, n, k);
-}
-FP8S_VECTOR_CLONES void decode_e4m3_bf16(const uint8_t* s, uint16_t* d, std::size_t n, float k) {
-  decode_bf16_span<decode_e4m3_bits>(s, d, n, k);
-}
-FP8S_VECTOR_CLONES void decode_e5m2_bf16(const uint8_t* s, uint16_t* d, std::size_t n, float k) {
-  decode_bf16_span<decode_e5m2_bits>(s, d, n, k);
-}
+#define FP8S_DECODE_KERNELS(DST, Dst)                                                          \
+  FP8S_VECTOR_CLONES void decode_e4m3_##DST(const uint8_t* s, Dst* d, std::size_t n, float k) { \
+    decode_##DST##_span<decode_e4m3_bits>(s, d, n, k);                                          \
+  }                                                                                             \
+  FP8S_VECTOR_CLONES void decode_e5m2_##DST(const uint8_t* s, Dst* d, std::size_t n, float k) { \
+    decode_##DST##_span<decode_e5m2_bits>(s, d, n, k);                                          \
+  }
+FP8S_DECODE_KERNELS(f32, float)
+FP8S_DECODE_KERNELS(bf16, uint16_t)
+#undef FP8S_DECODE_KERNELS
 FP8S_VECTOR_CLONES void decode_e4m3_f16(const uint8_t* s, uint16_t* d, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) d[i] = fp8_value_to_f16(decode_e4m3_bits(s[i]));
 }

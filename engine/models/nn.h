@@ -222,6 +222,17 @@ class BlockNetwork : public torch::nn::Module {
   void set_block_hooks(BlockHooks* hooks) { hooks_ = hooks; }
 
  protected:
+  // Registers the list `list` under this network and `count` blocks "<list>.<i>" in it, each a
+  // streamable block, and calls `make(block)` to fill each in order.
+  template <class Make>
+  void add_blocks(const std::string& list, int count, Make&& make) {
+    auto holder = container(*this, list);
+    for (int i = 0; i < count; ++i) {
+      auto block = container(*holder, std::to_string(i));
+      network_blocks_.push_back({list + "." + std::to_string(i), block, 1.0});
+      make(*block);
+    }
+  }
   std::vector<NetworkBlock> network_blocks_;
   BlockHooks* hooks_ = nullptr;
 };

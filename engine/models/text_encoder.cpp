@@ -12,53 +12,45 @@ EmbeddingImpl::EmbeddingImpl(int64_t count, int64_t dim) {
 
 TextEncoderImpl::TextEncoderImpl(const TextEncoderConfig& c) : config_(c) {
   const int64_t w = c.width;
-  if (!c.open_clip_layout) {
+  const bool hf = !c.open_clip_layout;
+  // transformers' CLIPTextModel names, or open_clip's
+  struct Names {
+    const char *outer, *list, *attn, *ln1, *ln2, *fc1, *fc2, *final_ln;
+  };
+  const Names n = hf ? Names{"encoder", "layers", "self_attn", "layer_norm1", "layer_norm2", "fc1", "fc2", "final_layer_norm"}
+                     : Names{"transformer", "resblocks", "attn", "ln_1", "ln_2", "c_fc", "c_proj", "ln_final"};
+  if (hf) {
     auto emb = container(*this, "embeddings");
     token_embedding_ = emb->register_module("token_embedding", Embedding(c.vocab_size, w));
-    auto pos = emb->register_module("position_embedding", Embedding(c.context_length, w));
-    position_embedding_ = pos->weight;
-    auto enc = container(*this, "encoder");
-    auto layers = container(*enc, "layers");
-    for (int i = 0; i < c.layers; ++i) {
-      auto l = container(*layers, std::to_string(i));
-      auto attn = container(*l, "self_attn");
-      auto mlp = container(*l, "mlp");
-      Layer layer;
+    position_embedding_ = emb->register_module("position_embedding", Embedding(c.context_length, w))->weight;
+  } else {
+    token_embedding_ = register_module("token_embedding", Embedding(c.vocab_size, w));
+    position_embedding_ = register_parameter("positional_embedding", placeholder({c.context_length, w}), false);
+  }
+  auto list = container(*container(*this, n.outer), n.list);
+  for (int i = 0; i < c.layers; ++i) {
+    auto l = container(*list, std::to_string(i));
+    auto attn = container(*l, n.attn);
+    auto mlp = container(*l, "mlp");
+    Layer layer;
+    if (hf) {
       layer.q = attn->register_module("q_proj", QLinear(w, w));
       layer.k = attn->register_module("k_proj", QLinear(w, w));
       layer.v = attn->register_module("v_proj", QLinear(w, w));
-      layer.out = attn->register_module("out_proj", QLinear(w, w));
-      layer.ln1 = l->register_module("layer_norm1", LayerNorm(w));
-      layer.ln2 = l->register_module("layer_norm2", LayerNorm(w));
-      layer.fc1 = mlp->register_module("fc1", QLinear(w, c.mlp_dim));
-      layer.fc2 = mlp->register_module("fc2", QLinear(c.mlp_dim, w));
-      layers_.push_back(layer);
+    } else {
+      // open_clip's fused projection: attn.in_proj_weight / in_proj_bias = cat(q, k, v)
+      layer.in_proj = std::make_shared<QLinearImpl>(w, 3 * w);
+      attn->register_parameter("in_proj_weight", layer.in_proj->store.weight, false);
+      attn->register_parameter("in_proj_bias", layer.in_proj->bias, false);
     }
-    final_ln_ = register_module("final_layer_norm", LayerNorm(w));
-    return;
-  }
-  token_embedding_ = register_module("token_embedding", Embedding(c.vocab_size, w));
-  position_embedding_ = register_parameter("positional_embedding",
-                                           placeholder({c.context_length, w}), false);
-  auto tr = container(*this, "transformer");
-  auto blocks = container(*tr, "resblocks");
-  for (int i = 0; i < c.layers; ++i) {
-    auto l = container(*blocks, std::to_string(i));
-    auto attn = container(*l, "attn");
-    auto mlp = container(*l, "mlp");
-    Layer layer;
-    layer.ln1 = l->register_module("ln_1", LayerNorm(w));
-    layer.ln2 = l->register_module("ln_2", LayerNorm(w));
-    // open_clip's fused projection: attn.in_proj_weight / in_proj_bias = cat(q, k, v)
-    layer.in_proj = std::make_shared<QLinearImpl>(w, 3 * w);
-    attn->register_parameter("in_proj_weight", layer.in_proj->store.weight, false);
-    attn->register_parameter("in_proj_bias", layer.in_proj->bias, false);
     layer.out = attn->register_module("out_proj", QLinear(w, w));
-    layer.fc1 = mlp->register_module("c_fc", QLinear(w, c.mlp_dim));
-    layer.fc2 = mlp->register_module("c_proj", QLinear(c.mlp_dim, w));
+    layer.ln1 = l->register_module(n.ln1, LayerNorm(w));
+    layer.ln2 = l->register_module(n.ln2, LayerNorm(w));
+    layer.fc1 = mlp->register_module(n.fc1, QLinear(w, c.mlp_dim));
+    layer.fc2 = mlp->register_module(n.fc2, QLinear(c.mlp_dim, w));
     layers_.push_back(layer);
   }
-  final_ln_ = register_module("ln_final", LayerNorm(w));
+  final_ln_ = register_module(n.final_ln, LayerNorm(w));
   if (c.projection_dim > 0) {
     text_projection_ = register_parameter("text_projection",
                                           placeholder({w, c.projection_dim}), false);

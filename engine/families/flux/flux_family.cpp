@@ -3,6 +3,8 @@
 // encoders dropped when the transformer's phase would not fit beside them, the transformer as a
 // denoiser over the flow (pipeline/flux_model), the 16-channel autoencoder, Forge's infotext.
 #include "families/flux/flux_family.h"
+
+#include "families/component_set.h"
 #include "pipeline/family_options.h"
 #include "models/flux/flux_files.h"
 
@@ -159,30 +161,17 @@ FluxShapes read_shapes(const FluxFiles& files) {
 }
 
 FamilyTraits flux_traits(bool dev, const FluxShapes& shapes) {
-  FamilyTraits t;
-  t.prediction = Prediction::Flow;
-  t.id = dev ? "flux-dev" : "flux-schnell";
-  t.name = dev ? "Flux.1 dev" : "Flux.1 schnell";
+  // one token: 2x2 patches of the 8x latent
+  FamilyTraits t = transformer_traits(dev ? "flux-dev" : "flux-schnell", dev ? "Flux.1 dev" : "Flux.1 schnell", 16,
+                                      "T5 + CLIP-L encode");
   t.native_size = shapes.hidden < 3072 ? 64 : 1024;  // the tiny reference transformers are narrow and small
-  t.size_multiple = 16;  // 2x2 patches of the 8x latent
-  t.min_size = 16;
-  t.size_step = 16;
   t.size_presets = {{1024, 1024}, {1216, 832}, {832, 1216}, {1152, 896}, {896, 1152}, {768, 768}, {512, 512}};
-  t.samplers = {Sampler::Euler, Sampler::Heun, Sampler::DpmPP2M};
-  t.schedules = {{Schedule::Normal, "Simple"}};
   t.default_steps = dev ? 20 : 4;
-  t.default_cfg = 1.0f;
   t.cfg_control = !dev;  // dev's distilled guidance takes CFG's place
-  t.clip_skip = false;
   t.components = flux_roles();
   t.options = flux_options(dev);
   t.latent = flux_latent_format(shapes.vae_factor);
   t.compare_modes = "fp16,fp8-e4m3,fp8-e5m2";  // E4M3 against E5M2, and FP16 where it fits
-  t.fp32_probe = false;  // FP32 storage of a 12 B transformer does not fit beside the run
-  t.denoiser_label = "Transformer";
-  t.encode_label = "T5 + CLIP-L encode";
-  t.sample_label = "transformer steps";
-  t.decode_label = "autoencoder decode";
   return t;
 }
 

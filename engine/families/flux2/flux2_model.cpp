@@ -293,32 +293,21 @@ FamilyTraits flux2_model_traits(const SafetensorsFile& file, const std::string& 
   const bool dev = file.find(prefix + "guidance_in.in_layer.weight") != nullptr;
   const auto* img_in = file.find(prefix + "img_in.weight");
   const bool tiny = img_in && !img_in->shape.empty() && img_in->shape[0] < 3072;
-  FamilyTraits t;
-  t.prediction = Prediction::Flow;
-  t.id = dev ? "flux2-dev" : "flux2-klein";
   const auto* txt_in = file.find(prefix + "txt_in.weight");
   const int64_t context = txt_in && txt_in->shape.size() == 2 ? txt_in->shape[1] : 0;
-  t.name = dev ? "FLUX.2 [dev]" : context == 12288 ? "FLUX.2 [klein] 9B" : context == 7680 ? "FLUX.2 [klein] 4B" : "FLUX.2 [klein]";
-  t.size_multiple = 2 * ae_factor;  // one token: 2x2 latent pixels
+  const char* name = dev ? "FLUX.2 [dev]" : context == 12288 ? "FLUX.2 [klein] 9B" : context == 7680 ? "FLUX.2 [klein] 4B" : "FLUX.2 [klein]";
+  // one token: 2x2 latent pixels
+  FamilyTraits t = transformer_traits(dev ? "flux2-dev" : "flux2-klein", name, 2 * ae_factor,
+                                      dev ? "Mistral encode" : "Qwen3 encode");
   t.native_size = tiny ? 8 * t.size_multiple : 1024;
-  t.min_size = t.size_multiple;
-  t.size_step = t.size_multiple;
   t.size_presets = {{1024, 1024}, {1216, 832}, {832, 1216}, {768, 768}, {512, 512}};
   t.samplers = {Sampler::Euler};
-  t.schedules = {{Schedule::Normal, "Simple"}};
-  t.default_steps = dev ? 50 : 4;
-  t.default_cfg = 1.0f;  // klein distilled; klein base runs true CFG above 1
-  t.clip_skip = false;
+  t.default_steps = dev ? 50 : 4;  // CFG 1: klein distilled; klein base runs true CFG above 1
   t.components = flux2_roles();
   t.options = flux2_options(dev);
   t.latent.channels = 128;  // the autoencoder's 32 channels patchified 2x2 and normalised
   t.latent.factor = 2 * ae_factor;
   t.compare_modes = "fp16,fp8-e4m3";
-  t.fp32_probe = false;
-  t.denoiser_label = "Transformer";
-  t.encode_label = dev ? "Mistral encode" : "Qwen3 encode";
-  t.sample_label = "transformer steps";
-  t.decode_label = "autoencoder decode";
   return t;
 }
 

@@ -178,29 +178,14 @@ class ZImageFamily final : public ComponentSet {
 }  // namespace
 
 FamilyTraits zimage_traits(int dim, int vae_factor) {
-  FamilyTraits t;
-  t.prediction = Prediction::Flow;
-  t.id = "zimage-turbo";
-  t.name = "Z-Image Turbo";
-  t.native_size = dim < 3840 ? 8 * 2 * vae_factor : 1024;  // the tiny reference transformers are narrow and small
-  t.size_multiple = 2 * vae_factor;  // 2x2 patches of the latent
-  t.min_size = t.size_multiple;
-  t.size_step = t.size_multiple;
+  FamilyTraits t = transformer_traits("zimage-turbo", "Z-Image Turbo", 2 * vae_factor, "Qwen3 encode");
+  t.native_size = dim < 3840 ? 8 * t.size_multiple : 1024;  // the tiny reference transformers are narrow and small
   t.size_presets = {{1024, 1024}, {1152, 896}, {896, 1152}, {1216, 832}, {832, 1216}, {1344, 768}, {768, 1344}, {512, 512}};
-  t.samplers = {Sampler::Euler, Sampler::Heun, Sampler::DpmPP2M};
-  t.schedules = {{Schedule::Normal, "Simple"}};
-  t.default_steps = 8;
-  t.default_cfg = 1.0f;  // Turbo is distilled: no CFG pass
-  t.clip_skip = false;
+  t.default_steps = 8;  // Turbo is distilled: no CFG pass (CFG 1)
   t.components = zimage_roles();
   t.options = zimage_options();
   t.latent = flux_latent_format(vae_factor);
   t.compare_modes = "fp16,fp8-e4m3";
-  t.fp32_probe = false;  // FP32 storage of a 6 B transformer does not fit beside the run
-  t.denoiser_label = "Transformer";
-  t.encode_label = "Qwen3 encode";
-  t.sample_label = "transformer steps";
-  t.decode_label = "autoencoder decode";
   return t;
 }
 

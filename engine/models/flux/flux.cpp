@@ -94,6 +94,12 @@ at::Tensor modulate(const at::Tensor& x, const at::Tensor& shift, const at::Tens
 
 }  // namespace
 
+void flux_qk_norm(torch::nn::Module& parent, int64_t head_dim, at::Tensor& q, at::Tensor& k) {
+  auto norm = container(parent, "norm");
+  q = container(*norm, "query_norm")->register_parameter("scale", placeholder({head_dim}), false);
+  k = container(*norm, "key_norm")->register_parameter("scale", placeholder({head_dim}), false);
+}
+
 FluxImpl::Embedder FluxImpl::embedder(const std::string& name, int64_t in) {
   auto m = container(*this, name);
   const int64_t h = config_.hidden_size;
@@ -107,9 +113,7 @@ FluxImpl::Stream FluxImpl::stream(torch::nn::Module& block, const std::string& p
   auto attn = container(block, p + "_attn");
   s.qkv = attn->register_module("qkv", QLinear(h, 3 * h));
   s.proj = attn->register_module("proj", QLinear(h, h));
-  auto norm = container(*attn, "norm");
-  s.q_norm = container(*norm, "query_norm")->register_parameter("scale", placeholder({d}), false);
-  s.k_norm = container(*norm, "key_norm")->register_parameter("scale", placeholder({d}), false);
+  flux_qk_norm(*attn, d, s.q_norm, s.k_norm);
   auto m = container(block, p + "_mlp");
   s.mlp0 = m->register_module("0", QLinear(h, mlp));
   s.mlp2 = m->register_module("2", QLinear(mlp, h));
@@ -123,26 +127,18 @@ FluxImpl::FluxImpl(const FluxConfig& c) : config_(c) {
   vector_in_ = embedder("vector_in", c.vec_in_dim);
   if (c.guidance_embed) guidance_in_ = embedder("guidance_in", 256);
   txt_in_ = register_module("txt_in", QLinear(c.context_in_dim, h));
-  auto doubles = container(*this, "double_blocks");
-  for (int i = 0; i < c.depth; ++i) {
-    auto b = container(*doubles, std::to_string(i));
-    network_blocks_.push_back({"double_blocks." + std::to_string(i), b, 1.0});
-    auto img = stream(*b, "img");
-    double_.emplace_back(img, stream(*b, "txt"));
-  }
-  auto singles = container(*this, "single_blocks");
-  for (int i = 0; i < c.depth_single_blocks; ++i) {
-    auto b = container(*singles, std::to_string(i));
-    network_blocks_.push_back({"single_blocks." + std::to_string(i), b, 1.0});
+  add_blocks("double_blocks", c.depth, [&](torch::nn::Module& b) {
+    auto img = stream(b, "img");
+    double_.emplace_back(img, stream(b, "txt"));
+  });
+  add_blocks("single_blocks", c.depth_single_blocks, [&](torch::nn::Module& b) {
     Single s;
-    s.linear1 = b->register_module("linear1", QLinear(h, 3 * h + mlp));
-    s.linear2 = b->register_module("linear2", QLinear(h + mlp, h));
-    auto norm = container(*b, "norm");
-    s.q_norm = container(*norm, "query_norm")->register_parameter("scale", placeholder({d}), false);
-    s.k_norm = container(*norm, "key_norm")->register_parameter("scale", placeholder({d}), false);
-    s.mod = container(*b, "modulation")->register_module("lin", QLinear(h, 3 * h));
+    s.linear1 = b.register_module("linear1", QLinear(h, 3 * h + mlp));
+    s.linear2 = b.register_module("linear2", QLinear(h + mlp, h));
+    flux_qk_norm(b, d, s.q_norm, s.k_norm);
+    s.mod = container(b, "modulation")->register_module("lin", QLinear(h, 3 * h));
     single_.push_back(s);
-  }
+  });
   auto last = container(*this, "final_layer");
   final_linear_ = last->register_module("linear", QLinear(h, c.in_channels));
   final_mod_ = container(*last, "adaLN_modulation")->register_module("1", QLinear(h, 2 * h));

@@ -37,6 +37,9 @@ std::pair<at::Tensor, at::Tensor> flux_rope(const at::Tensor& ids, const std::ve
 // overflow FP16 on the released weights (ComfyUI clamps the same places): infinities become
 // ±65504 and NaN 0. Other types pass unchanged.
 at::Tensor flux_fp16_clamp(const at::Tensor& x);
+// Registers a Flux block's QK norm under `parent`: "norm.query_norm.scale" and "norm.key_norm.scale",
+// each of width `head_dim`, into `q` and `k` (Flux.1 and FLUX.2 name them alike).
+void flux_qk_norm(torch::nn::Module& parent, int64_t head_dim, at::Tensor& q, at::Tensor& k);
 
 at::Tensor flux_apply_rope(const at::Tensor& x, const std::pair<at::Tensor, at::Tensor>& pe);
 

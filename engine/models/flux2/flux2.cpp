@@ -92,9 +92,7 @@ Flux2Impl::Stream Flux2Impl::stream(torch::nn::Module& block, const std::string&
   auto attn = container(block, p + "_attn");
   s.qkv = attn->register_module("qkv", QLinear(h, 3 * h, false));
   s.proj = attn->register_module("proj", QLinear(h, h, false));
-  auto norm = container(*attn, "norm");
-  s.q_norm = container(*norm, "query_norm")->register_parameter("scale", placeholder({d}), false);
-  s.k_norm = container(*norm, "key_norm")->register_parameter("scale", placeholder({d}), false);
+  flux_qk_norm(*attn, d, s.q_norm, s.k_norm);
   auto m = container(block, p + "_mlp");
   s.mlp0 = m->register_module("0", QLinear(h, 2 * mlp, false));
   s.mlp2 = m->register_module("2", QLinear(mlp, h, false));
@@ -115,25 +113,17 @@ Flux2Impl::Flux2Impl(const Flux2Config& c) : config_(c) {
   mod_img_ = container(*this, "double_stream_modulation_img")->register_module("lin", QLinear(h, 6 * h, false));
   mod_txt_ = container(*this, "double_stream_modulation_txt")->register_module("lin", QLinear(h, 6 * h, false));
   mod_single_ = container(*this, "single_stream_modulation")->register_module("lin", QLinear(h, 3 * h, false));
-  auto doubles = container(*this, "double_blocks");
-  for (int i = 0; i < c.depth; ++i) {
-    auto b = container(*doubles, std::to_string(i));
-    network_blocks_.push_back({"double_blocks." + std::to_string(i), b, 1.0});
-    auto img = stream(*b, "img");
-    double_.emplace_back(img, stream(*b, "txt"));
-  }
-  auto singles = container(*this, "single_blocks");
-  for (int i = 0; i < c.depth_single_blocks; ++i) {
-    auto b = container(*singles, std::to_string(i));
-    network_blocks_.push_back({"single_blocks." + std::to_string(i), b, 1.0});
+  add_blocks("double_blocks", c.depth, [&](torch::nn::Module& b) {
+    auto img = stream(b, "img");
+    double_.emplace_back(img, stream(b, "txt"));
+  });
+  add_blocks("single_blocks", c.depth_single_blocks, [&](torch::nn::Module& b) {
     Single s;
-    s.linear1 = b->register_module("linear1", QLinear(h, 3 * h + 2 * mlp, false));
-    s.linear2 = b->register_module("linear2", QLinear(h + mlp, h, false));
-    auto norm = container(*b, "norm");
-    s.q_norm = container(*norm, "query_norm")->register_parameter("scale", placeholder({d}), false);
-    s.k_norm = container(*norm, "key_norm")->register_parameter("scale", placeholder({d}), false);
+    s.linear1 = b.register_module("linear1", QLinear(h, 3 * h + 2 * mlp, false));
+    s.linear2 = b.register_module("linear2", QLinear(h + mlp, h, false));
+    flux_qk_norm(b, d, s.q_norm, s.k_norm);
     single_.push_back(s);
-  }
+  });
   auto last = container(*this, "final_layer");
   final_linear_ = last->register_module("linear", QLinear(h, c.in_channels, false));
   final_mod_ = container(*last, "adaLN_modulation")->register_module("1", QLinear(h, 2 * h, false));
