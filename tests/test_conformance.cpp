@@ -63,7 +63,7 @@ void write_t5_tokenizer(const QString& dir) {
 // tokenizers written beside them.
 struct TinyFile {
   QString arch, role;  // role "" = the model file
-  QStringList extra;   // make-synthetic's other flags
+  QStringList extra = {};  // make-synthetic's other flags
 };
 struct TinySet {
   std::vector<TinyFile> files;

@@ -76,4 +76,27 @@ std::vector<std::string> data_dirs(const std::string& sub) {
   return dirs;
 }
 
+std::string find_vocabulary(const VocabularySearch& search, const std::string& explicit_path, const std::string& model,
+                            const std::function<bool(const std::string&)>& holds) {
+  if (!explicit_path.empty()) {
+    if (holds(explicit_path)) return explicit_path;
+    throw MissingVocabulary(explicit_path + ": " + search.name + " not found");
+  }
+  std::vector<std::string> paths;
+  if (!model.empty()) {
+    if (is_dir(model)) paths.push_back(model + "/" + search.folder);
+    for (const auto& b : search.beside) paths.push_back(dirname_of(model) + "/" + b);
+  }
+  if (const char* env = std::getenv(search.env.c_str()); env && *env) paths.push_back(env);
+  const auto data = data_dirs(search.data);
+  paths.insert(paths.end(), data.begin(), data.end());
+  std::string looked;
+  for (const auto& p : paths) {
+    if (holds(p)) return p;
+    looked += (looked.empty() ? "" : ", ") + p;
+  }
+  throw MissingVocabulary("the " + search.name + " was not found; looked in: " + looked + ". " + search.hint +
+                          " or put it in " + (data.empty() ? "~/.local/share/fp8studio/" + search.data : data.front()));
+}
+
 }  // namespace fp8s

@@ -322,21 +322,15 @@ uint16_t f32_to_bf16(float value) {
   return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
-void encode_f32_to_fp8(const float* src, uint8_t* dst, std::size_t n, Fp8Format format,
-                       float divisor) {
-  encode_parallel(src, dst, n, divisor,
-                  format == Fp8Format::E4M3FN ? encode_f32_e4m3 : encode_f32_e5m2);
-}
-void encode_bf16_to_fp8(const uint16_t* src, uint8_t* dst, std::size_t n, Fp8Format format,
-                        float divisor) {
-  encode_parallel(src, dst, n, divisor,
-                  format == Fp8Format::E4M3FN ? encode_bf16_e4m3 : encode_bf16_e5m2);
-}
-void encode_f16_to_fp8(const uint16_t* src, uint8_t* dst, std::size_t n, Fp8Format format,
-                       float divisor) {
-  encode_parallel(src, dst, n, divisor,
-                  format == Fp8Format::E4M3FN ? encode_f16_e4m3 : encode_f16_e5m2);
-}
+// The bulk encoders of each source type over its two format kernels.
+#define FP8S_ENCODE_BULK(SRC, Src)                                                                           \
+  void encode_##SRC##_to_fp8(const Src* src, uint8_t* dst, std::size_t n, Fp8Format format, float divisor) { \
+    encode_parallel(src, dst, n, divisor, format == Fp8Format::E4M3FN ? encode_##SRC##_e4m3 : encode_##SRC##_e5m2); \
+  }
+FP8S_ENCODE_BULK(f32, float)
+FP8S_ENCODE_BULK(bf16, uint16_t)
+FP8S_ENCODE_BULK(f16, uint16_t)
+#undef FP8S_ENCODE_BULK
 
 void decode_fp8_to_f32(const uint8_t* src, float* dst, std::size_t n, Fp8Format format,
                        float scale) {

@@ -141,34 +141,13 @@ ClipTokenizer ClipTokenizer::load(const std::string& path_in) {
   return t;
 }
 
-std::vector<std::string> ClipTokenizer::search_paths(const std::string& explicit_path,
-                                                     const std::string& checkpoint) {
-  std::vector<std::string> paths;
-  if (!explicit_path.empty()) paths.push_back(explicit_path);
-  if (!checkpoint.empty()) {
-    if (is_dir(checkpoint)) paths.push_back(checkpoint + "/tokenizer");  // a diffusers model folder's
-    paths.push_back(dirname_of(checkpoint) + "/tokenizer");
-    paths.push_back(dirname_of(checkpoint) + "/clip");
-  }
-  if (const char* env = std::getenv("FP8S_CLIP_VOCAB"); env && *env) paths.push_back(env);
-  for (const auto& d : data_dirs("clip")) paths.push_back(d);
-  return paths;
-}
-
 ClipTokenizer ClipTokenizer::find(const std::string& explicit_path, const std::string& checkpoint) {
-  const auto paths = search_paths(explicit_path, checkpoint);
-  for (std::size_t i = 0; i < paths.size(); ++i) {
-    const auto& p = paths[i];
-    if (is_file(p) || (is_dir(p) && !vocab_in(p).empty())) return load(p);
-    if (i == 0 && !explicit_path.empty()) throw MissingVocabulary(explicit_path + ": CLIP vocabulary not found");
-  }
-  std::string looked;
-  for (const auto& p : paths) looked += (looked.empty() ? "" : ", ") + p;
-  throw MissingVocabulary(
-      "the CLIP vocabulary (bpe_simple_vocab_16e6.txt.gz or vocab.json + merges.txt) was not found; "
-      "looked in: " + looked +
-      ". Get bpe_simple_vocab_16e6.txt.gz from the openai/CLIP repository (clip/ folder) and pass "
-      "--vocab PATH or put it in " + (paths.size() > 1 ? paths[paths.size() - 2] : std::string("~/.local/share/fp8studio/clip")));
+  static const VocabularySearch search{
+      "CLIP vocabulary (bpe_simple_vocab_16e6.txt.gz or vocab.json + merges.txt)", "tokenizer", {"tokenizer", "clip"},
+      "FP8S_CLIP_VOCAB", "clip",
+      "Get bpe_simple_vocab_16e6.txt.gz from the openai/CLIP repository (clip/ folder) and pass --vocab PATH"};
+  return load(find_vocabulary(search, explicit_path, checkpoint,
+                              [](const std::string& p) { return is_file(p) || (is_dir(p) && !vocab_in(p).empty()); }));
 }
 
 std::vector<int32_t> ClipTokenizer::bpe(const std::string& symbols_key) const {

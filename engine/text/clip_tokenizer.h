@@ -33,8 +33,6 @@ class ClipTokenizer {
   // checkpoint, $FP8S_CLIP_VOCAB, $XDG_DATA_HOME/fp8studio/clip, <prefix>/share/fp8studio/clip.
   // Throws InputError listing every place looked at and how to obtain the file.
   static ClipTokenizer find(const std::string& explicit_path, const std::string& checkpoint);
-  static std::vector<std::string> search_paths(const std::string& explicit_path,
-                                               const std::string& checkpoint);
 
   // BPE ids of a text after CLIP's clean-up, without BOS/EOS.
   std::vector<int32_t> encode(const std::string& text) const;

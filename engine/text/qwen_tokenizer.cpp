@@ -127,31 +127,12 @@ QwenTokenizer QwenTokenizer::load(const std::string& path_in) {
   return t;
 }
 
-std::vector<std::string> QwenTokenizer::search_paths(const std::string& explicit_path, const std::string& model) {
-  std::vector<std::string> paths;
-  if (!explicit_path.empty()) paths.push_back(explicit_path);
-  if (!model.empty()) {
-    if (is_dir(model)) paths.push_back(model + "/tokenizer");  // a diffusers model folder
-    paths.push_back(dirname_of(model) + "/qwen_tokenizer");
-    paths.push_back(dirname_of(model) + "/tokenizer");
-  }
-  if (const char* env = std::getenv("FP8S_QWEN_TOKENIZER"); env && *env) paths.push_back(env);
-  for (const auto& d : data_dirs("qwen")) paths.push_back(d);
-  return paths;
-}
-
 QwenTokenizer QwenTokenizer::find(const std::string& explicit_path, const std::string& model) {
-  const auto paths = search_paths(explicit_path, model);
-  for (std::size_t i = 0; i < paths.size(); ++i) {
-    const auto& p = paths[i];
-    if (is_file(p) || is_file(p + "/" + kQwenTokenizerFile)) return load(p);
-    if (i == 0 && !explicit_path.empty()) throw MissingVocabulary(explicit_path + ": Qwen tokenizer (tokenizer.json) not found");
-  }
-  std::string looked;
-  for (const auto& p : paths) looked += (looked.empty() ? "" : ", ") + p;
-  throw MissingVocabulary("the Qwen tokenizer (tokenizer.json) was not found; looked in: " + looked +
-                          ". Get tokenizer/tokenizer.json from the Z-Image-Turbo (or Qwen3-4B) repository and pass "
-                          "--qwen-tokenizer PATH or put it in " + data_dirs("qwen").front());
+  static const VocabularySearch search{
+      "Qwen tokenizer (tokenizer.json)", "tokenizer", {"qwen_tokenizer", "tokenizer"}, "FP8S_QWEN_TOKENIZER", "qwen",
+      "Get tokenizer/tokenizer.json from the Z-Image-Turbo (or Qwen3-4B) repository and pass --qwen-tokenizer PATH"};
+  return load(find_vocabulary(search, explicit_path, model,
+                              [](const std::string& p) { return is_file(p) || is_file(p + "/" + kQwenTokenizerFile); }));
 }
 
 std::string QwenTokenizer::chat_template(const std::string& prompt, bool thinking_off) {

@@ -26,7 +26,6 @@ class QwenTokenizer {
   // $FP8S_QWEN_TOKENIZER, $XDG_DATA_HOME/fp8studio/qwen, <prefix>/share/fp8studio/qwen. Throws
   // MissingVocabulary listing where it looked and how to get the file.
   static QwenTokenizer find(const std::string& explicit_path, const std::string& model);
-  static std::vector<std::string> search_paths(const std::string& explicit_path, const std::string& model);
 
   // The ids of a text (added tokens in it are matched as such).
   std::vector<int32_t> encode(const std::string& text) const;

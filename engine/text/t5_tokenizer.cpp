@@ -127,32 +127,13 @@ T5Tokenizer T5Tokenizer::load(const std::string& path_in) {
   return t;
 }
 
-std::vector<std::string> T5Tokenizer::search_paths(const std::string& explicit_path, const std::string& model) {
-  std::vector<std::string> paths;
-  if (!explicit_path.empty()) paths.push_back(explicit_path);
-  if (!model.empty()) {
-    if (is_dir(model)) paths.push_back(model + "/tokenizer_2");  // a diffusers model folder's
-    paths.push_back(dirname_of(model) + "/t5_tokenizer");
-    paths.push_back(dirname_of(model) + "/tokenizer_2");
-  }
-  if (const char* env = std::getenv("FP8S_T5_TOKENIZER"); env && *env) paths.push_back(env);
-  for (const auto& d : data_dirs("t5")) paths.push_back(d);
-  return paths;
-}
-
 T5Tokenizer T5Tokenizer::find(const std::string& explicit_path, const std::string& model) {
-  const auto paths = search_paths(explicit_path, model);
-  for (std::size_t i = 0; i < paths.size(); ++i) {
-    const auto& p = paths[i];
-    if (is_file(p) || is_file(p + "/" + kT5TokenizerFile)) return load(p);
-    if (i == 0 && !explicit_path.empty()) throw MissingVocabulary(explicit_path + ": T5 tokenizer (tokenizer.json) not found");
-  }
-  std::string looked;
-  for (const auto& p : paths) looked += (looked.empty() ? "" : ", ") + p;
-  throw MissingVocabulary(
-      "the T5 tokenizer (tokenizer.json) was not found; looked in: " + looked +
-      ". Get tokenizer_2/tokenizer.json from a Flux.1 repository (or google/t5-v1_1-xxl's tokenizer.json) and pass "
-      "--t5-tokenizer PATH or put it in " + data_dirs("t5").front());
+  static const VocabularySearch search{
+      "T5 tokenizer (tokenizer.json)", "tokenizer_2", {"t5_tokenizer", "tokenizer_2"}, "FP8S_T5_TOKENIZER", "t5",
+      "Get tokenizer_2/tokenizer.json from a Flux.1 repository (or google/t5-v1_1-xxl's tokenizer.json) and pass "
+      "--t5-tokenizer PATH"};
+  return load(find_vocabulary(search, explicit_path, model,
+                              [](const std::string& p) { return is_file(p) || is_file(p + "/" + kT5TokenizerFile); }));
 }
 
 const char* T5Tokenizer::charsmap_lookup(const char* s, std::size_t n) const {

@@ -23,7 +23,6 @@ class T5Tokenizer {
   // $FP8S_T5_TOKENIZER, $XDG_DATA_HOME/fp8studio/t5, <prefix>/share/fp8studio/t5. Throws
   // MissingVocabulary listing where it looked and how to get the file.
   static T5Tokenizer find(const std::string& explicit_path, const std::string& model);
-  static std::vector<std::string> search_paths(const std::string& explicit_path, const std::string& model);
 
   // The text after the normalizer (tests: the precompiled character map).
   std::string normalize(const std::string& text) const;

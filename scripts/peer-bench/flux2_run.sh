@@ -8,25 +8,18 @@
 # encode is not in the step). Prints a table of medians, ranges and ratios.
 #
 #   scripts/peer-bench/flux2_run.sh [--rounds 2] [--depth 1] [--single-depth 2] [--cli build/engine/fp8studio-cli]
-rounds=2 depth=1 single=2 cli=build/engine/fp8studio-cli
-NAME=flux2
-PEER_DIR=${FLUX2_PEER_DIR:-${PEER_DIR:-}}
+rounds=2 depth=1 single=2 cli=build/engine/fp8studio-cli NAME=flux2 ours_fp32=0
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-tokenizer=${FP8S_QWEN_TOKENIZER:-../shared/reference/zimage/qwen_tokenizer}
-need "$tokenizer" "Qwen tokenizer" FP8S_QWEN_TOKENIZER
+need_tokenizer qwen
 model=$work/flux2-klein-9b-d$depth-s$single.safetensors
 synth "$model" flux2-klein-9b --depth "$depth" --single-depth "$single"
 te=${FLUX2_PEER_TE:-$work/qwen_3_8b.safetensors}
 synth "$te" qwen3-8b
 ae=${FLUX2_PEER_AE:-$work/flux2-vae.safetensors}
 synth "$ae" flux2-ae
-for r in $(seq "$rounds"); do
-  echo "flux2 peer-bench: round $r/$rounds" >&2
-  "$venv/bin/python" scripts/peer-bench/flux2_transformer.py --model "$model" --repeat 2 --dtype bf16 2>/dev/null > "$work/peer-$r-bf16.json"
-  "$cli" bench --section generate --model "$model" --text-encoder "$te" --vae "$ae" --qwen-tokenizer "$tokenizer" --device cpu \
-    --modes bf16,fp8-e4m3 --width 512 --height 512 --steps 2 --cfg 1 --repeat 1 --seed 1 --prompt "a lighthouse on a cliff at dusk" \
-    --json --log-level warn > "$work/ours-$r-auto compute.json"
-done
-"$venv/bin/python" scripts/peer-bench/table.py "$work" "$rounds" \
+bench_rounds flux2_transformer.py bf16 \
   "FLUX.2 [klein] 9B, $depth double + $single single blocks at full width, one 512x512 call (1024 image tokens, a 512-row text)" \
-  "diffusers Flux2Transformer2DModel"
+  "diffusers Flux2Transformer2DModel" \
+  "$cli" bench --section generate --model "$model" --text-encoder "$te" --vae "$ae" --qwen-tokenizer "$tokenizer" --device cpu \
+  --modes bf16,fp8-e4m3 --width 512 --height 512 --steps 2 --cfg 1 --repeat 1 --seed 1 --prompt "a lighthouse on a cliff at dusk" \
+  --json --log-level warn

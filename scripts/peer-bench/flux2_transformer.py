@@ -9,7 +9,7 @@ import torch
 from diffusers import Flux2Transformer2DModel
 from diffusers.loaders.single_file_utils import convert_flux2_transformer_checkpoint_to_diffusers
 
-from peer_common import count, load, parse_args, timed
+from peer_common import assigned, count, load, parse_args, timed
 
 
 def main():
@@ -22,9 +22,8 @@ def main():
         model = Flux2Transformer2DModel(num_layers=count(ckpt, "double_blocks"), num_single_layers=count(ckpt, "single_blocks"),
                                         attention_head_dim=head_dim, num_attention_heads=hidden // head_dim,
                                         joint_attention_dim=context, guidance_embeds="guidance_in.in_layer.weight" in ckpt)
-    model.load_state_dict(convert_flux2_transformer_checkpoint_to_diffusers(ckpt), strict=True, assign=True)
+    model = assigned(model, convert_flux2_transformer_checkpoint_to_diffusers(ckpt), dtype)
     del ckpt
-    model = model.to(dtype).eval()
     g = torch.Generator().manual_seed(1)
     side = a.size // 16
     x = torch.randn(1, side * side, 128, generator=g).to(dtype)

@@ -5,18 +5,16 @@ layout, the transformer through diffusers' own single-file conversion
 (sharded: --shard). The text encoders and the autoencoder are copied as they are (their folder
 names are tested elsewhere: the autoencoder's diffusers names by zimage_diffusers_folder.py).
 Used to check that FP8 Studio reads a transformer folder that diffusers itself wrote."""
-import argparse
 import inspect
 import json
 import os
-import re
 import shutil
 
 import torch
 from diffusers import FluxTransformer2DModel
 import diffusers.loaders.single_file_utils as single_file_utils
-from safetensors import safe_open
-from safetensors.torch import load_file
+
+from peer_common import count, folder_args, with_config
 
 
 def flux_conversion():
@@ -29,22 +27,11 @@ def flux_conversion():
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--transformer", required=True)
-    p.add_argument("--t5", required=True)
-    p.add_argument("--clip-l", required=True)
-    p.add_argument("--vae", required=True)
-    p.add_argument("--clip-vocab", required=True, help="a folder with vocab.json and merges.txt")
-    p.add_argument("--t5-tokenizer", required=True, help="a folder with tokenizer.json")
-    p.add_argument("--out", required=True)
-    p.add_argument("--shard", default="20KB", help="save_pretrained's max_shard_size")
-    a = p.parse_args()
-    os.makedirs(a.out, exist_ok=True)
-    ckpt = load_file(a.transformer)
-    with safe_open(a.transformer, "pt") as f:
-        meta = json.loads((f.metadata() or {}).get("flux.config", "{}"))
-    depth = 1 + max(int(m.group(1)) for k in ckpt for m in [re.match(r"double_blocks\.(\d+)\.", k)] if m)
-    single = 1 + max(int(m.group(1)) for k in ckpt for m in [re.match(r"single_blocks\.(\d+)\.", k)] if m)
+    a = folder_args(("--t5", None), ("--clip-l", None), ("--vae", None),
+                    ("--clip-vocab", "a folder with vocab.json and merges.txt"),
+                    ("--t5-tokenizer", "a folder with tokenizer.json"))
+    ckpt, meta = with_config(a.transformer, "flux.config")
+    depth, single = count(ckpt, "double_blocks"), count(ckpt, "single_blocks")
     hidden, in_channels = ckpt["img_in.weight"].shape
     head_dim = ckpt["double_blocks.0.img_attn.norm.query_norm.scale"].shape[0]
     with torch.device("meta"):

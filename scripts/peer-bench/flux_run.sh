@@ -9,28 +9,17 @@
 # forced (FP8S_CPU_ISA=avx2: what auto chooses on an AVX2-only CPU).
 #
 #   scripts/peer-bench/flux_run.sh [--rounds 3] [--depth 2] [--single-depth 4] [--cli build/engine/fp8studio-cli]
-rounds=3 depth=2 single=4 cli=build/engine/fp8studio-cli
-NAME=flux
-PEER_DIR=${FLUX_PEER_DIR:-${PEER_DIR:-}}
+rounds=3 depth=2 single=4 cli=build/engine/fp8studio-cli NAME=flux
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-tokenizer=${FP8S_T5_TOKENIZER:-../shared/reference/flux/t5_tokenizer}
-need "$tokenizer" "T5 tokenizer" FP8S_T5_TOKENIZER
+need_tokenizer t5
 model=$work/flux-dev-d$depth-s$single.safetensors
 synth "$model" flux-dev --depth "$depth" --single-depth "$single"
 synth "$work/t5-1layer.safetensors" t5xxl --depth 1
 synth "$work/clip_l.safetensors" clip-l
 synth "$work/ae.safetensors" flux-ae
-for r in $(seq "$rounds"); do
-  echo "flux peer-bench: round $r/$rounds" >&2
-  for dtype in bf16 fp32; do
-    "$venv/bin/python" scripts/peer-bench/flux_transformer.py --model "$model" --repeat 2 --dtype "$dtype" 2>/dev/null > "$work/peer-$r-$dtype.json"
-  done
-  ours=("$cli" bench --section generate --model "$model" --t5 "$work/t5-1layer.safetensors" --clip-l "$work/clip_l.safetensors"
-        --t5-tokenizer "$tokenizer"
-        --vae "$work/ae.safetensors" --device cpu --modes bf16,fp8-e4m3 --width 512 --height 512 --steps 2 --repeat 1
-        --seed 1 --prompt "a lighthouse on a cliff at dusk" --json --log-level warn)
-  run_ours "${ours[@]}"
-done
-"$venv/bin/python" scripts/peer-bench/table.py "$work" "$rounds" \
+bench_rounds flux_transformer.py "bf16 fp32" \
   "Flux dev, $depth double + $single single blocks at full width, one 512x512 call (1024 image + 512 text tokens)" \
-  "diffusers FluxTransformer2DModel"
+  "diffusers FluxTransformer2DModel" \
+  "$cli" bench --section generate --model "$model" --t5 "$work/t5-1layer.safetensors" --clip-l "$work/clip_l.safetensors" \
+  --t5-tokenizer "$tokenizer" --vae "$work/ae.safetensors" --device cpu --modes bf16,fp8-e4m3 --width 512 --height 512 \
+  --steps 2 --repeat 1 --seed 1 --prompt "a lighthouse on a cliff at dusk" --json --log-level warn

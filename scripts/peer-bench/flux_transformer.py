@@ -8,7 +8,7 @@ import torch
 from diffusers import FluxTransformer2DModel
 from diffusers.loaders.single_file_utils import convert_flux_transformer_checkpoint_to_diffusers
 
-from peer_common import count, load, parse_args, timed
+from peer_common import assigned, count, load, parse_args, timed
 
 
 def main():
@@ -21,10 +21,8 @@ def main():
         model = FluxTransformer2DModel(patch_size=1, in_channels=64, num_layers=double, num_single_layers=single,
                                        attention_head_dim=128, num_attention_heads=24, joint_attention_dim=4096,
                                        pooled_projection_dim=768, guidance_embeds=guidance, axes_dims_rope=(16, 56, 56))
-    state = convert_flux_transformer_checkpoint_to_diffusers(ckpt)
-    model.load_state_dict(state, strict=True, assign=True)
-    del ckpt, state
-    model = model.to(dtype).eval()
+    model = assigned(model, convert_flux_transformer_checkpoint_to_diffusers(ckpt), dtype)
+    del ckpt
     g = torch.Generator().manual_seed(1)
     h = w = a.size // 16
     img = torch.randn(1, h * w, 64, generator=g).to(dtype)

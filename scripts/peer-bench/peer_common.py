@@ -4,10 +4,12 @@ forwards (the first a warm-up)."""
 import argparse
 import os
 import re
+import json
 import time
 
 import torch
 from safetensors import safe_open
+from safetensors.torch import load_file
 
 
 def parse_args(extra=()):
@@ -28,6 +30,33 @@ def parse_args(extra=()):
 def load(path):
     with safe_open(path, "pt") as f:
         return {k: f.get_tensor(k) for k in f.keys()}
+
+
+def with_config(path, key):
+    """A file's tensors and the JSON config its metadata holds under `key` ({} without one)."""
+    with safe_open(path, "pt") as f:
+        meta = json.loads((f.metadata() or {}).get(key, "{}"))
+    return load_file(path), meta
+
+
+def folder_args(*flags):
+    """The folder writers' arguments: --transformer, each required flag of `flags` ((flag, help); help
+    may be None), --out and --shard (save_pretrained's max_shard_size)."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--transformer", required=True)
+    for flag, help_text in flags:
+        p.add_argument(flag, required=True, help=help_text)
+    p.add_argument("--out", required=True)
+    p.add_argument("--shard", default="20KB", help="save_pretrained's max_shard_size")
+    a = p.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    return a
+
+
+def assigned(model, state, dtype):
+    """A model built on the meta device with `state` assigned (strict), in `dtype`, in eval mode."""
+    model.load_state_dict(state, strict=True, assign=True)
+    return model.to(dtype).eval()
 
 
 def count(ckpt, head):

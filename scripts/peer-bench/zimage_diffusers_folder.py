@@ -4,35 +4,23 @@ transformers' own code: the transformer through diffusers' single-file conversio
 save_pretrained (sharded: --shard), the autoencoder through convert_ldm_vae_checkpoint into
 AutoencoderKL, Qwen3 through transformers' save_pretrained. Used to check that FP8 Studio reads a
 folder that diffusers itself wrote (the tests build theirs from the documented names)."""
-import argparse
 import json
 import os
-import re
 import shutil
 
 import torch
 from diffusers import AutoencoderKL, ZImageTransformer2DModel
 from diffusers.loaders.single_file_utils import (convert_ldm_vae_checkpoint,
                                                  convert_z_image_transformer_checkpoint_to_diffusers)
-from safetensors import safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
+
+from peer_common import count, folder_args, with_config
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--transformer", required=True)
-    p.add_argument("--text-encoder", required=True)
-    p.add_argument("--vae", required=True)
-    p.add_argument("--tokenizer", required=True, help="a folder with tokenizer.json")
-    p.add_argument("--out", required=True)
-    p.add_argument("--shard", default="20KB", help="save_pretrained's max_shard_size")
-    a = p.parse_args()
-    os.makedirs(a.out, exist_ok=True)
-    ckpt = load_file(a.transformer)
-    with safe_open(a.transformer, "pt") as f:
-        meta = json.loads((f.metadata() or {}).get("zimage.config", "{}"))
-    layers = 1 + max(int(m.group(1)) for k in ckpt for m in [re.match(r"layers\.(\d+)\.", k)] if m)
-    refiners = 1 + max(int(m.group(1)) for k in ckpt for m in [re.match(r"noise_refiner\.(\d+)\.", k)] if m)
+    a = folder_args(("--text-encoder", None), ("--vae", None), ("--tokenizer", "a folder with tokenizer.json"))
+    ckpt, meta = with_config(a.transformer, "zimage.config")
+    layers, refiners = count(ckpt, "layers"), count(ckpt, "noise_refiner")
     dim = ckpt["cap_embedder.1.weight"].shape[0]
     cap = ckpt["cap_embedder.1.weight"].shape[1]
     heads = dim // ckpt["layers.0.attention.q_norm.weight"].shape[0]
@@ -45,9 +33,7 @@ def main():
                                          norm_eps=meta.get("norm_eps", 1e-5))
     model.load_state_dict(convert_z_image_transformer_checkpoint_to_diffusers(ckpt), strict=True, assign=True)
     model.save_pretrained(os.path.join(a.out, "transformer"), max_shard_size=a.shard)
-    vae_sd = load_file(a.vae)
-    with safe_open(a.vae, "pt") as f:
-        ae_config = json.loads((f.metadata() or {}).get("ae.config", "{}"))
+    vae_sd, ae_config = with_config(a.vae, "ae.config")
     ch = vae_sd["encoder.conv_in.weight"].shape[0]
     mults = sorted({int(k.split(".")[2]) for k in vae_sd if k.startswith("encoder.down.")})
     block_out = [vae_sd[f"encoder.down.{i}.block.0.conv1.weight"].shape[0] for i in mults]
@@ -62,9 +48,7 @@ def main():
                             shift_factor=ae_config.get("shift_factor", 0.1159))
     vae.load_state_dict(convert_ldm_vae_checkpoint(vae_sd, vae.config), strict=True, assign=True)
     vae.save_pretrained(os.path.join(a.out, "vae"))
-    te = load_file(a.text_encoder)
-    with safe_open(a.text_encoder, "pt") as f:
-        te_config = json.loads((f.metadata() or {}).get("qwen3.config", "{}"))
+    te, te_config = with_config(a.text_encoder, "qwen3.config")
     os.makedirs(os.path.join(a.out, "text_encoder"), exist_ok=True)
     # transformers' shard names and index, written directly (the file holds the encoder's own names)
     names = sorted(te)

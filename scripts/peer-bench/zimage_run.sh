@@ -10,28 +10,17 @@
 # forced (FP8S_CPU_ISA=avx2: what auto chooses on an AVX2-only CPU).
 #
 #   scripts/peer-bench/zimage_run.sh [--rounds 3] [--depth 2] [--cli build/engine/fp8studio-cli]
-rounds=3 depth=2 cli=build/engine/fp8studio-cli
-NAME=zimage
-PEER_DIR=${ZIMAGE_PEER_DIR:-${PEER_DIR:-}}
+rounds=3 depth=2 cli=build/engine/fp8studio-cli NAME=zimage
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-tokenizer=${FP8S_QWEN_TOKENIZER:-../shared/reference/zimage/qwen_tokenizer}
-need "$tokenizer" "Qwen tokenizer" FP8S_QWEN_TOKENIZER
+need_tokenizer qwen
 model=$work/zimage-turbo-d$depth.safetensors
 synth "$model" zimage-turbo --depth "$depth"
 synth "$work/qwen3-2layers.safetensors" qwen3-4b --depth 2
 synth "$work/ae.safetensors" flux-ae
 # a prompt whose templated tokens fill one 32-row caption block, as the peer's caption
-prompt="a lighthouse on a cliff at dusk, oil painting, warm light"
-for r in $(seq "$rounds"); do
-  echo "zimage peer-bench: round $r/$rounds" >&2
-  for dtype in bf16 fp32; do
-    "$venv/bin/python" scripts/peer-bench/zimage_transformer.py --model "$model" --repeat 2 --dtype "$dtype" 2>/dev/null > "$work/peer-$r-$dtype.json"
-  done
-  ours=("$cli" bench --section generate --model "$model" --text-encoder "$work/qwen3-2layers.safetensors" --vae "$work/ae.safetensors"
-        --qwen-tokenizer "$tokenizer" --device cpu --modes bf16,fp8-e4m3 --width 512 --height 512 --steps 2 --repeat 1
-        --seed 1 --prompt "$prompt" --json --log-level warn)
-  run_ours "${ours[@]}"
-done
-"$venv/bin/python" scripts/peer-bench/table.py "$work" "$rounds" \
+bench_rounds zimage_transformer.py "bf16 fp32" \
   "Z-Image Turbo, $depth layers + 2 + 2 refiners at full width, one 512x512 call (1024 image tokens, a 32-row caption)" \
-  "diffusers ZImageTransformer2DModel"
+  "diffusers ZImageTransformer2DModel" \
+  "$cli" bench --section generate --model "$model" --text-encoder "$work/qwen3-2layers.safetensors" --vae "$work/ae.safetensors" \
+  --qwen-tokenizer "$tokenizer" --device cpu --modes bf16,fp8-e4m3 --width 512 --height 512 --steps 2 --repeat 1 \
+  --seed 1 --prompt "a lighthouse on a cliff at dusk, oil painting, warm light" --json --log-level warn

@@ -8,7 +8,7 @@ import torch
 from diffusers import ZImageTransformer2DModel
 from diffusers.loaders.single_file_utils import convert_z_image_transformer_checkpoint_to_diffusers
 
-from peer_common import count, load, parse_args, timed
+from peer_common import assigned, count, load, parse_args, timed
 
 
 def main():
@@ -18,10 +18,8 @@ def main():
     layers, refiners = count(ckpt, "layers"), count(ckpt, "noise_refiner")
     with torch.device("meta"):
         model = ZImageTransformer2DModel(n_layers=layers, n_refiner_layers=refiners)
-    state = convert_z_image_transformer_checkpoint_to_diffusers(ckpt)
-    model.load_state_dict(state, strict=True, assign=True)
-    del ckpt, state
-    model = model.to(dtype).eval()
+    model = assigned(model, convert_z_image_transformer_checkpoint_to_diffusers(ckpt), dtype)
+    del ckpt
     g = torch.Generator().manual_seed(1)
     h = w = a.size // 8
     x = torch.randn(16, 1, h, w, generator=g).to(dtype)
