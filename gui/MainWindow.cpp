@@ -107,21 +107,7 @@ QString MainWindow::demoModelPath() const {
 
 void MainWindow::connectWorker() {
   connect(m_worker, &EngineWorker::busyChanged, this, &MainWindow::setBusy);
-  connect(m_worker, &EngineWorker::modelLoaded, this, [this](const ModelInfo& info) {
-    m_model->setCheckpoint(QString::fromStdString(info.path));
-    m_model->setStatus(tr("Loaded: %1, stored as %2").arg(QString::fromStdString(info.architecture), QString::fromStdString(info.storage)));
-    m_model->setModelInfo(info);
-    m_prompt->setTraits(info.traits);
-    m_charts->setTraits(info.traits);
-    m_compare->setTraits(info.traits);
-    m_loadedPath = QString::fromStdString(info.path);
-    m_deviceText = QString::fromStdString(info.device);
-    m_gpu = info.gpu;
-    updateStatus();
-    m_errorBanner->hide();
-    log().info("model loaded: {}", info.path);
-    Q_EMIT modelReady();
-  });
+  connect(m_worker, &EngineWorker::modelLoaded, this, &MainWindow::onModelLoaded);
   connect(m_worker, &EngineWorker::vocabularyMissing, this, &MainWindow::offerVocabulary);
   connect(m_worker, &EngineWorker::tokenizerChanged, m_prompt, &PromptPanel::setTokenizer);
   connect(m_worker, &EngineWorker::loadStarted, this,
@@ -139,23 +125,7 @@ void MainWindow::connectWorker() {
     if (e.phase == Phase::Decode) m_progress->setFormat(tr("#%1: decoding the image…").arg(run));
     if (e.phase == Phase::Encode) m_progress->setFormat(tr("#%1: encoding the prompt…").arg(run));
   });
-  connect(m_worker, &EngineWorker::step, this, [this](int run, const StepEvent& e) {
-    m_charts->addStep(run, e);
-    m_stepMsSum += e.step_ms;
-    ++m_stepCount;
-    // this image's steps: the rate of the steps so far, the ETA for what is left of them
-    const Rate rate = estimate_rate(static_cast<std::size_t>(m_stepCount),
-                                    static_cast<std::size_t>(m_stepCount + e.steps - e.step), m_stepMsSum / 1000.0);
-    m_progress->setMaximum(e.steps);
-    m_progress->setValue(e.step);
-    m_progress->setFormat(tr("#%1 step %2/%3 · %4 it/s · ETA %5 s")
-                              .arg(run)
-                              .arg(e.step)
-                              .arg(e.steps)
-                              .arg(rate.per_second, 0, 'f', rate.per_second < 1 ? 2 : 1)
-                              .arg(rate.eta_seconds, 0, 'f', 1));
-    if (e.preview.width > 0) m_image->setPreview(toQImage(e.preview), m_targetWidth, m_targetHeight);
-  });
+  connect(m_worker, &EngineWorker::step, this, &MainWindow::onStep);
   connect(m_worker, &EngineWorker::memory, this, [this](int run, const MemorySample& s) {
     m_charts->addMemory(run, s);
     m_vramBytes = s.cuda_allocated_bytes;
@@ -163,19 +133,7 @@ void MainWindow::connectWorker() {
   connect(m_worker, &EngineWorker::notice, this, [this](int run, const QString& text) {
     statusBar()->showMessage(tr("#%1: %2").arg(run).arg(text), 20000);
   });
-  connect(m_worker, &EngineWorker::finished, this, [this](const RunResult& r) {
-    m_charts->setWeightBytes(r.run, r.result.weight_bytes);
-    if (r.request.weight_budget) m_charts->setWeightBudget(r.run, *r.request.weight_budget);
-    m_model->setResidency(r.residency);
-    if (!r.result.images.empty()) {
-      m_image->setImage(toQImage(r.result.images.front().image), r.savedPath());
-      m_prompt->setLastSeed(static_cast<int64_t>(r.result.images.front().seed));
-    }
-    m_gallery->addResult(r);
-    const double median = r.result.timing.step_ms.empty() ? 0 : fp8s::median(r.result.timing.step_ms);
-    m_progress->setFormat(tr("#%1 %2 done · %3 ms/step · %4 s").arg(r.run).arg(r.label).arg(median, 0, 'f', 0).arg(r.result.timing.total_ms / 1000.0, 0, 'f', 1));
-    if (!r.savedPaths.isEmpty()) statusBar()->showMessage(tr("Saved %1").arg(QDir::toNativeSeparators(r.savedPath())), 6000);
-  });
+  connect(m_worker, &EngineWorker::finished, this, &MainWindow::onFinished);
   connect(m_worker, &EngineWorker::compareFinished, this, [this](const CompareResult& c) {
     m_compare->setResult(c);
     m_tabs->setCurrentWidget(m_compare);
@@ -188,6 +146,55 @@ void MainWindow::connectWorker() {
     showError(run < 0 ? tr("Could not load the model: %1").arg(message) : tr("Run #%1 failed: %2").arg(run).arg(message));
     if (run >= 0) m_progress->setFormat(tr("#%1 failed").arg(run));
   });
+}
+
+void MainWindow::onModelLoaded(const ModelInfo& info) {
+  m_model->setCheckpoint(QString::fromStdString(info.path));
+  m_model->setStatus(tr("Loaded: %1, stored as %2").arg(QString::fromStdString(info.architecture), QString::fromStdString(info.storage)));
+  m_model->setModelInfo(info);
+  m_prompt->setTraits(info.traits);
+  m_charts->setTraits(info.traits);
+  m_compare->setTraits(info.traits);
+  m_loadedPath = QString::fromStdString(info.path);
+  m_deviceText = QString::fromStdString(info.device);
+  m_gpu = info.gpu;
+  updateStatus();
+  m_errorBanner->hide();
+  log().info("model loaded: {}", info.path);
+  Q_EMIT modelReady();
+}
+
+// the charts, the progress bar (this image's rate and ETA) and the preview
+void MainWindow::onStep(int run, const StepEvent& e) {
+  m_charts->addStep(run, e);
+  m_stepMsSum += e.step_ms;
+  ++m_stepCount;
+  // this image's steps: the rate of the steps so far, the ETA for what is left of them
+  const Rate rate = estimate_rate(static_cast<std::size_t>(m_stepCount),
+                                  static_cast<std::size_t>(m_stepCount + e.steps - e.step), m_stepMsSum / 1000.0);
+  m_progress->setMaximum(e.steps);
+  m_progress->setValue(e.step);
+  m_progress->setFormat(tr("#%1 step %2/%3 · %4 it/s · ETA %5 s")
+                            .arg(run)
+                            .arg(e.step)
+                            .arg(e.steps)
+                            .arg(rate.per_second, 0, 'f', rate.per_second < 1 ? 2 : 1)
+                            .arg(rate.eta_seconds, 0, 'f', 1));
+  if (e.preview.width > 0) m_image->setPreview(toQImage(e.preview), m_targetWidth, m_targetHeight);
+}
+
+void MainWindow::onFinished(const RunResult& r) {
+  m_charts->setWeightBytes(r.run, r.result.weight_bytes);
+  if (r.request.weight_budget) m_charts->setWeightBudget(r.run, *r.request.weight_budget);
+  m_model->setResidency(r.residency);
+  if (!r.result.images.empty()) {
+    m_image->setImage(toQImage(r.result.images.front().image), r.savedPath());
+    m_prompt->setLastSeed(static_cast<int64_t>(r.result.images.front().seed));
+  }
+  m_gallery->addResult(r);
+  const double median = r.result.timing.step_ms.empty() ? 0 : fp8s::median(r.result.timing.step_ms);
+  m_progress->setFormat(tr("#%1 %2 done · %3 ms/step · %4 s").arg(r.run).arg(r.label).arg(median, 0, 'f', 0).arg(r.result.timing.total_ms / 1000.0, 0, 'f', 1));
+  if (!r.savedPaths.isEmpty()) statusBar()->showMessage(tr("Saved %1").arg(QDir::toNativeSeparators(r.savedPath())), 6000);
 }
 
 GenerationRequest MainWindow::currentRequest() const {
@@ -306,7 +313,7 @@ void MainWindow::restoreRequest(const GenerationRequest& r) {
   m_prompt->setFromRequest(r);
   m_img2img->setFromRequest(r);
   m_controlnet->setFromRequest(r);
-  m_precision->setSettings(PrecisionSettings{r.storage, r.compute});
+  m_precision->setSettings(PrecisionSettings{r.storage, r.compute, r.weight_budget});
 }
 
 bool MainWindow::applyPngParameters(const QString& path) {

@@ -96,7 +96,15 @@ class MainWindow : public QMainWindow {
 
  private:
   void buildUi();
+  QWidget* buildLeft();
+  QWidget* buildCentre();
+  QWidget* buildRight();
+  void connectRun();
+  void connectPanels();
   void connectWorker();
+  void onModelLoaded(const ModelInfo& info);
+  void onStep(int run, const StepEvent& e);
+  void onFinished(const RunResult& r);
   void showError(const QString& message);
   void setBusy(bool busy, fp8s::gui::BusyKind kind, const QString& what);
   void updateStatus();

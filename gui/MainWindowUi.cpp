@@ -33,7 +33,26 @@
 namespace fp8s::gui {
 
 void MainWindow::buildUi() {
-  // left: model, precision, LoRA
+  m_splitter = new QSplitter(Qt::Horizontal);
+  m_splitter->setObjectName(QStringLiteral("mainSplitter"));
+  m_splitter->addWidget(buildLeft());
+  m_splitter->addWidget(buildCentre());
+  m_splitter->addWidget(buildRight());
+  m_splitter->setStretchFactor(0, 0);
+  m_splitter->setStretchFactor(1, 1);
+  m_splitter->setStretchFactor(2, 1);
+  m_splitter->setSizes({320, 480, 480});
+  setCentralWidget(m_splitter);
+  resize(1280, 800);
+
+  m_statusMemory = new QLabel;
+  statusBar()->addPermanentWidget(m_statusMemory);
+  connectRun();
+  connectPanels();
+}
+
+// left: model, precision, LoRA, embeddings
+QWidget* MainWindow::buildLeft() {
   auto* left = new QWidget;
   auto* leftLayout = new QVBoxLayout(left);
   auto group = [&](const QString& title, QWidget* panel, int stretch) {
@@ -56,8 +75,11 @@ void MainWindow::buildUi() {
   leftScroll->setWidgetResizable(true);
   leftScroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   new ScrollFit(leftScroll);  // as wide as the panels need, also when they grow
+  return leftScroll;
+}
 
-  // centre: prompt, error banner, image, progress and buttons
+// centre: prompt, error banner, vocabulary offer, image, progress and buttons
+QWidget* MainWindow::buildCentre() {
   auto* centre = new QWidget;
   auto* centreLayout = new QVBoxLayout(centre);
   m_prompt = new PromptPanel;
@@ -97,8 +119,11 @@ void MainWindow::buildUi() {
   runRow->addWidget(m_generateButton);
   runRow->addWidget(m_interruptButton);
   centreLayout->addLayout(runRow);
+  return centre;
+}
 
-  // right: charts, compare, gallery, log
+// right: charts, img2img, ControlNet, compare, gallery, log
+QWidget* MainWindow::buildRight() {
   m_tabs = new QTabWidget;
   m_charts = new ChartsPanel;
   m_compare = new CompareView;
@@ -119,22 +144,11 @@ void MainWindow::buildUi() {
   m_tabs->addTab(m_compare, tr("Compare"));
   m_tabs->addTab(m_gallery, tr("Gallery"));
   m_tabs->addTab(m_log, tr("Log"));
+  return m_tabs;
+}
 
-  m_splitter = new QSplitter(Qt::Horizontal);
-  m_splitter->setObjectName(QStringLiteral("mainSplitter"));
-  m_splitter->addWidget(leftScroll);
-  m_splitter->addWidget(centre);
-  m_splitter->addWidget(m_tabs);
-  m_splitter->setStretchFactor(0, 0);
-  m_splitter->setStretchFactor(1, 1);
-  m_splitter->setStretchFactor(2, 1);
-  m_splitter->setSizes({320, 480, 480});
-  setCentralWidget(m_splitter);
-  resize(1280, 800);
-
-  m_statusMemory = new QLabel;
-  statusBar()->addPermanentWidget(m_statusMemory);
-
+// the buttons and their keys: Generate (Ctrl+Enter), Interrupt (Esc)
+void MainWindow::connectRun() {
   connect(m_generateButton, &QPushButton::clicked, this, &MainWindow::generate);
   connect(m_interruptButton, &QPushButton::clicked, this, &MainWindow::interrupt);
   connect(m_prompt, &PromptPanel::generateRequested, this, &MainWindow::generate);
@@ -144,6 +158,10 @@ void MainWindow::buildUi() {
   connect(genEnter, &QShortcut::activated, this, &MainWindow::generate);
   auto* esc = new QShortcut(QKeySequence(Qt::Key_Escape), this);
   connect(esc, &QShortcut::activated, this, &MainWindow::interrupt);
+}
+
+// the panels' signals: the model, the request state each panel holds, images sent between them
+void MainWindow::connectPanels() {
   connect(m_model, &ModelPanel::modelChosen, this, &MainWindow::loadModel);
   connect(m_model, &ModelPanel::componentsChanged, this, [this] { loadModel(m_model->checkpoint()); });
   connect(m_model, &ModelPanel::reportChanged, this, [this] {

@@ -63,14 +63,13 @@ void setApplicationNames() {
   QCoreApplication::setApplicationVersion(QString::fromLatin1(fp8s::kVersion));
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// --version and --help print without a display; true when one of them was given.
+bool printedWithoutDisplay(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     if (std::strcmp(a, "--version") == 0 || std::strcmp(a, "-v") == 0) {
       std::printf("FP8 Studio %s\n", fp8s::kVersion);
-      return 0;
+      return true;
     }
     if (std::strcmp(a, "--help") == 0 || std::strcmp(a, "-h") == 0 || std::strcmp(a, "-?") == 0 ||
         std::strcmp(a, "--help-all") == 0) {
@@ -78,37 +77,29 @@ int main(int argc, char** argv) {
       setApplicationNames();
       CommandLine cl;
       cl.parser.process(core);  // prints the help and exits
-      return 0;
+      return true;
     }
   }
-  QApplication app(argc, argv);
-  setApplicationNames();
-  QApplication::setApplicationDisplayName(QStringLiteral("FP8 Studio"));
-  QApplication::setDesktopFileName(QString::fromLatin1(fp8s::kAppId));
-  QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/fp8studio.svg")));
+  return false;
+}
 
-  CommandLine cl;
-  auto& parser = cl.parser;
-  const auto &selfTest = cl.selfTest, &quitAfter = cl.quitAfter, &run = cl.run, &prompt = cl.prompt,
-             &shot = cl.shot, &midShot = cl.midShot, &size = cl.size, &initImage = cl.initImage, &mask = cl.mask;
-  parser.process(app);
-
-  fp8s::init_threads();
-  fp8s::install_tracking_allocator();  // live tensor bytes for the memory chart
-  fp8s::gui::MainWindow window(nullptr, !parser.isSet(selfTest));
-  if (parser.isSet(size)) {
-    const auto wh = parser.value(size).split(QLatin1Char('x'));
+// The panels' state the command line gives: the window size, the prompt, img2img's init image and
+// mask, ControlNet unit 0.
+void applyPanels(const CommandLine& cl, fp8s::gui::MainWindow& window) {
+  const auto& parser = cl.parser;
+  if (parser.isSet(cl.size)) {
+    const auto wh = parser.value(cl.size).split(QLatin1Char('x'));
     if (wh.size() == 2) window.resize(wh[0].toInt(), wh[1].toInt());
   }
-  if (parser.isSet(prompt)) window.promptPanel()->promptEdit()->setPlainText(parser.value(prompt));
-  if (parser.isSet(initImage)) {
+  if (parser.isSet(cl.prompt)) window.promptPanel()->promptEdit()->setPlainText(parser.value(cl.prompt));
+  if (parser.isSet(cl.initImage)) {
     QString error;
-    if (!window.img2imgPanel()->openImage(parser.value(initImage), &error)) std::fprintf(stderr, "error: %s\n", qPrintable(error));
+    if (!window.img2imgPanel()->openImage(parser.value(cl.initImage), &error)) std::fprintf(stderr, "error: %s\n", qPrintable(error));
     window.showImg2Img();
-    if (parser.isSet(mask)) {
-      const QImage m(parser.value(mask));
+    if (parser.isSet(cl.mask)) {
+      const QImage m(parser.value(cl.mask));
       if (m.isNull() || m.size() != window.img2imgPanel()->canvas()->image().size()) {
-        std::fprintf(stderr, "error: --mask %s: not an image of the init image's size\n", qPrintable(parser.value(mask)));
+        std::fprintf(stderr, "error: --mask %s: not an image of the init image's size\n", qPrintable(parser.value(cl.mask)));
       } else {
         window.img2imgPanel()->canvas()->setMask(m);
         window.img2imgPanel()->setMode(fp8s::gui::ImageMode::Inpaint);
@@ -124,47 +115,69 @@ int main(int argc, char** argv) {
     if (!window.controlNetPanel()->openImage(0, parser.value(cl.controlImage), &error)) std::fprintf(stderr, "error: %s\n", qPrintable(error));
     window.showControlNet();
   }
-  window.show();
-  const auto grabTo = [&window](const QString& file) {
-    if (!window.grab().save(file, "PNG")) std::fprintf(stderr, "error: cannot write the screenshot %s\n", qPrintable(file));
-  };
-  if (parser.isSet(run)) {
-    const bool compare = parser.value(run) == QLatin1String("compare");
-    QObject::connect(&window, &fp8s::gui::MainWindow::modelReady, &window, [&window, compare] {
-      QTimer::singleShot(200, &window, [&window, compare] { compare ? window.compare() : window.generate(); });
+}
+
+void grabTo(fp8s::gui::MainWindow& window, const QString& file) {
+  if (!window.grab().save(file, "PNG")) std::fprintf(stderr, "error: cannot write the screenshot %s\n", qPrintable(file));
+}
+
+// --run: a generation or a compare once the model is ready; --screenshot when it finishes,
+// --screenshot-mid halfway through its last run (a compare's FP8 run, overlaid on its FP16 run).
+void scheduleRun(const CommandLine& cl, fp8s::gui::MainWindow& window) {
+  const auto& parser = cl.parser;
+  const bool compare = parser.value(cl.run) == QLatin1String("compare");
+  QObject::connect(&window, &fp8s::gui::MainWindow::modelReady, &window, [&window, compare] {
+    QTimer::singleShot(200, &window, [&window, compare] { compare ? window.compare() : window.generate(); });
+  });
+  const QString file = parser.value(cl.shot);
+  auto finishedShot = [&window, file] {
+    if (file.isEmpty()) return;
+    QTimer::singleShot(600, &window, [&window, file] {
+      grabTo(window, file);
+      window.close();
     });
-    const QString file = parser.value(shot);
-    auto finishedShot = [&window, grabTo, file] {
-      if (file.isEmpty()) return;
-      QTimer::singleShot(600, &window, [&window, grabTo, file] {
-        grabTo(file);
-        window.close();
-      });
-    };
-    if (compare) {
-      QObject::connect(window.worker(), &fp8s::gui::EngineWorker::compareFinished, &window, finishedShot);
-    } else {
-      QObject::connect(window.worker(), &fp8s::gui::EngineWorker::finished, &window, finishedShot);
-    }
-    if (parser.isSet(midShot)) {
-      // halfway through the action's last run (a compare's FP8 run, overlaid on its FP16 run)
-      const QString mid = parser.value(midShot);
-      const int wanted = compare ? 2 : 1;
-      auto started = std::make_shared<int>(0);
-      auto taken = std::make_shared<bool>(false);
-      QObject::connect(window.worker(), &fp8s::gui::EngineWorker::runStarted, &window, [started](int, const fp8s::StorageSpec&) { ++*started; });
-      QObject::connect(window.worker(), &fp8s::gui::EngineWorker::step, &window,
-                       [&window, grabTo, mid, taken, started, wanted](int, const fp8s::StepEvent& e) {
-                         if (*taken || *started < wanted || e.step < e.steps / 2) return;
-                         *taken = true;
-                         window.chartsPanel()->replotNow();
-                         QTimer::singleShot(100, &window, [grabTo, mid] { grabTo(mid); });
-                       });
-    }
+  };
+  if (compare) {
+    QObject::connect(window.worker(), &fp8s::gui::EngineWorker::compareFinished, &window, finishedShot);
+  } else {
+    QObject::connect(window.worker(), &fp8s::gui::EngineWorker::finished, &window, finishedShot);
   }
-  if (parser.isSet(selfTest)) QTimer::singleShot(1000, &app, &QApplication::quit);
-  if (parser.isSet(quitAfter)) {
-    const int ms = static_cast<int>(parser.value(quitAfter).toDouble() * 1000);
+  if (!parser.isSet(cl.midShot)) return;
+  const QString mid = parser.value(cl.midShot);
+  const int wanted = compare ? 2 : 1;
+  auto started = std::make_shared<int>(0);
+  auto taken = std::make_shared<bool>(false);
+  QObject::connect(window.worker(), &fp8s::gui::EngineWorker::runStarted, &window, [started](int, const fp8s::StorageSpec&) { ++*started; });
+  QObject::connect(window.worker(), &fp8s::gui::EngineWorker::step, &window,
+                   [&window, mid, taken, started, wanted](int, const fp8s::StepEvent& e) {
+                     if (*taken || *started < wanted || e.step < e.steps / 2) return;
+                     *taken = true;
+                     window.chartsPanel()->replotNow();
+                     QTimer::singleShot(100, &window, [&window, mid] { grabTo(window, mid); });
+                   });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (printedWithoutDisplay(argc, argv)) return 0;
+  QApplication app(argc, argv);
+  setApplicationNames();
+  QApplication::setApplicationDisplayName(QStringLiteral("FP8 Studio"));
+  QApplication::setDesktopFileName(QString::fromLatin1(fp8s::kAppId));
+  QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/fp8studio.svg")));
+
+  CommandLine cl;
+  cl.parser.process(app);
+  fp8s::init_threads();
+  fp8s::install_tracking_allocator();  // live tensor bytes for the memory chart
+  fp8s::gui::MainWindow window(nullptr, !cl.parser.isSet(cl.selfTest));
+  applyPanels(cl, window);
+  window.show();
+  if (cl.parser.isSet(cl.run)) scheduleRun(cl, window);
+  if (cl.parser.isSet(cl.selfTest)) QTimer::singleShot(1000, &app, &QApplication::quit);
+  if (cl.parser.isSet(cl.quitAfter)) {
+    const int ms = static_cast<int>(cl.parser.value(cl.quitAfter).toDouble() * 1000);
     QTimer::singleShot(ms, &window, &QWidget::close);
   }
   return QApplication::exec();

@@ -26,67 +26,8 @@ struct Measurement {
   std::vector<double> seconds;
 };
 
-void bench_codec(std::size_t mib, int repeats, bool json) {
-  const std::size_t n = mib * 1024 * 1024 / 4;  // elements of a `mib` MiB FP32 tensor
-  std::vector<float> f32(n);
-  std::mt19937 rng(1);
-  std::normal_distribution<float> normal(0.0f, 0.05f);
-  for (auto& v : f32) v = normal(rng);
-  std::vector<uint16_t> b16(n), h16(n);
-  f32_to_bf16(f32.data(), b16.data(), n);
-  f32_to_f16(f32.data(), h16.data(), n);
-  std::vector<uint8_t> codes(n);
-  encode_f32_to_fp8(f32.data(), codes.data(), n, Fp8Format::E4M3FN);
-  std::vector<float> out32(n);
-  std::vector<uint16_t> out16(n);
-
-  std::vector<Measurement> ms;
-  auto add = [&](const std::string& name, double bytes, std::function<void()> fn) {
-    ms.push_back({name, bytes, {}});
-    fn();  // warm-up: page faults and tables
-    return ms.size() - 1;
-  };
-  std::vector<std::function<void()>> fns;
-  for (Fp8Format f : {Fp8Format::E4M3FN, Fp8Format::E5M2}) {
-    const std::string fmt = fp8_format_name(f);
-    fns.push_back([&, f] { encode_f32_to_fp8(f32.data(), codes.data(), n, f); });
-    add("encode f32->" + fmt, n * 4.0, fns.back());
-    fns.push_back([&, f] { encode_bf16_to_fp8(b16.data(), codes.data(), n, f); });
-    add("encode bf16->" + fmt, n * 2.0, fns.back());
-    fns.push_back([&, f] { encode_f16_to_fp8(h16.data(), codes.data(), n, f); });
-    add("encode f16->" + fmt, n * 2.0, fns.back());
-    fns.push_back([&, f] { decode_fp8_to_f32(codes.data(), out32.data(), n, f); });
-    add("decode " + fmt + "->f32", n * 1.0, fns.back());
-    fns.push_back([&, f] { decode_fp8_to_bf16(codes.data(), out16.data(), n, f); });
-    add("decode " + fmt + "->bf16", n * 1.0, fns.back());
-    fns.push_back([&, f] { decode_fp8_to_f16(codes.data(), out16.data(), n, f); });
-    add("decode " + fmt + "->f16", n * 1.0, fns.back());
-  }
-  // 16-bit weights into the compute type, as WeightStore::decode converts them (LibTorch's copy),
-  // beside the codec's own bulk widening
-  const auto h16_t = at::from_blob(h16.data(), {static_cast<int64_t>(n)}, at::kHalf);
-  const auto b16_t = at::from_blob(b16.data(), {static_cast<int64_t>(n)}, at::kBFloat16);
-  auto out32_t = at::from_blob(out32.data(), {static_cast<int64_t>(n)}, at::kFloat);
-  auto out16_t = at::from_blob(out16.data(), {static_cast<int64_t>(n)}, at::kBFloat16);
-  fns.push_back([&] { out32_t.copy_(h16_t); });
-  add("convert f16->f32", n * 2.0, fns.back());
-  fns.push_back([&] { out32_t.copy_(b16_t); });
-  add("convert bf16->f32", n * 2.0, fns.back());
-  fns.push_back([&] { out16_t.copy_(h16_t); });
-  add("convert f16->bf16", n * 2.0, fns.back());
-  fns.push_back([&] { f16_to_f32(h16.data(), out32.data(), n); });
-  add("widen f16->f32 (codec)", n * 2.0, fns.back());
-  fns.push_back([&] { bf16_to_f32(b16.data(), out32.data(), n); });
-  add("widen bf16->f32 (codec)", n * 2.0, fns.back());
-  // Rounds alternate over all directions so that drift in machine state hits each equally.
-  for (int r = 0; r < repeats; ++r) {
-    for (std::size_t i = 0; i < fns.size(); ++i) {
-      const auto t0 = std::chrono::steady_clock::now();
-      fns[i]();
-      ms[i].seconds.push_back(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-  }
+// The codec's table (GB/s of the source, the range, elements/s) or its JSON.
+void report_codec(const std::vector<Measurement>& ms, std::size_t n, std::size_t mib, int repeats, bool json) {
   nlohmann::json out = nlohmann::json::array();
   if (!json) {
     std::printf("FP8 codec, %zu M elements (%zu MiB as FP32), %d threads, %d repeats\n", n >> 20,
@@ -108,6 +49,59 @@ void bench_codec(std::size_t mib, int repeats, bool json) {
     }
   }
   if (json) std::cout << nlohmann::json{{"codec", out}, {"elements", n}, {"threads", at::get_num_threads()}}.dump(2) << "\n";
+}
+
+void bench_codec(std::size_t mib, int repeats, bool json) {
+  const std::size_t n = mib * 1024 * 1024 / 4;  // elements of a `mib` MiB FP32 tensor
+  std::vector<float> f32(n);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 0.05f);
+  for (auto& v : f32) v = normal(rng);
+  std::vector<uint16_t> b16(n), h16(n);
+  f32_to_bf16(f32.data(), b16.data(), n);
+  f32_to_f16(f32.data(), h16.data(), n);
+  std::vector<uint8_t> codes(n);
+  encode_f32_to_fp8(f32.data(), codes.data(), n, Fp8Format::E4M3FN);
+  std::vector<float> out32(n);
+  std::vector<uint16_t> out16(n);
+
+  std::vector<Measurement> ms;
+  std::vector<std::function<void()>> fns;
+  auto add = [&](const std::string& name, double bytes, const std::function<void()>& fn) {
+    ms.push_back({name, bytes, {}});
+    fns.push_back(fn);
+    fn();  // warm-up: page faults and tables
+  };
+  for (Fp8Format f : {Fp8Format::E4M3FN, Fp8Format::E5M2}) {
+    const std::string fmt = fp8_format_name(f);
+    add("encode f32->" + fmt, n * 4.0, [&, f] { encode_f32_to_fp8(f32.data(), codes.data(), n, f); });
+    add("encode bf16->" + fmt, n * 2.0, [&, f] { encode_bf16_to_fp8(b16.data(), codes.data(), n, f); });
+    add("encode f16->" + fmt, n * 2.0, [&, f] { encode_f16_to_fp8(h16.data(), codes.data(), n, f); });
+    add("decode " + fmt + "->f32", n * 1.0, [&, f] { decode_fp8_to_f32(codes.data(), out32.data(), n, f); });
+    add("decode " + fmt + "->bf16", n * 1.0, [&, f] { decode_fp8_to_bf16(codes.data(), out16.data(), n, f); });
+    add("decode " + fmt + "->f16", n * 1.0, [&, f] { decode_fp8_to_f16(codes.data(), out16.data(), n, f); });
+  }
+  // 16-bit weights into the compute type, as WeightStore::decode converts them (LibTorch's copy),
+  // beside the codec's own bulk widening
+  const auto h16_t = at::from_blob(h16.data(), {static_cast<int64_t>(n)}, at::kHalf);
+  const auto b16_t = at::from_blob(b16.data(), {static_cast<int64_t>(n)}, at::kBFloat16);
+  auto out32_t = at::from_blob(out32.data(), {static_cast<int64_t>(n)}, at::kFloat);
+  auto out16_t = at::from_blob(out16.data(), {static_cast<int64_t>(n)}, at::kBFloat16);
+  add("convert f16->f32", n * 2.0, [&] { out32_t.copy_(h16_t); });
+  add("convert bf16->f32", n * 2.0, [&] { out32_t.copy_(b16_t); });
+  add("convert f16->bf16", n * 2.0, [&] { out16_t.copy_(h16_t); });
+  add("widen f16->f32 (codec)", n * 2.0, [&] { f16_to_f32(h16.data(), out32.data(), n); });
+  add("widen bf16->f32 (codec)", n * 2.0, [&] { bf16_to_f32(b16.data(), out32.data(), n); });
+  // Rounds alternate over all directions so that drift in machine state hits each equally.
+  for (int r = 0; r < repeats; ++r) {
+    for (std::size_t i = 0; i < fns.size(); ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      fns[i]();
+      ms[i].seconds.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  report_codec(ms, n, mib, repeats, json);
 }
 
 }  // namespace

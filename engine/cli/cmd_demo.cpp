@@ -124,17 +124,84 @@ struct Tally {
   }
 };
 
+struct EvalOptions {
+  CommonOptions common;
+  std::string model, grid, weights = "fp16", scale = "channel", sampler = "euler", device = "auto";
+  int captions = 200, steps = 20;
+  float cfg = 5.0f;
+  bool autoencoder = false;
+};
+
+// The first `count` held-out scenes in a fixed shuffled order.
+std::vector<demo::Scene> held_out_scenes(int count) {
+  std::vector<demo::Scene> scenes;
+  for (const auto& s : demo::all_single_scenes()) {
+    if (demo::is_held_out(s)) scenes.push_back(s);
+  }
+  std::mt19937_64 rng(7);
+  std::shuffle(scenes.begin(), scenes.end(), rng);
+  if (static_cast<std::size_t>(count) > scenes.size()) throw InputError("only " + std::to_string(scenes.size()) + " held-out captions exist");
+  scenes.resize(static_cast<std::size_t>(count));
+  return scenes;
+}
+
+// --autoencoder: the VAE's reconstructions of the scenes scored.
+void eval_autoencoder(const EvalOptions& o, const std::string& checkpoint, const std::vector<demo::Scene>& scenes) {
+  std::vector<RgbImage> images;
+  const auto scores = demo::score_autoencoder(checkpoint, scenes, &images);
+  if (!o.grid.empty()) {
+    images.resize(std::min<std::size_t>(images.size(), 16));
+    std::vector<std::string> labels;
+    for (std::size_t i = 0; i < images.size(); ++i) labels.push_back(demo::caption(scenes[i]));
+    write_grid(o.grid, images, labels);
+  }
+  Tally tally;
+  for (const auto& sc : scores) tally.add(sc);
+  tally.report(o.common.json, {{"model", checkpoint}, {"autoencoder", true}},
+               "demo-eval --autoencoder " + checkpoint + ": " + std::to_string(scores.size()) +
+                   " held-out scenes encoded and decoded (FP32)");
+}
+
+// Each scene's caption generated (seed = its index + 1) and scored.
+void eval_generations(const EvalOptions& o, const LoadOptions& load, Sampler sampler, const std::vector<demo::Scene>& scenes) {
+  Engine engine(load);
+  Tally tally;
+  std::vector<RgbImage> grid;
+  std::vector<std::string> labels;
+  std::atomic<bool> never{false};
+  const auto start = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < scenes.size(); ++i) {
+    GenerationRequest r;
+    r.prompt = demo::caption(scenes[i]);
+    r.steps = o.steps;
+    r.cfg = o.cfg;
+    r.sampler = sampler;
+    r.schedule = Schedule::Normal;
+    r.seed = static_cast<int64_t>(i + 1);
+    r.width = r.height = demo::kImageSize;
+    r.storage = load.storage;
+    r.compute = ComputeType::FP32;
+    const auto result = engine.generate(r, nullptr, never);
+    const auto& img = result.images.at(0).image;
+    tally.add(demo::score(scenes[i], img));
+    if (grid.size() < 16) {
+      grid.push_back(img);
+      labels.push_back(r.prompt);
+    }
+    if ((i + 1) % 20 == 0) log().info("demo-eval: {}/{}", i + 1, scenes.size());
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!o.grid.empty()) write_grid(o.grid, grid, labels);
+  char head[512];
+  std::snprintf(head, sizeof head, "demo-eval %s (%s): %zu held-out captions, %d steps %s, CFG %.1f, %.0f s",
+                load.checkpoint.c_str(), o.weights.c_str(), scenes.size(), o.steps, o.sampler.c_str(), o.cfg, secs);
+  tally.report(o.common.json, {{"model", load.checkpoint}, {"weights", o.weights}, {"seconds", secs}}, head);
+}
+
 }  // namespace
 
 void register_demo_eval(CLI::App& app) {
-  struct Opts {
-    CommonOptions common;
-    std::string model, grid, weights = "fp16", scale = "channel", sampler = "euler", device = "auto";
-    int captions = 200, steps = 20;
-    float cfg = 5.0f;
-    bool autoencoder = false;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<EvalOptions>();
   auto* sub = app.add_subcommand("demo-eval", "score the demo model on held-out captions (colour, shape, position)");
   add_common_options(*sub, o->common, true);
   sub->add_option("--model", o->model, "checkpoint (default: the built-in demo model)");
@@ -160,63 +227,12 @@ void register_demo_eval(CLI::App& app) {
     load.checkpoint = model_or_demo(o->model);
     load.storage = {*w, is_fp8(*w) ? *scale : Fp8Scale::None, false};
     load.device = o->device;
-    // held-out scenes in a fixed shuffled order
-    std::vector<demo::Scene> scenes;
-    for (const auto& s : demo::all_single_scenes()) {
-      if (demo::is_held_out(s)) scenes.push_back(s);
-    }
-    std::mt19937_64 rng(7);
-    std::shuffle(scenes.begin(), scenes.end(), rng);
-    if (static_cast<std::size_t>(o->captions) > scenes.size()) throw InputError("only " + std::to_string(scenes.size()) + " held-out captions exist");
-    scenes.resize(static_cast<std::size_t>(o->captions));
+    const auto scenes = held_out_scenes(o->captions);
     if (o->autoencoder) {
-      std::vector<RgbImage> images;
-      const auto scores = demo::score_autoencoder(load.checkpoint, scenes, &images);
-      if (!o->grid.empty()) {
-        images.resize(std::min<std::size_t>(images.size(), 16));
-        std::vector<std::string> labels;
-        for (std::size_t i = 0; i < images.size(); ++i) labels.push_back(demo::caption(scenes[i]));
-        write_grid(o->grid, images, labels);
-      }
-      Tally tally;
-      for (const auto& sc : scores) tally.add(sc);
-      tally.report(o->common.json, {{"model", load.checkpoint}, {"autoencoder", true}},
-                   "demo-eval --autoencoder " + load.checkpoint + ": " + std::to_string(scores.size()) +
-                       " held-out scenes encoded and decoded (FP32)");
-      return;
+      eval_autoencoder(*o, load.checkpoint, scenes);
+    } else {
+      eval_generations(*o, load, *sampler, scenes);
     }
-    Engine engine(load);
-    Tally tally;
-    std::vector<RgbImage> grid;
-    std::vector<std::string> labels;
-    std::atomic<bool> never{false};
-    const auto start = std::chrono::steady_clock::now();
-    for (std::size_t i = 0; i < scenes.size(); ++i) {
-      GenerationRequest r;
-      r.prompt = demo::caption(scenes[i]);
-      r.steps = o->steps;
-      r.cfg = o->cfg;
-      r.sampler = *sampler;
-      r.schedule = Schedule::Normal;
-      r.seed = static_cast<int64_t>(i + 1);
-      r.width = r.height = demo::kImageSize;
-      r.storage = load.storage;
-      r.compute = ComputeType::FP32;
-      const auto result = engine.generate(r, nullptr, never);
-      const auto& img = result.images.at(0).image;
-      tally.add(demo::score(scenes[i], img));
-      if (grid.size() < 16) {
-        grid.push_back(img);
-        labels.push_back(r.prompt);
-      }
-      if ((i + 1) % 20 == 0) log().info("demo-eval: {}/{}", i + 1, scenes.size());
-    }
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!o->grid.empty()) write_grid(o->grid, grid, labels);
-    char head[512];
-    std::snprintf(head, sizeof head, "demo-eval %s (%s): %zu held-out captions, %d steps %s, CFG %.1f, %.0f s",
-                  load.checkpoint.c_str(), o->weights.c_str(), scenes.size(), o->steps, o->sampler.c_str(), o->cfg, secs);
-    tally.report(o->common.json, {{"model", load.checkpoint}, {"weights", o->weights}, {"seconds", secs}}, head);
   });
 }
 

@@ -46,16 +46,117 @@ double slope(const std::vector<double>& xs, const std::vector<double>& ys) {
   return d == 0 ? 0 : (n * sxy - sx * sy) / d;
 }
 
+struct SoakOptions {
+  CommonOptions common;
+  ModelFlags m;
+  std::string lora, csv;
+  int runs = 200, steps = 6, warmup = 20, size = 64;
+};
+
+// Run i (0-based): FP16 and FP8 alternating, the LoRA on two runs of three with a changing
+// multiplier, every 7th cancelled half-way; its row after it.
+Row soak_run(Engine& engine, const SoakOptions& o, int i) {
+  GenerationRequest r;
+  r.prompt = "a red circle on a blue background";
+  r.steps = o.steps;
+  r.cfg = 5;
+  r.seed = i;
+  r.width = r.height = o.size;
+  r.sampler = Sampler::Euler;
+  r.schedule = Schedule::Normal;
+  r.compute = ComputeType::FP32;
+  const bool fp8 = i % 2 == 1;
+  r.storage.weights = fp8 ? WeightType::FP8_E4M3 : WeightType::FP16;
+  r.storage.scale = fp8 ? Fp8Scale::Tensor : Fp8Scale::None;
+  Row row;
+  row.run = i + 1;
+  row.storage = weight_type_name(r.storage.weights);
+  if (i % 3 != 0) {
+    row.lora = 0.2 * (1 + i % 5);
+    r.loras.push_back({o.lora, row.lora, row.lora});
+  }
+  std::atomic<bool> cancel{false};
+  CancelAt observer;
+  observer.flag = &cancel;
+  observer.at = i % 7 == 6 ? std::max(1, o.steps / 2) : 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    engine.generate(r, &observer, cancel);
+  } catch (const Cancelled&) {
+    row.cancelled = true;
+  }
+  row.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  row.tracked_live = tracked_bytes().live;
+  row.rss = read_process_memory().rss_bytes;
+  return row;
+}
+
+void write_csv(const std::string& path, const std::vector<Row>& rows) {
+  std::ofstream f(path);
+  f << "run,storage,lora,cancelled,tracked_live_bytes,rss_bytes,ms\n";
+  for (const auto& row : rows) {
+    f << row.run << "," << row.storage << "," << row.lora << "," << row.cancelled << "," << row.tracked_live << ","
+      << row.rss << "," << row.ms << "\n";
+  }
+  if (!f) throw RuntimeFailure("cannot write " + path);
+}
+
+// The leak figures: tracked bytes against each state's baseline (storage, LoRA on/off: the value
+// after the first run in that state), RSS after the warm-up (growth, maximum, slope).
+nlohmann::json soak_report(const std::vector<Row>& rows, int warmup) {
+  std::map<std::pair<std::string, bool>, uint64_t> baseline;
+  int64_t worst_tracked = 0;
+  for (const auto& row : rows) {
+    const auto key = std::make_pair(row.storage, row.lora != 0);
+    const auto [it, first] = baseline.emplace(key, row.tracked_live);
+    worst_tracked = std::max<int64_t>(worst_tracked, std::llabs(static_cast<int64_t>(row.tracked_live) - static_cast<int64_t>(it->second)));
+  }
+  std::vector<double> xs, ys;
+  for (const auto& row : rows) {
+    if (row.run <= warmup) continue;
+    xs.push_back(row.run);
+    ys.push_back(static_cast<double>(row.rss));
+  }
+  const double rss_warm = static_cast<double>(rows[static_cast<std::size_t>(warmup)].rss);
+  const double rss_end = static_cast<double>(rows.back().rss);
+  const double rss_max = static_cast<double>(std::max_element(rows.begin() + warmup, rows.end(), [](const Row& a, const Row& b) { return a.rss < b.rss; })->rss);
+  int cancelled = 0;
+  for (const auto& row : rows) cancelled += row.cancelled;
+  nlohmann::json report{{"runs", rows.size()},
+                        {"warmup", warmup},
+                        {"cancelled", cancelled},
+                        {"tracked_baselines", nlohmann::json::array()},
+                        {"tracked_max_deviation_bytes", worst_tracked},
+                        {"rss_after_warmup_bytes", rss_warm},
+                        {"rss_end_bytes", rss_end},
+                        {"rss_max_after_warmup_bytes", rss_max},
+                        {"rss_growth_percent", (rss_end - rss_warm) / rss_warm * 100.0},
+                        {"rss_slope_bytes_per_run", slope(xs, ys)}};
+  for (const auto& [key, bytes] : baseline) {
+    report["tracked_baselines"].push_back({{"storage", key.first}, {"lora", key.second}, {"bytes", bytes}});
+  }
+  return report;
+}
+
+void print_report(const nlohmann::json& j) {
+  std::printf("soak: %d runs (%d cancelled mid-way), %d warm-up\n", j["runs"].get<int>(), j["cancelled"].get<int>(),
+              j["warmup"].get<int>());
+  for (const auto& b : j["tracked_baselines"]) {
+    std::printf("  tracked live bytes after %s%s runs: %llu\n", b["storage"].get<std::string>().c_str(),
+                b["lora"].get<bool>() ? " + LoRA" : "", static_cast<unsigned long long>(b["bytes"].get<uint64_t>()));
+  }
+  std::printf("  largest deviation of tracked live bytes from its baseline: %lld bytes\n",
+              static_cast<long long>(j["tracked_max_deviation_bytes"].get<int64_t>()));
+  std::printf("  RSS after warm-up %.1f MB, at the end %.1f MB (%+.2f%%), max %.1f MB, slope %+.1f kB/run\n",
+              j["rss_after_warmup_bytes"].get<double>() / 1e6, j["rss_end_bytes"].get<double>() / 1e6,
+              j["rss_growth_percent"].get<double>(), j["rss_max_after_warmup_bytes"].get<double>() / 1e6,
+              j["rss_slope_bytes_per_run"].get<double>() / 1e3);
+}
+
 }  // namespace
 
 void register_soak(CLI::App& app) {
-  struct Opts {
-    CommonOptions common;
-    ModelFlags m;
-    std::string lora, csv;
-    int runs = 200, steps = 6, warmup = 20, size = 64;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<SoakOptions>();
   auto* sub = app.add_subcommand("soak", "many generations in one engine: tracked bytes and RSS after each (leak check)");
   add_common_options(*sub, o->common, true);
   add_model_options(*sub, o->m, false);
@@ -67,102 +168,23 @@ void register_soak(CLI::App& app) {
   sub->add_option("--csv", o->csv, "write one row per run to this file");
   sub->callback([o] {
     if (o->warmup >= o->runs) throw InputError("--warmup must be smaller than --runs");
-    LoadOptions load = load_options(o->m);
+    const LoadOptions load = load_options(o->m);
     Engine engine(load);
     std::vector<Row> rows;
     for (int i = 0; i < o->runs; ++i) {
-      GenerationRequest r;
-      r.prompt = "a red circle on a blue background";
-      r.steps = o->steps;
-      r.cfg = 5;
-      r.seed = i;
-      r.width = r.height = o->size;
-      r.sampler = Sampler::Euler;
-      r.schedule = Schedule::Normal;
-      r.compute = ComputeType::FP32;
-      const bool fp8 = i % 2 == 1;
-      r.storage.weights = fp8 ? WeightType::FP8_E4M3 : WeightType::FP16;
-      r.storage.scale = fp8 ? Fp8Scale::Tensor : Fp8Scale::None;
-      Row row;
-      row.run = i + 1;
-      row.storage = weight_type_name(r.storage.weights);
-      if (i % 3 != 0) {
-        row.lora = 0.2 * (1 + i % 5);
-        r.loras.push_back({o->lora, row.lora, row.lora});
-      }
-      std::atomic<bool> cancel{false};
-      CancelAt observer;
-      observer.flag = &cancel;
-      observer.at = i % 7 == 6 ? std::max(1, o->steps / 2) : 0;
-      const auto t0 = std::chrono::steady_clock::now();
-      try {
-        engine.generate(r, &observer, cancel);
-      } catch (const Cancelled&) {
-        row.cancelled = true;
-      }
-      row.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      row.tracked_live = tracked_bytes().live;
-      row.rss = read_process_memory().rss_bytes;
-      rows.push_back(row);
+      rows.push_back(soak_run(engine, *o, i));
+      const auto& row = rows.back();
       if ((i + 1) % 10 == 0 || i + 1 == o->runs) {
         log().info("soak: {}/{} runs, tracked {:.2f} MB, RSS {:.1f} MB", i + 1, o->runs, row.tracked_live / 1e6, row.rss / 1e6);
       }
     }
-    // tracked bytes: per state (storage, LoRA on/off) the value after the first run in that state
-    std::map<std::pair<std::string, bool>, uint64_t> baseline;
-    int64_t worst_tracked = 0;
-    for (const auto& row : rows) {
-      const auto key = std::make_pair(row.storage, row.lora != 0);
-      const auto [it, first] = baseline.emplace(key, row.tracked_live);
-      worst_tracked = std::max<int64_t>(worst_tracked, std::llabs(static_cast<int64_t>(row.tracked_live) - static_cast<int64_t>(it->second)));
-    }
-    std::vector<double> xs, ys;
-    for (const auto& row : rows) {
-      if (row.run <= o->warmup) continue;
-      xs.push_back(row.run);
-      ys.push_back(static_cast<double>(row.rss));
-    }
-    const double rss_warm = static_cast<double>(rows[static_cast<std::size_t>(o->warmup)].rss);
-    const double rss_end = static_cast<double>(rows.back().rss);
-    const double rss_max = static_cast<double>(std::max_element(rows.begin() + o->warmup, rows.end(), [](const Row& a, const Row& b) { return a.rss < b.rss; })->rss);
-    const double growth = (rss_end - rss_warm) / rss_warm * 100.0;
-    const double rss_slope = slope(xs, ys);
-    int cancelled = 0;
-    for (const auto& row : rows) cancelled += row.cancelled;
-    if (!o->csv.empty()) {
-      std::ofstream f(o->csv);
-      f << "run,storage,lora,cancelled,tracked_live_bytes,rss_bytes,ms\n";
-      for (const auto& row : rows) {
-        f << row.run << "," << row.storage << "," << row.lora << "," << row.cancelled << "," << row.tracked_live << ","
-          << row.rss << "," << row.ms << "\n";
-      }
-      if (!f) throw RuntimeFailure("cannot write " + o->csv);
-    }
-    nlohmann::json report{{"runs", o->runs},
-                          {"warmup", o->warmup},
-                          {"cancelled", cancelled},
-                          {"tracked_baselines", nlohmann::json::array()},
-                          {"tracked_max_deviation_bytes", worst_tracked},
-                          {"rss_after_warmup_bytes", rss_warm},
-                          {"rss_end_bytes", rss_end},
-                          {"rss_max_after_warmup_bytes", rss_max},
-                          {"rss_growth_percent", growth},
-                          {"rss_slope_bytes_per_run", rss_slope}};
-    for (const auto& [key, bytes] : baseline) {
-      report["tracked_baselines"].push_back({{"storage", key.first}, {"lora", key.second}, {"bytes", bytes}});
-    }
+    if (!o->csv.empty()) write_csv(o->csv, rows);
+    const auto report = soak_report(rows, o->warmup);
     if (o->common.json) {
       std::cout << report.dump(2) << "\n";
       return;
     }
-    std::printf("soak: %d runs (%d cancelled mid-way), %d warm-up\n", o->runs, cancelled, o->warmup);
-    for (const auto& [key, bytes] : baseline) {
-      std::printf("  tracked live bytes after %s%s runs: %llu\n", key.first.c_str(), key.second ? " + LoRA" : "",
-                  static_cast<unsigned long long>(bytes));
-    }
-    std::printf("  largest deviation of tracked live bytes from its baseline: %lld bytes\n", static_cast<long long>(worst_tracked));
-    std::printf("  RSS after warm-up %.1f MB, at the end %.1f MB (%+.2f%%), max %.1f MB, slope %+.1f kB/run\n",
-                rss_warm / 1e6, rss_end / 1e6, growth, rss_max / 1e6, rss_slope / 1e3);
+    print_report(report);
   });
 }
 

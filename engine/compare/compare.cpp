@@ -131,6 +131,34 @@ std::vector<RetentionRow> measure_retention(Engine& engine, const GenerationRequ
   return out;
 }
 
+// A mode that ran: its step times and residency, its pixels and its peak drop per weight byte
+// saved against the first mode that ran (itself when it is that mode).
+void score_mode(ModeResult& m, Engine& engine, const CompareReport& so_far) {
+  m.step_ms_mean = report::mean(m.result.timing.step_ms);
+  m.step_ms_median = median(m.result.timing.step_ms);
+  {
+    const auto now = engine.info();
+    m.streamed_blocks = now.streamed_blocks;
+    m.resident_block_bytes = now.resident_block_bytes;
+    m.residency = now.residency;
+  }
+  // the reference: the first mode that ran
+  const auto ref = std::find_if(so_far.modes.begin(), so_far.modes.end(), [](const ModeResult& o) { return o.refused.empty(); });
+  const bool is_ref = ref == so_far.modes.end();
+  const auto& img = m.result.images.front().image;
+  const auto& first = is_ref ? img : ref->result.images.front().image;
+  m.psnr = psnr(img, first);
+  m.ssim = ssim(img, first);
+  m.max_abs_diff = max_abs_diff(img, first);
+  const auto& r0 = is_ref ? m.result : ref->result;
+  const double saved = double(r0.weight_bytes) - double(m.result.weight_bytes);
+  if (std::abs(saved) > 0) {
+    const double drop = so_far.gpu ? double(r0.vram_peak_bytes) - double(m.result.vram_peak_bytes)
+                                   : double(r0.tracked_peak_bytes) - double(m.result.tracked_peak_bytes);
+    m.drop_per_weight_byte = drop / saved;
+  }
+}
+
 }  // namespace
 
 CompareReport measure_compare(Engine& engine, const CompareOptions& o, const CompareHooks& hooks) {
@@ -174,29 +202,7 @@ CompareReport measure_compare(Engine& engine, const CompareOptions& o, const Com
       report.modes.push_back(std::move(m));
       continue;
     }
-    m.step_ms_mean = report::mean(m.result.timing.step_ms);
-    m.step_ms_median = median(m.result.timing.step_ms);
-    {
-      const auto now = engine.info();
-      m.streamed_blocks = now.streamed_blocks;
-      m.resident_block_bytes = now.resident_block_bytes;
-      m.residency = now.residency;
-    }
-    // the reference: the first mode that ran
-    const auto ref = std::find_if(report.modes.begin(), report.modes.end(), [](const ModeResult& o) { return o.refused.empty(); });
-    const bool is_ref = ref == report.modes.end();
-    const auto& img = m.result.images.front().image;
-    const auto& first = is_ref ? img : ref->result.images.front().image;
-    m.psnr = psnr(img, first);
-    m.ssim = ssim(img, first);
-    m.max_abs_diff = max_abs_diff(img, first);
-    const auto& r0 = is_ref ? m.result : ref->result;
-    const double saved = double(r0.weight_bytes) - double(m.result.weight_bytes);
-    if (std::abs(saved) > 0) {
-      const double drop = report.gpu ? double(r0.vram_peak_bytes) - double(m.result.vram_peak_bytes)
-                                     : double(r0.tracked_peak_bytes) - double(m.result.tracked_peak_bytes);
-      m.drop_per_weight_byte = drop / saved;
-    }
+    score_mode(m, engine, report);
     report.modes.push_back(std::move(m));
     if (hooks.mode_finished) hooks.mode_finished(k, report.modes.back());
   }

@@ -43,4 +43,13 @@ class Cancelled : public Error {
   Cancelled() : Error("cancelled") {}
 };
 
+// `map`'s value for `key`; InputError "<where>: the <what> lacks '<key>'" without one.
+template <class Map>
+const typename Map::mapped_type& required_entry(const Map& map, const std::string& key, const std::string& where,
+                                                const char* what) {
+  const auto it = map.find(key);
+  if (it == map.end()) throw InputError(where + ": the " + what + " lacks '" + key + "'");
+  return it->second;
+}
+
 }  // namespace fp8s

@@ -1,5 +1,7 @@
 #include "core/sha256.h"
 
+#include "core/logging.h"
+
 #include <fstream>
 #include <vector>
 
@@ -87,6 +89,12 @@ std::string sha256_file(const std::string& path) {
     hash.update(chunk.data(), static_cast<std::size_t>(in.gcount()));
   }
   return hash.hex();
+}
+
+void warn_unless_sha256(const std::string& path, const char* expected, const std::string& what) {
+  if (sha256_file(path) != expected) {
+    log().warn("{}: not the {} this version was checked against (sha256 differs); using it", path, what);
+  }
 }
 
 }  // namespace fp8s

@@ -23,5 +23,8 @@ class Sha256 {
 
 // The sha256 (hex) of a whole file, read in 1 MiB chunks; "" when it cannot be opened.
 std::string sha256_file(const std::string& path);
+// A warning (the file is still used) when `path` is not the file this version was checked against:
+// "<path>: not the <what> this version was checked against (sha256 differs); using it".
+void warn_unless_sha256(const std::string& path, const char* expected, const std::string& what);
 
 }  // namespace fp8s

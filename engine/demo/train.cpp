@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "io/image_metrics.h"
@@ -175,12 +176,12 @@ void write_state(const std::string& dir, const State& s) {
   fs::rename(tmp, dir + "/state.json");
 }
 
-// The loss curves as a PNG: log10(loss) against step; VAE blue, UNet orange, decoder green.
-void plot_losses(const std::string& csv_path, const std::string& png_path) {
+// loss.csv's rows keyed by (phase, step): a run resumed from an earlier checkpoint repeats steps,
+// the last wins.
+std::map<std::pair<std::string, int>, double> read_losses(const std::string& csv_path) {
   std::ifstream in(csv_path);
   std::string line;
   std::getline(in, line);  // header
-  // keyed by (phase, step): a run resumed from an earlier checkpoint repeats steps, the last wins
   std::map<std::pair<std::string, int>, double> by_step;
   while (std::getline(in, line)) {
     std::stringstream ss(line);
@@ -193,6 +194,12 @@ void plot_losses(const std::string& csv_path, const std::string& png_path) {
     } catch (...) {
     }
   }
+  return by_step;
+}
+
+// The loss curves as a PNG: log10(loss) against step; VAE blue, UNet orange, decoder green.
+void plot_losses(const std::string& csv_path, const std::string& png_path) {
+  const auto by_step = read_losses(csv_path);
   if (by_step.empty()) return;
   std::vector<std::tuple<std::string, int, double>> rows;
   for (const auto& [key, loss] : by_step) rows.emplace_back(key.first, key.second, loss);
@@ -282,174 +289,222 @@ ModelConfig demo_config(int vocab_size) {
   return m;
 }
 
-std::string train_demo(const TrainOptions& o, const std::function<void(const TrainProgress&)>& progress) {
-  for (const int batch : {o.vae_batch, o.unet_batch, o.decoder_batch}) {
-    if (batch < 1 || batch > 1024) throw InputError("batch sizes must be 1..1024");
+namespace {
+
+// One train-demo run (the three phases, resumable): its options, modules, state and loss log.
+class Trainer {
+ public:
+  Trainer(const TrainOptions& o, const std::function<void(const TrainProgress&)>& progress) : o_(o), progress_(progress) {}
+
+  std::string run() {
+    check_options();
+    make_dirs(o_.dir);
+    const std::string tok_dir = o_.dir + "/tokenizer";
+    const int vocab_size = write_vocabulary(tok_dir, grammar_words());
+    tokenizer_ = ClipTokenizer::load(tok_dir + "/vocab.json");
+    config_ = demo_config(vocab_size);
+    state_ = read_state(o_.dir);
+    if (!fs::exists(init_path())) {
+      SyntheticOptions s;
+      s.config = config_;
+      s.float_dtype = Dtype::F32;
+      s.seed = o_.seed;
+      s.out = init_path();
+      s.overwrite = true;
+      make_synthetic(s);
+    }
+    resuming_ = fs::exists(state_path()) && (state_.step > 0 || state_.phase != "vae");
+    m_ = load_modules(config_, resuming_ ? state_path() : init_path());
+    if (resuming_) log().info("train-demo: resuming {} at step {}", state_.phase, state_.step);
+    config_.vae.scale_factor = state_.scale_factor;
+    m_.vae->set_scale_factor(state_.scale_factor);
+    torch::manual_seed(o_.seed);
+    csv_.open(o_.dir + "/loss.csv", std::ios::app);
+    if (fs::file_size(o_.dir + "/loss.csv") == 0) csv_ << "phase,step,loss,seconds\n";
+    if (state_.phase == "vae") vae_phase();
+    config_.vae.scale_factor = state_.scale_factor;
+    config_.ldm_config_json = to_ldm_config_json(config_);
+    if (state_.phase == "unet") unet_phase();
+    if (state_.phase == "decoder") decoder_phase();
+    const std::string out = o_.dir + "/demo-sd1-fp32.safetensors";
+    save_checkpoint(m_, config_, init_path(), out,
+                    {{"fp8s.demo", "FP8 Studio demo model: trained on rendered shapes (issue 10)"},
+                     {"fp8s.demo.vocabulary", "tokenizer/vocab.json + merges.txt beside the checkpoint"}});
+    plot_losses(o_.dir + "/loss.csv", o_.dir + "/loss.png");
+    return out;
   }
-  const int cooldown = o.unet_cooldown < 0 ? o.unet_steps / 3 : o.unet_cooldown;
-  if (o.unet_cooldown < -1 || cooldown > o.unet_steps) throw InputError("--unet-cooldown must be 0..--unet-steps (or -1: the last third)");
-  if (o.vae_steps < 0 || o.unet_steps < 0 || o.decoder_steps < 0) throw InputError("step counts must not be negative");
-  make_dirs(o.dir);
-  const std::string tok_dir = o.dir + "/tokenizer";
-  const int vocab_size = write_vocabulary(tok_dir, grammar_words());
-  const auto tokenizer = ClipTokenizer::load(tok_dir + "/vocab.json");
-  ModelConfig config = demo_config(vocab_size);
-  State state = read_state(o.dir);
-  const std::string state_path = o.dir + "/state.safetensors";
-  const std::string init_path = o.dir + "/init.safetensors";
-  if (!fs::exists(init_path)) {
-    SyntheticOptions s;
-    s.config = config;
-    s.float_dtype = Dtype::F32;
-    s.seed = o.seed;
-    s.out = init_path;
-    s.overwrite = true;
-    make_synthetic(s);
+
+ private:
+  static constexpr int kReport = 25;
+
+  void check_options() const {
+    for (const int batch : {o_.vae_batch, o_.unet_batch, o_.decoder_batch}) {
+      if (batch < 1 || batch > 1024) throw InputError("batch sizes must be 1..1024");
+    }
+    if (o_.unet_cooldown < -1 || cooldown() > o_.unet_steps) {
+      throw InputError("--unet-cooldown must be 0..--unet-steps (or -1: the last third)");
+    }
+    if (o_.vae_steps < 0 || o_.unet_steps < 0 || o_.decoder_steps < 0) throw InputError("step counts must not be negative");
   }
-  const bool resuming = fs::exists(state_path) && (state.step > 0 || state.phase != "vae");
-  Modules m = load_modules(config, resuming ? state_path : init_path);
-  if (resuming) log().info("train-demo: resuming {} at step {}", state.phase, state.step);
-  config.vae.scale_factor = state.scale_factor;
-  m.vae->set_scale_factor(state.scale_factor);
-  torch::manual_seed(o.seed);
-  const auto start = Clock::now();
-  std::ofstream csv(o.dir + "/loss.csv", std::ios::app);
-  if (fs::file_size(o.dir + "/loss.csv") == 0) csv << "phase,step,loss,seconds\n";
-  auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
-  constexpr int kReport = 25;
-  auto save = [&](const std::string& phase, int step, torch::optim::Optimizer& opt) {
-    state.phase = phase;
-    state.step = step;
-    save_checkpoint(m, config, init_path, state_path, {});
-    torch::save(opt, o.dir + "/optimizer.pt");
-    write_state(o.dir, state);
-  };
+  int cooldown() const { return o_.unet_cooldown < 0 ? o_.unet_steps / 3 : o_.unet_cooldown; }
+  std::string init_path() const { return o_.dir + "/init.safetensors"; }
+  std::string state_path() const { return o_.dir + "/state.safetensors"; }
+  std::string optimizer_path() const { return o_.dir + "/optimizer.pt"; }
+  double seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+  // BF16 compute on FP32 master weights (the engine keeps norms in FP32): for the autoencoder's
+  // training and for encoding the later phases' latents; for the text encoder and UNet.
+  at::ScalarType vae_compute() const { return o_.vae_bf16 ? at::kBFloat16 : at::kFloat; }
+  at::ScalarType unet_compute() const { return o_.unet_bf16 ? at::kBFloat16 : at::kFloat; }
+  // A resumed phase's optimiser state (`mid_phase`: only when the phase had begun).
+  void resume(torch::optim::Optimizer& opt, bool mid_phase) {
+    if (resuming_ && mid_phase && fs::exists(optimizer_path())) torch::load(opt, optimizer_path());
+    acc_ = 0;
+  }
+
+  void save(const std::string& phase, int step, torch::optim::Optimizer& opt) {
+    state_.phase = phase;
+    state_.step = step;
+    save_checkpoint(m_, config_, init_path(), state_path(), {});
+    torch::save(opt, optimizer_path());
+    write_state(o_.dir, state_);
+  }
   // The next phase starts at step 0 with a fresh optimiser, from a checkpoint of the modules.
-  auto begin_phase = [&](const std::string& phase) {
-    state.phase = phase;
-    state.step = 0;
-    save_checkpoint(m, config, init_path, state_path, {});
-    fs::remove(o.dir + "/optimizer.pt");
-    write_state(o.dir, state);
-  };
+  void begin_phase(const std::string& phase) {
+    state_.phase = phase;
+    state_.step = 0;
+    save_checkpoint(m_, config_, init_path(), state_path(), {});
+    fs::remove(optimizer_path());
+    write_state(o_.dir, state_);
+  }
   // One optimiser step on `loss`, then the loss report every kReport steps and a checkpoint.
-  double acc = 0;
-  auto train_step = [&](const at::Tensor& loss, torch::optim::Optimizer& opt, const std::string& phase, int step, int steps) {
+  void train_step(const at::Tensor& loss, torch::optim::Optimizer& opt, const std::string& phase, int step, int steps) {
     opt.zero_grad();
     loss.backward();
     opt.step();
-    acc += loss.item<double>();
+    acc_ += loss.item<double>();
     if ((step + 1) % kReport == 0) {
-      csv << phase << "," << step + 1 << "," << acc / kReport << "," << seconds() << "\n" << std::flush;
-      if (progress) progress({phase, step + 1, steps, acc / kReport, seconds()});
-      acc = 0;
+      csv_ << phase << "," << step + 1 << "," << acc_ / kReport << "," << seconds() << "\n" << std::flush;
+      if (progress_) progress_({phase, step + 1, steps, acc_ / kReport, seconds()});
+      acc_ = 0;
     }
-    if ((step + 1) % o.checkpoint_every == 0) save(phase, step + 1, opt);
-  };
+    if ((step + 1) % o_.checkpoint_every == 0) save(phase, step + 1, opt);
+  }
 
-  // BF16 compute on FP32 master weights (the engine keeps norms in FP32): for the autoencoder's
-  // training and for encoding the later phases' latents; for the text encoder and UNet.
-  const auto vae_compute = o.vae_bf16 ? at::kBFloat16 : at::kFloat;
-  const auto unet_compute = o.unet_bf16 ? at::kBFloat16 : at::kFloat;
-
-  // Phase 1: the autoencoder.
-  if (state.phase == "vae") {
-    auto params = trainable(*m.vae);
-    torch::optim::Adam opt(params, torch::optim::AdamOptions(o.vae_lr));
-    if (resuming && fs::exists(o.dir + "/optimizer.pt")) torch::load(opt, o.dir + "/optimizer.pt");
+  // Phase 1: the autoencoder; then the latent scale.
+  void vae_phase() {
+    auto params = trainable(*m_.vae);
+    torch::optim::Adam opt(params, torch::optim::AdamOptions(o_.vae_lr));
+    resume(opt, true);
     TrainingScope training;
-    for (int step = state.step; step < o.vae_steps; ++step) {
-      auto b = make_batch(o.seed, 1, step, o.vae_batch);
-      auto moments = m.vae->encode_moments(b.images, vae_compute).to(at::kFloat);
+    for (int step = state_.step; step < o_.vae_steps; ++step) {
+      auto b = make_batch(o_.seed, 1, step, o_.vae_batch);
+      auto moments = m_.vae->encode_moments(b.images, vae_compute()).to(at::kFloat);
       auto mean = moments.slice(1, 0, 4), logvar = moments.slice(1, 4, 8).clamp(-30, 20);
       auto z = mean + at::exp(0.5 * logvar) * at::randn_like(mean);
-      auto rec = m.vae->decode(z * m.vae->config().scale_factor, vae_compute).to(at::kFloat);
+      auto rec = m_.vae->decode(z * m_.vae->config().scale_factor, vae_compute()).to(at::kFloat);
       auto kl = 0.5 * (mean.pow(2) + logvar.exp() - 1 - logvar).mean();
-      train_step((rec - b.images).abs().mean() + (rec - b.images).pow(2).mean() + 1e-4 * kl, opt, "vae", step, o.vae_steps);
+      train_step((rec - b.images).abs().mean() + (rec - b.images).pow(2).mean() + 1e-4 * kl, opt, "vae", step, o_.vae_steps);
     }
     // the latent scale: unit variance of the posterior means, as SD's 0.18215 was chosen
     torch::NoGradGuard no_grad;
     std::vector<at::Tensor> means;
     for (int i = 0; i < 8; ++i) {
-      const auto b = make_batch(o.seed, 3, i, 64);
-      means.push_back(m.vae->encode_moments(b.images, at::kFloat).slice(1, 0, 4));
+      const auto b = make_batch(o_.seed, 3, i, 64);
+      means.push_back(m_.vae->encode_moments(b.images, at::kFloat).slice(1, 0, 4));
     }
-    state.scale_factor = static_cast<float>(1.0 / at::cat(means).std().item<double>());
-    log().info("train-demo: latent scale factor {:.5f}", state.scale_factor);
-    m.vae->set_scale_factor(state.scale_factor);
-    config.vae.scale_factor = state.scale_factor;
-    config.ldm_config_json = to_ldm_config_json(config);
-    for (auto& p : m.vae->parameters()) p.requires_grad_(false);
+    state_.scale_factor = static_cast<float>(1.0 / at::cat(means).std().item<double>());
+    log().info("train-demo: latent scale factor {:.5f}", state_.scale_factor);
+    m_.vae->set_scale_factor(state_.scale_factor);
+    config_.vae.scale_factor = state_.scale_factor;
+    config_.ldm_config_json = to_ldm_config_json(config_);
+    for (auto& p : m_.vae->parameters()) p.requires_grad_(false);
     begin_phase("unet");
   }
-  config.vae.scale_factor = state.scale_factor;
-  config.ldm_config_json = to_ldm_config_json(config);
+
+  // The UNet step's inputs: the captions' tokens, the timesteps and the noised latents.
+  struct UnetBatch {
+    at::Tensor tokens, t, noise, xt;
+  };
+  UnetBatch unet_batch(int step, const at::Tensor& alphas_cumprod) {
+    const auto [b, z0] = encoded_batch(*m_.vae, o_.seed, 2, step, o_.unet_batch, vae_compute());
+    UnetBatch u;
+    u.tokens = at::empty({o_.unet_batch, 77}, at::kLong);
+    for (int i = 0; i < o_.unet_batch; ++i) {
+      const auto chunks = tokenize_prompt(*tokenizer_, b.captions[static_cast<std::size_t>(i)]);
+      for (int k = 0; k < 77; ++k) u.tokens[i][k] = chunks.ids[0][static_cast<std::size_t>(k)];
+    }
+    std::mt19937_64 rng(mix(o_.seed * 31 + static_cast<uint64_t>(step)));
+    u.t = at::empty({o_.unet_batch}, at::kLong);
+    for (int i = 0; i < o_.unet_batch; ++i) u.t[i] = static_cast<int64_t>(rng() % 1000);
+    const auto gen = at::make_generator<at::CPUGeneratorImpl>(mix(o_.seed * 131 + static_cast<uint64_t>(step)));
+    u.noise = at::randn(z0.sizes(), gen);
+    auto acp = alphas_cumprod.index_select(0, u.t).view({-1, 1, 1, 1});
+    u.xt = acp.sqrt() * z0 + (1 - acp).sqrt() * u.noise;
+    return u;
+  }
 
   // Phase 2: text encoder and UNet together, ε-prediction.
-  const auto acp_v = ddpm_buffer("alphas_cumprod");
-  const auto alphas_cumprod = at::tensor(acp_v, at::kFloat);
-  if (state.phase == "unet") {
-    auto params = trainable(*m.te);
-    for (auto& p : trainable(*m.unet)) params.push_back(p);
-    torch::optim::AdamW opt(params, torch::optim::AdamWOptions(o.unet_lr).weight_decay(0.0));
-    if (resuming && state.step > 0 && fs::exists(o.dir + "/optimizer.pt")) torch::load(opt, o.dir + "/optimizer.pt");
-    const auto& tc = config.text_encoders[0];
-    acc = 0;
-    for (int step = state.step; step < o.unet_steps; ++step) {
-      const auto [b, z0] = encoded_batch(*m.vae, o.seed, 2, step, o.unet_batch, vae_compute);
-      auto tokens = at::empty({o.unet_batch, 77}, at::kLong);
-      for (int i = 0; i < o.unet_batch; ++i) {
-        const auto chunks = tokenize_prompt(tokenizer, b.captions[static_cast<std::size_t>(i)]);
-        for (int k = 0; k < 77; ++k) tokens[i][k] = chunks.ids[0][static_cast<std::size_t>(k)];
-      }
-      std::mt19937_64 rng(mix(o.seed * 31 + static_cast<uint64_t>(step)));
-      auto t = at::empty({o.unet_batch}, at::kLong);
-      for (int i = 0; i < o.unet_batch; ++i) t[i] = static_cast<int64_t>(rng() % 1000);
-      const auto gen = at::make_generator<at::CPUGeneratorImpl>(mix(o.seed * 131 + static_cast<uint64_t>(step)));
-      auto noise = at::randn(z0.sizes(), gen);
-      auto acp = alphas_cumprod.index_select(0, t).view({-1, 1, 1, 1});
-      auto xt = acp.sqrt() * z0 + (1 - acp).sqrt() * noise;
+  void unet_phase() {
+    const auto alphas_cumprod = at::tensor(ddpm_buffer("alphas_cumprod"), at::kFloat);
+    auto params = trainable(*m_.te);
+    for (auto& p : trainable(*m_.unet)) params.push_back(p);
+    torch::optim::AdamW opt(params, torch::optim::AdamWOptions(o_.unet_lr).weight_decay(0.0));
+    resume(opt, state_.step > 0);
+    const auto& tc = config_.text_encoders[0];
+    for (int step = state_.step; step < o_.unet_steps; ++step) {
+      const auto u = unet_batch(step, alphas_cumprod);
       // constant, then a linear cool-down over the last `cooldown` steps (a function of the
       // step alone, so a resumed run follows the same schedule)
-      const double lr = step < o.unet_steps - cooldown ? o.unet_lr : o.unet_lr * (o.unet_steps - step) / std::max(1, cooldown);
+      const double lr = step < o_.unet_steps - cooldown() ? o_.unet_lr
+                                                          : o_.unet_lr * (o_.unet_steps - step) / std::max(1, cooldown());
       for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
       TrainingScope training;
-      auto ctx = m.te->forward(tokens, tc.hidden_state_index, tc.final_layer_norm, unet_compute).hidden;
-      auto eps = m.unet->forward(xt, t.to(at::kFloat), ctx, {}, unet_compute, nullptr);
-      train_step((eps - noise).pow(2).mean(), opt, "unet", step, o.unet_steps);
+      auto ctx = m_.te->forward(u.tokens, tc.hidden_state_index, tc.final_layer_norm, unet_compute()).hidden;
+      auto eps = m_.unet->forward(u.xt, u.t.to(at::kFloat), ctx, {}, unet_compute(), nullptr);
+      train_step((eps - u.noise).pow(2).mean(), opt, "unet", step, o_.unet_steps);
     }
     begin_phase("decoder");
   }
 
   // Phase 3: the decoder alone on the frozen encoder's posterior means, so the latent space the
   // UNet learned stays the same while the images get sharper.
-  if (state.phase == "decoder") {
+  void decoder_phase() {
     std::vector<at::Tensor> params;
-    for (auto& p : m.vae->named_parameters()) {
+    for (auto& p : m_.vae->named_parameters()) {
       const bool decoder = p.key().rfind("decoder.", 0) == 0 || p.key().rfind("post_quant_conv.", 0) == 0;
       p.value().requires_grad_(decoder);
       if (decoder) params.push_back(p.value());
     }
-    torch::optim::Adam opt(params, torch::optim::AdamOptions(o.decoder_lr));
-    if (resuming && state.step > 0 && fs::exists(o.dir + "/optimizer.pt")) torch::load(opt, o.dir + "/optimizer.pt");
-    acc = 0;
-    for (int step = state.step; step < o.decoder_steps; ++step) {
-      const auto [b, z] = encoded_batch(*m.vae, o.seed, 4, step, o.decoder_batch, vae_compute);
+    torch::optim::Adam opt(params, torch::optim::AdamOptions(o_.decoder_lr));
+    resume(opt, state_.step > 0);
+    for (int step = state_.step; step < o_.decoder_steps; ++step) {
+      const auto [b, z] = encoded_batch(*m_.vae, o_.seed, 4, step, o_.decoder_batch, vae_compute());
       TrainingScope training;
-      auto rec = m.vae->decode(z, vae_compute).to(at::kFloat);
-      train_step((rec - b.images).abs().mean() + (rec - b.images).pow(2).mean(), opt, "decoder", step, o.decoder_steps);
+      auto rec = m_.vae->decode(z, vae_compute()).to(at::kFloat);
+      train_step((rec - b.images).abs().mean() + (rec - b.images).pow(2).mean(), opt, "decoder", step, o_.decoder_steps);
     }
-    for (auto& p : m.vae->parameters()) p.requires_grad_(false);
-    state.phase = "done";
-    state.step = o.decoder_steps;
-    write_state(o.dir, state);
+    for (auto& p : m_.vae->parameters()) p.requires_grad_(false);
+    state_.phase = "done";
+    state_.step = o_.decoder_steps;
+    write_state(o_.dir, state_);
   }
-  const std::string out = o.dir + "/demo-sd1-fp32.safetensors";
-  save_checkpoint(m, config, init_path, out,
-                  {{"fp8s.demo", "FP8 Studio demo model: trained on rendered shapes (issue 10)"},
-                   {"fp8s.demo.vocabulary", "tokenizer/vocab.json + merges.txt beside the checkpoint"}});
-  plot_losses(o.dir + "/loss.csv", o.dir + "/loss.png");
-  return out;
+
+  const TrainOptions& o_;
+  const std::function<void(const TrainProgress&)>& progress_;
+  std::optional<ClipTokenizer> tokenizer_;
+  ModelConfig config_;
+  State state_;
+  Modules m_;
+  bool resuming_ = false;
+  std::ofstream csv_;
+  const Clock::time_point start_ = Clock::now();
+  double acc_ = 0;
+};
+
+}  // namespace
+
+std::string train_demo(const TrainOptions& o, const std::function<void(const TrainProgress&)>& progress) {
+  return Trainer(o, progress).run();
 }
 
 std::vector<Score> score_autoencoder(const std::string& checkpoint, const std::vector<Scene>& scenes,

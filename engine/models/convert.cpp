@@ -24,6 +24,90 @@ std::string comfy_quant_json(Fp8Format format) {
   return nlohmann::json{{"format", format == Fp8Format::E4M3FN ? "float8_e4m3fn" : "float8_e5m2"}}.dump();
 }
 
+namespace {
+
+// The output's layout: each input tensor's spec (and the scale and comfy_quant of a scaled layer),
+// whether it is written in another type, its FP8 scaling.
+struct ConvertPlan {
+  std::vector<TensorSpec> specs;
+  std::vector<bool> cast;          // per input tensor: written in another type (else copied as it is)
+  std::vector<Fp8Scale> scale_of;  // per input tensor: its FP8 scaling
+  std::string source_dtype;        // of the quantised weights
+};
+
+ConvertPlan plan_convert(const SafetensorsFile& in, const ConvertOptions& options, const std::string& conf) {
+  ConvertPlan plan;
+  const Dtype f8 = fp8_dtype(options.format);
+  for (const auto& t : in.tensors()) {
+    if (options.float16) {
+      const bool c = is_float_dtype(t.dtype) && t.dtype != *options.float16;
+      plan.cast.push_back(c);
+      plan.scale_of.push_back(Fp8Scale::None);
+      plan.specs.push_back({t.name, c ? *options.float16 : t.dtype, t.shape});
+      continue;
+    }
+    const bool q = is_float_dtype(t.dtype) && !t.shape.empty() && t.shape[0] > 0 &&
+                   is_quantisable(t.name, t.shape, options.fp8_vae);
+    plan.cast.push_back(q);
+    // Scaled layers follow ComfyUI's comfy_quant (comfy/ops.py MixedPrecisionOps: Linear layers of
+    // the diffusion model, `<layer>.weight_scale` and `<layer>.comfy_quant`), so ComfyUI decodes
+    // them as we do; what its rules do not scale (convolutions, whose scale Forge and ComfyUI
+    // ignore, the text encoders, open_clip's fused in_proj) is written unscaled FP8.
+    const bool scaled = q && options.scale != Fp8Scale::None && t.shape.size() == 2 &&
+                        ends_with(t.name, ".weight") && component_of(t.name) == Component::UNet;
+    plan.scale_of.push_back(scaled ? options.scale : Fp8Scale::None);
+    plan.specs.push_back({t.name, q ? f8 : t.dtype, t.shape});
+    if (q) plan.source_dtype = dtype_name(t.dtype);
+    if (scaled) {
+      const std::string layer = t.name.substr(0, t.name.size() - 7);
+      const std::vector<int64_t> scale_shape = options.scale == Fp8Scale::Tensor ? std::vector<int64_t>{}
+                                                                                 : std::vector<int64_t>{t.shape[0], 1};
+      plan.specs.push_back({layer + ".weight_scale", Dtype::F32, scale_shape});
+      plan.specs.push_back({layer + ".comfy_quant", Dtype::U8, {static_cast<int64_t>(conf.size())}});
+    }
+  }
+  return plan;
+}
+
+std::string quantization_metadata(const ConvertOptions& options, const std::string& source_dtype) {
+  return nlohmann::json{{"format", fp8_format_name(options.format)},
+                        {"scale", fp8_scale_name(options.scale)},
+                        {"source_dtype", source_dtype},
+                        {"fp8_vae", options.fp8_vae},
+                        {"layout", options.scale == Fp8Scale::None ? "plain F8" : "ComfyUI comfy_quant"},
+                        {"scaled_layers", options.scale == Fp8Scale::None
+                                              ? "none"
+                                              : "Linear layers of the UNet (.weight_scale, .comfy_quant); convolutions "
+                                                "and text encoders unscaled F8"}}
+      .dump();
+}
+
+// One cast tensor (`wide`: its values in FP32) in the output type: 16-bit, or FP8 codes with their
+// scales and comfy_quant after them.
+void write_cast(SafetensorsWriter& writer, const ConvertOptions& options, const TensorRecord& t, Fp8Scale scale,
+                const std::vector<float>& wide, const std::string& conf) {
+  const std::size_t n = wide.size();
+  if (options.float16) {
+    std::vector<uint16_t> half(n);
+    if (*options.float16 == Dtype::F16) {
+      f32_to_f16(wide.data(), half.data(), n);
+    } else {
+      f32_to_bf16(wide.data(), half.data(), n);
+    }
+    writer.append(half.data(), n * 2);
+    return;
+  }
+  std::vector<uint8_t> codes(n);
+  const auto scales = quantize_weight(wide.data(), t.shape[0], static_cast<int64_t>(n), options.format, scale, codes.data());
+  writer.append(codes.data(), n);
+  if (!scales.empty()) {
+    writer.append(scales.data(), scales.size() * 4);
+    writer.append(conf.data(), conf.size());
+  }
+}
+
+}  // namespace
+
 ConvertSummary convert_checkpoint(const ConvertOptions& options,
                                   const std::function<void(std::size_t, std::size_t)>& progress) {
   SafetensorsFile in(options.in);
@@ -34,91 +118,29 @@ ConvertSummary convert_checkpoint(const ConvertOptions& options,
                        "'); convert from the 16/32-bit original instead");
     }
   }
-  const Dtype f8 = fp8_dtype(options.format);
-  std::vector<TensorSpec> specs;
-  std::vector<bool> cast;          // per input tensor: written in another type (else copied as it is)
-  std::vector<Fp8Scale> scale_of;  // per input tensor: its FP8 scaling
-  const std::string conf = comfy_quant_json(options.format);
-  std::string source_dtype;
   if (options.float16 && *options.float16 != Dtype::F16 && *options.float16 != Dtype::BF16) {
     throw InputError("convert: the 16-bit target must be F16 or BF16");
   }
-  for (const auto& t : in.tensors()) {
-    if (options.float16) {
-      const bool c = is_float_dtype(t.dtype) && t.dtype != *options.float16;
-      cast.push_back(c);
-      scale_of.push_back(Fp8Scale::None);
-      specs.push_back({t.name, c ? *options.float16 : t.dtype, t.shape});
-      continue;
-    }
-    const bool q = is_float_dtype(t.dtype) && !t.shape.empty() && t.shape[0] > 0 &&
-                   is_quantisable(t.name, t.shape, options.fp8_vae);
-    cast.push_back(q);
-    // Scaled layers follow ComfyUI's comfy_quant (comfy/ops.py MixedPrecisionOps: Linear layers of
-    // the diffusion model, `<layer>.weight_scale` and `<layer>.comfy_quant`), so ComfyUI decodes
-    // them as we do; what its rules do not scale (convolutions, whose scale Forge and ComfyUI
-    // ignore, the text encoders, open_clip's fused in_proj) is written unscaled FP8.
-    const bool scaled = q && options.scale != Fp8Scale::None && t.shape.size() == 2 &&
-                        ends_with(t.name, ".weight") && component_of(t.name) == Component::UNet;
-    scale_of.push_back(scaled ? options.scale : Fp8Scale::None);
-    specs.push_back({t.name, q ? f8 : t.dtype, t.shape});
-    if (q) source_dtype = dtype_name(t.dtype);
-    if (scaled) {
-      const std::string layer = t.name.substr(0, t.name.size() - 7);
-      const std::vector<int64_t> scale_shape = options.scale == Fp8Scale::Tensor ? std::vector<int64_t>{}
-                                                                                 : std::vector<int64_t>{t.shape[0], 1};
-      specs.push_back({layer + ".weight_scale", Dtype::F32, scale_shape});
-      specs.push_back({layer + ".comfy_quant", Dtype::U8, {static_cast<int64_t>(conf.size())}});
-    }
-  }
+  const std::string conf = comfy_quant_json(options.format);
+  const ConvertPlan plan = plan_convert(in, options, conf);
   auto metadata = in.metadata();
-  if (!options.float16) {
-    metadata["fp8s.quantization"] =
-        nlohmann::json{{"format", fp8_format_name(options.format)},
-                       {"scale", fp8_scale_name(options.scale)},
-                       {"source_dtype", source_dtype},
-                       {"fp8_vae", options.fp8_vae},
-                       {"layout", options.scale == Fp8Scale::None ? "plain F8" : "ComfyUI comfy_quant"},
-                       {"scaled_layers", options.scale == Fp8Scale::None
-                                             ? "none"
-                                             : "Linear layers of the UNet (.weight_scale, .comfy_quant); convolutions "
-                                               "and text encoders unscaled F8"}}
-            .dump();
-  }
-  SafetensorsWriter writer(options.out, specs, metadata, options.overwrite);
+  if (!options.float16) metadata["fp8s.quantization"] = quantization_metadata(options, plan.source_dtype);
+  SafetensorsWriter writer(options.out, plan.specs, metadata, options.overwrite);
   ConvertSummary summary;
   summary.bytes_in = in.file_size();
   std::vector<uint8_t> raw;
   std::vector<float> wide;
-  std::vector<uint8_t> codes;
   for (std::size_t i = 0; i < in.tensors().size(); ++i) {
     const auto& t = in.tensors()[i];
     raw.resize(t.nbytes());
     in.read(t, raw.data());
-    if (!cast[i]) {
+    if (!plan.cast[i]) {
       writer.append(raw.data(), raw.size());
     } else {
       const std::size_t n = static_cast<std::size_t>(t.numel());
       wide.resize(n);
       widen_to_f32(raw.data(), t.dtype, n, wide.data(), options.in + ": tensor '" + t.name + "'");
-      if (options.float16) {
-        std::vector<uint16_t> half(n);
-        if (*options.float16 == Dtype::F16) {
-          f32_to_f16(wide.data(), half.data(), n);
-        } else {
-          f32_to_bf16(wide.data(), half.data(), n);
-        }
-        writer.append(half.data(), n * 2);
-      } else {
-        codes.resize(n);
-        const auto scales =
-            quantize_weight(wide.data(), t.shape[0], static_cast<int64_t>(n), options.format, scale_of[i], codes.data());
-        writer.append(codes.data(), n);
-        if (!scales.empty()) {
-          writer.append(scales.data(), scales.size() * 4);
-          writer.append(conf.data(), conf.size());
-        }
-      }
+      write_cast(writer, options, t, plan.scale_of[i], wide, conf);
       summary.quantised_tensors += 1;
       summary.quantised_params += n;
     }

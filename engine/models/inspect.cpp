@@ -65,88 +65,76 @@ uint64_t predicted_bytes(const ComponentStats& c, const StorageSpec& storage) {
   }
 }
 
-InspectReport inspect_checkpoint(const SafetensorsFile& file, const InspectParts& family_parts) {
-  InspectReport r;
-  r.path = file.path();
-  r.file_size = file.file_size();
-  r.detection = detect_architecture(file);
-  r.family = family_parts.family;
-  if (auto it = file.metadata().find("fp8s.quantization"); it != file.metadata().end()) {
-    r.quantization_metadata = it->second;
-  }
-  if (auto it = file.metadata().find("fp8s.demo"); it != file.metadata().end()) r.demo = it->second;
-  r.fp8 = read_fp8_scheme(file);
-  std::map<std::string, ComponentStats> by_label;
-  std::map<std::string, uint64_t> weight_dtypes;  // dtype census of quantisable weights
-  // components by the prefixes the family names (else SD's names)
-  const std::vector<InspectPart>& parts = family_parts.parts;
-  const bool by_prefix = !parts.empty();
-  auto part_of = [&](const std::string& name) -> const InspectPart* {
-    // the longest matching prefix wins (an all-in-one file nests nothing, a component file has "")
-    const InspectPart* best = nullptr;
-    for (const auto& p : parts) {
-      if (starts_with(name, p.prefix) && (!best || p.prefix.size() > best->prefix.size())) best = &p;
-    }
-    return best;
-  };
-  auto label_of = [&](const std::string& name) -> std::string {
-    if (!by_prefix) return component_label(name);
+namespace {
+
+// Which component a tensor belongs to and whether FP8 storage quantises it: by the prefixes the
+// family names (the longest matching prefix wins: an all-in-one file nests nothing, a component
+// file has ""), else by SD's names.
+class PartLookup {
+ public:
+  explicit PartLookup(const std::vector<InspectPart>& parts) : parts_(parts) {}
+
+  std::string label(const std::string& name) const {
+    if (parts_.empty()) return component_label(name);
     const auto* p = part_of(name);
     return p ? p->label : "other";
-  };
-  auto quantisable = [&](const TensorRecord& t, const std::string&) {
-    if (!by_prefix) return is_quantisable(t.name, t.shape, false);
+  }
+  bool quantisable(const TensorRecord& t) const {
+    if (parts_.empty()) return is_quantisable(t.name, t.shape, false);
     const bool embedding = t.name.find("embed_tokens") != std::string::npos || t.name.find("token_embedding") != std::string::npos ||
                            t.name.find("position_embedding") != std::string::npos || ends_with(t.name, "shared.weight") ||
                            t.name.find("relative_attention_bias") != std::string::npos;
     const auto* p = part_of(t.name);
     return p && p->quantisable && ends_with(t.name, ".weight") && (t.shape.size() == 2 || (p->conv && t.shape.size() == 4)) &&
            !embedding;
-  };
-  for (const auto& t : file.tensors()) {
-    const std::string label = label_of(t.name);
-    auto& c = by_label[label];
-    c.name = label;
-    const TensorRole role = role_of(t.name, t.shape);
-    const uint64_t n = t.numel();
-    c.tensors += 1;
-    c.stored_bytes += t.nbytes();
-    c.dtype_tensors[dtype_name(t.dtype)] += 1;
-    if (role == TensorRole::Fp8Scale) {
-      c.bytes_fp8 += t.nbytes();  // scales and markers exist only in FP8 storage
-      continue;
-    }
-    if (!is_float_dtype(t.dtype) || role == TensorRole::Buffer) {
-      c.buffer_elements += n;
-      const uint64_t b = is_float_dtype(t.dtype) ? 4 * n : t.nbytes();
-      c.bytes_fp32 += b;
-      c.bytes_16bit += b;
-      c.bytes_fp8 += b;
-      continue;
-    }
-    c.params += n;
-    c.bytes_fp32 += 4 * n;
-    c.bytes_16bit += 2 * n;
-    if (quantisable(t, label)) {
-      c.quantisable_tensors += 1;
-      c.quantisable_params += n;
-      c.bytes_fp8 += n;
-      weight_dtypes[dtype_name(t.dtype)] += 1;
-      if (is_fp8_dtype(t.dtype)) c.fp8_in_file += 1;
-    } else {
-      c.bytes_fp8 += 2 * n;
-    }
   }
-  for (const char* order : {"unet", "transformer", "controlnet", "t5xxl", "clip_l", "text_encoder", "open_clip_h", "open_clip_g", "vae", "other"}) {
-    if (auto it = by_label.find(order); it != by_label.end()) {
-      r.components.push_back(it->second);
-      by_label.erase(it);
-    }
-  }
-  for (auto& [label, c] : by_label) r.components.push_back(c);
-  r.total.name = "total";
-  for (const auto& c : r.components) accumulate(r.total, c);
 
+ private:
+  const InspectPart* part_of(const std::string& name) const {
+    const InspectPart* best = nullptr;
+    for (const auto& p : parts_) {
+      if (starts_with(name, p.prefix) && (!best || p.prefix.size() > best->prefix.size())) best = &p;
+    }
+    return best;
+  }
+  const std::vector<InspectPart>& parts_;
+};
+
+// One tensor into its component's counts (`weight_dtypes`: the census of quantisable weights).
+void count_tensor(ComponentStats& c, const TensorRecord& t, bool quantisable, std::map<std::string, uint64_t>& weight_dtypes) {
+  const TensorRole role = role_of(t.name, t.shape);
+  const uint64_t n = t.numel();
+  c.tensors += 1;
+  c.stored_bytes += t.nbytes();
+  c.dtype_tensors[dtype_name(t.dtype)] += 1;
+  if (role == TensorRole::Fp8Scale) {
+    c.bytes_fp8 += t.nbytes();  // scales and markers exist only in FP8 storage
+    return;
+  }
+  if (!is_float_dtype(t.dtype) || role == TensorRole::Buffer) {
+    c.buffer_elements += n;
+    const uint64_t b = is_float_dtype(t.dtype) ? 4 * n : t.nbytes();
+    c.bytes_fp32 += b;
+    c.bytes_16bit += b;
+    c.bytes_fp8 += b;
+    return;
+  }
+  c.params += n;
+  c.bytes_fp32 += 4 * n;
+  c.bytes_16bit += 2 * n;
+  if (!quantisable) {
+    c.bytes_fp8 += 2 * n;
+    return;
+  }
+  c.quantisable_tensors += 1;
+  c.quantisable_params += n;
+  c.bytes_fp8 += n;
+  weight_dtypes[dtype_name(t.dtype)] += 1;
+  if (is_fp8_dtype(t.dtype)) c.fp8_in_file += 1;
+}
+
+// The file's own storage from the census of its quantisable weights' types.
+void describe_storage(InspectReport& r, std::map<std::string, uint64_t> weight_dtypes) {
   const uint64_t e4m3 = weight_dtypes["F8_E4M3"], e5m2 = weight_dtypes["F8_E5M2"];
   weight_dtypes.erase("F8_E4M3");
   weight_dtypes.erase("F8_E5M2");
@@ -174,6 +162,40 @@ InspectReport inspect_checkpoint(const SafetensorsFile& file, const InspectParts
     r.storage = "mixed:";
     for (const auto& [d, count] : weight_dtypes) r.storage += " " + d + "x" + std::to_string(count);
   }
+}
+
+}  // namespace
+
+InspectReport inspect_checkpoint(const SafetensorsFile& file, const InspectParts& family_parts) {
+  InspectReport r;
+  r.path = file.path();
+  r.file_size = file.file_size();
+  r.detection = detect_architecture(file);
+  r.family = family_parts.family;
+  if (auto it = file.metadata().find("fp8s.quantization"); it != file.metadata().end()) {
+    r.quantization_metadata = it->second;
+  }
+  if (auto it = file.metadata().find("fp8s.demo"); it != file.metadata().end()) r.demo = it->second;
+  r.fp8 = read_fp8_scheme(file);
+  std::map<std::string, ComponentStats> by_label;
+  std::map<std::string, uint64_t> weight_dtypes;  // dtype census of quantisable weights
+  const PartLookup parts(family_parts.parts);
+  for (const auto& t : file.tensors()) {
+    const std::string label = parts.label(t.name);
+    auto& c = by_label[label];
+    c.name = label;
+    count_tensor(c, t, parts.quantisable(t), weight_dtypes);
+  }
+  for (const char* order : {"unet", "transformer", "controlnet", "t5xxl", "clip_l", "text_encoder", "open_clip_h", "open_clip_g", "vae", "other"}) {
+    if (auto it = by_label.find(order); it != by_label.end()) {
+      r.components.push_back(it->second);
+      by_label.erase(it);
+    }
+  }
+  for (auto& [label, c] : by_label) r.components.push_back(c);
+  r.total.name = "total";
+  for (const auto& c : r.components) accumulate(r.total, c);
+  describe_storage(r, std::move(weight_dtypes));
   return r;
 }
 

@@ -131,89 +131,95 @@ UNetImpl::UNetImpl(const UNetConfig& c, bool encoder_only) : config_(c) {
     label1_ = le->register_module("0", QLinear(c.adm_in_channels, emb));
     label2_ = le->register_module("2", QLinear(emb, emb));
   }
-  auto heads_for = [&](int64_t ch) {
-    return c.num_head_channels > 0 ? ch / c.num_head_channels : c.num_heads;
-  };
-  auto has_attention = [&](int ds, int level) {
-    return std::count(c.attention_resolutions.begin(), c.attention_resolutions.end(), ds) > 0 &&
-           c.transformer_depth[level] > 0;
-  };
-  auto inputs = container(*this, "input_blocks");
+  Cursor at{mc, 1, {mc}};
+  build_inputs(at);
+  input_channels_ = at.skips;
+  auto mid = container(*this, "middle_block");
+  blocks_.push_back({"middle_block", mid, 1.0 / (at.ds * at.ds)});
+  middle_res1_.res = mid->register_module("0", ResBlock(at.ch, at.ch, emb));
+  middle_attn_.attn = mid->register_module("1", attention(at.ch, c.transformer_depth_middle));
+  middle_res2_.res = mid->register_module("2", ResBlock(at.ch, at.ch, emb));
+  if (encoder_only) return;
+  build_outputs(at);
+  auto out = container(*this, "out");
+  out_norm_ = out->register_module("0", GroupNorm(32, at.ch, 1e-5));
+  out_conv_ = out->register_module("2", QConv2d(mc, c.out_channels, 3));
+}
+
+SpatialTransformer UNetImpl::attention(int64_t ch, int depth) const {
+  const auto& c = config_;
+  const int64_t heads = c.num_head_channels > 0 ? ch / c.num_head_channels : c.num_heads;
+  return SpatialTransformer(ch, heads, depth, c.context_dim, c.use_linear_in_transformer);
+}
+
+bool UNetImpl::has_attention(int ds, int level) const {
+  const auto& c = config_;
+  return std::count(c.attention_resolutions.begin(), c.attention_resolutions.end(), ds) > 0 && c.transformer_depth[level] > 0;
+}
+
+std::shared_ptr<torch::nn::Module> UNetImpl::next_block(const std::string& list, std::size_t index, double compute_per_byte) {
+  auto m = container(*named_children()[list], std::to_string(index));
+  blocks_.push_back({list + "." + std::to_string(index), m, compute_per_byte});
+  return m;
+}
+
+// input_blocks: conv_in, then per level its res (+ attention) blocks and a downsample but at the last.
+void UNetImpl::build_inputs(Cursor& at) {
+  const auto& c = config_;
+  const int64_t emb = 4 * c.model_channels;
+  container(*this, "input_blocks");
   Block first;
-  const auto first_mod = container(*inputs, "0");
-  first.conv = first_mod->register_module("0", QConv2d(c.in_channels, mc, 3));
-  blocks_.push_back({"input_blocks.0", first_mod, 1.0});
+  first.conv = next_block("input_blocks", 0, 1.0)->register_module("0", QConv2d(c.in_channels, c.model_channels, 3));
   input_.push_back(first);
-  std::vector<int64_t> skips{mc};
-  int64_t ch = mc;
-  int ds = 1;
   const int levels = static_cast<int>(c.channel_mult.size());
   for (int level = 0; level < levels; ++level) {
     for (int r = 0; r < c.num_res_blocks; ++r) {
-      blocks_.push_back({"input_blocks." + std::to_string(input_.size()), nullptr, 1.0 / (ds * ds)});
-      auto blk_mod = container(*inputs, std::to_string(input_.size()));
-      blocks_.back().module = blk_mod;
+      auto m = next_block("input_blocks", input_.size(), 1.0 / (at.ds * at.ds));
       Block blk;
-      const int64_t out = c.channel_mult[level] * mc;
-      blk.res = blk_mod->register_module("0", ResBlock(ch, out, emb));
-      ch = out;
-      if (has_attention(ds, level)) {
-        blk.attn = blk_mod->register_module(
-            "1", SpatialTransformer(ch, heads_for(ch), c.transformer_depth[level], c.context_dim,
-                                    c.use_linear_in_transformer));
-      }
+      const int64_t out = c.channel_mult[level] * c.model_channels;
+      blk.res = m->register_module("0", ResBlock(at.ch, out, emb));
+      at.ch = out;
+      if (has_attention(at.ds, level)) blk.attn = m->register_module("1", attention(at.ch, c.transformer_depth[level]));
       input_.push_back(blk);
-      skips.push_back(ch);
+      at.skips.push_back(at.ch);
     }
-    if (level != levels - 1) {
-      blocks_.push_back({"input_blocks." + std::to_string(input_.size()), nullptr, 1.0 / (4.0 * ds * ds)});
-      auto blk_mod = container(*inputs, std::to_string(input_.size()));
-      blocks_.back().module = blk_mod;
-      Block blk;
-      blk.conv = container(*blk_mod, "0")->register_module("op", QConv2d(ch, ch, 3, 2, 1));
-      input_.push_back(blk);
-      skips.push_back(ch);
-      ds *= 2;
-    }
+    if (level == levels - 1) continue;
+    auto m = next_block("input_blocks", input_.size(), 1.0 / (4.0 * at.ds * at.ds));
+    Block blk;
+    blk.conv = container(*m, "0")->register_module("op", QConv2d(at.ch, at.ch, 3, 2, 1));
+    input_.push_back(blk);
+    at.skips.push_back(at.ch);
+    at.ds *= 2;
   }
-  input_channels_ = skips;
-  auto mid = container(*this, "middle_block");
-  blocks_.push_back({"middle_block", mid, 1.0 / (ds * ds)});
-  middle_res1_.res = mid->register_module("0", ResBlock(ch, ch, emb));
-  middle_attn_.attn = mid->register_module(
-      "1", SpatialTransformer(ch, heads_for(ch), c.transformer_depth_middle, c.context_dim,
-                              c.use_linear_in_transformer));
-  middle_res2_.res = mid->register_module("2", ResBlock(ch, ch, emb));
-  if (encoder_only) return;
-  auto outputs = container(*this, "output_blocks");
-  for (int level = levels - 1; level >= 0; --level) {
+}
+
+// output_blocks: per level from the deepest, its res (+ attention) blocks on the skips, the last
+// of each level but the first with an upsample.
+void UNetImpl::build_outputs(Cursor& at) {
+  const auto& c = config_;
+  const int64_t emb = 4 * c.model_channels;
+  container(*this, "output_blocks");
+  for (int level = static_cast<int>(c.channel_mult.size()) - 1; level >= 0; --level) {
     for (int i = 0; i <= c.num_res_blocks; ++i) {
-      blocks_.push_back({"output_blocks." + std::to_string(output_.size()), nullptr, 1.0 / (ds * ds)});
-      auto blk_mod = container(*outputs, std::to_string(output_.size()));
-      blocks_.back().module = blk_mod;
+      auto m = next_block("output_blocks", output_.size(), 1.0 / (at.ds * at.ds));
       Block blk;
-      const int64_t skip = skips.back();
-      skips.pop_back();
-      const int64_t out = c.channel_mult[level] * mc;
-      blk.res = blk_mod->register_module("0", ResBlock(ch + skip, out, emb));
-      ch = out;
+      const int64_t skip = at.skips.back();
+      at.skips.pop_back();
+      const int64_t out = c.channel_mult[level] * c.model_channels;
+      blk.res = m->register_module("0", ResBlock(at.ch + skip, out, emb));
+      at.ch = out;
       int sub = 1;
-      if (has_attention(ds, level)) {
-        blk.attn = blk_mod->register_module(
-            "1", SpatialTransformer(ch, heads_for(ch), c.transformer_depth[level], c.context_dim,
-                                    c.use_linear_in_transformer));
+      if (has_attention(at.ds, level)) {
+        blk.attn = m->register_module("1", attention(at.ch, c.transformer_depth[level]));
         sub = 2;
       }
       if (level > 0 && i == c.num_res_blocks) {
-        blk.up = container(*blk_mod, std::to_string(sub))->register_module("conv", QConv2d(ch, ch, 3));
-        ds /= 2;
+        blk.up = container(*m, std::to_string(sub))->register_module("conv", QConv2d(at.ch, at.ch, 3));
+        at.ds /= 2;
       }
       output_.push_back(blk);
     }
   }
-  auto out = container(*this, "out");
-  out_norm_ = out->register_module("0", GroupNorm(32, ch, 1e-5));
-  out_conv_ = out->register_module("2", QConv2d(mc, c.out_channels, 3));
 }
 
 at::Tensor UNetImpl::run_block(const Block& b, at::Tensor h, const at::Tensor& emb_silu,

@@ -81,6 +81,18 @@ class UNetImpl : public torch::nn::Module {
     SpatialTransformer attn{nullptr};
     QConv2d up{nullptr};    // Upsample conv
   };
+  // Where the constructor is: the channels, the downsampling factor, the skips' channels.
+  struct Cursor {
+    int64_t ch;
+    int ds;
+    std::vector<int64_t> skips;
+  };
+  void build_inputs(Cursor& at);
+  void build_outputs(Cursor& at);
+  SpatialTransformer attention(int64_t ch, int depth) const;
+  bool has_attention(int ds, int level) const;
+  // Block `index` of the list `list` (registered), a streamable block of the network.
+  std::shared_ptr<torch::nn::Module> next_block(const std::string& list, std::size_t index, double compute_per_byte);
   at::Tensor run_block(const Block& b, at::Tensor h, const at::Tensor& emb_silu,
                        const at::Tensor& ctx, const at::Tensor* upsample_to) const;
 

@@ -161,60 +161,38 @@ ControlUnit parse_controlnet_field(std::string value) {
   return u;
 }
 
-}  // namespace
+// A number field, or `fallback` when it is not a number or does not fit the field's type
+// (infotext comes from files off the internet: "Steps: 1e300" must not overflow an int).
+template <class T>
+T number(const std::string& v, T fallback) {
+  double d = 0;
+  try {
+    d = std::stod(v);
+  } catch (...) {
+    return fallback;
+  }
+  if (!std::isfinite(d)) return fallback;
+  if constexpr (std::is_integral_v<T>) {
+    if (d < static_cast<double>(std::numeric_limits<T>::min()) || d >= -static_cast<double>(std::numeric_limits<T>::min())) return fallback;
+  }
+  return static_cast<T>(d);
+}
 
-GenerationRequest parse_infotext(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  int params_line = -1;
-  for (int i = static_cast<int>(lines.size()) - 1; i >= 0; --i) {
-    if (lines[i].rfind("Steps: ", 0) == 0) {
-      params_line = i;
-      break;
-    }
-  }
-  if (params_line < 0) throw InputError("no generation parameters found (expected a 'Steps: ...' line)");
-  GenerationRequest r;
-  std::string prompt, negative;
-  bool in_negative = false;
-  for (int i = 0; i < params_line; ++i) {
-    const auto& l = lines[i];
-    if (l.rfind("Negative prompt: ", 0) == 0) {
-      in_negative = true;
-      negative = l.substr(17);
-      continue;
-    }
-    std::string& target = in_negative ? negative : prompt;
-    target += (target.empty() && !in_negative ? "" : "\n") + l;
-  }
-  r.prompt = prompt;
-  r.negative = negative;
-  // "Key: value, Key: value" (values may be quoted)
-  const std::string& p = lines[params_line];
+// "WxH" into `w` and `h` (0 where not a number); nothing without the x.
+void read_size(const std::string& value, int& w, int& h) {
+  const auto x = value.find('x');
+  if (x == std::string::npos) return;
+  w = number(value.substr(0, x), 0);
+  h = number(value.substr(x + 1), 0);
+}
+
+// The parameters line's "Key: value, Key: value" fields (values may be quoted), in order.
+std::vector<std::pair<std::string, std::string>> infotext_fields(const std::string& p) {
+  std::vector<std::pair<std::string, std::string>> fields;
   std::size_t i = 0;
-  // A number field, or `fallback` when it is not a number or does not fit the field's type
-  // (infotext comes from files off the internet: "Steps: 1e300" must not overflow an int).
-  auto number = [](const std::string& v, auto fallback) {
-    using T = decltype(fallback);
-    double d = 0;
-    try {
-      d = std::stod(v);
-    } catch (...) {
-      return fallback;
-    }
-    if (!std::isfinite(d)) return fallback;
-    if constexpr (std::is_integral_v<T>) {
-      if (d < static_cast<double>(std::numeric_limits<T>::min()) || d >= -static_cast<double>(std::numeric_limits<T>::min())) return fallback;
-    }
-    return static_cast<T>(d);
-  };
-  bool have_strength = false;
-  const auto family_options = declared_options();
   while (i < p.size()) {
-    auto colon = p.find(": ", i);
+    const auto colon = p.find(": ", i);
     if (colon == std::string::npos) break;
-    const std::string key = p.substr(i, colon - i);
     std::size_t v = colon + 2, end;
     if (v < p.size() && p[v] == '"') {
       end = p.find('"', v + 1);
@@ -223,66 +201,110 @@ GenerationRequest parse_infotext(const std::string& text) {
       end = p.find(", ", v);
       if (end == std::string::npos) end = p.size();
     }
-    const std::string value = p.substr(v, end - v);
-    if (key == "Steps") r.steps = number(value, r.steps);
-    else if (key == "CFG scale") r.cfg = number(value, r.cfg);
-    else if (key == "Seed") r.seed = number(value, int64_t{-1});
-    else if (key == "Clip skip") r.clip_skip = number(value, r.clip_skip);
-    else if (key == "Sampler") {
-      if (auto s = parse_sampler(value)) r.sampler = *s;
-      if (value == "DPM++ 2M Karras") r.sampler = Sampler::DpmPP2M, r.schedule = Schedule::Karras;
-    } else if (key == "Schedule type") {
-      if (auto s = parse_schedule(value)) r.schedule = *s;
-    } else if (key == "Size") {
-      auto x = value.find('x');
-      if (x != std::string::npos) {
-        r.width = number(value.substr(0, x), 0);
-        r.height = number(value.substr(x + 1), 0);
-      }
-    } else if (key == "Weights") {
-      if (auto w = parse_weight_type(value)) r.storage.weights = *w;
-    } else if (key == "Compute") {
-      if (auto c = parse_compute_type(value)) r.compute = *c;
-    } else if (key == "FP8 scale") {
-      if (auto s = parse_fp8_scale(value)) r.storage.scale = *s;
-    } else if (key == "Denoising strength") {
-      r.denoising_strength = number(value, r.denoising_strength);
-      have_strength = true;
-    } else if (key == "Mask blur") {
-      r.mask_blur = number(value, r.mask_blur);
-    } else if (key == "Masked content") {
-      for (auto f : {InpaintFill::Fill, InpaintFill::Original, InpaintFill::LatentNoise, InpaintFill::LatentNothing}) {
-        if (value == masked_content_name(f)) r.inpainting_fill = f;
-      }
-    } else if (key == "Inpaint area") {
-      r.inpaint_full_res = value == "Only masked";
-    } else if (key == "Masked area padding") {
-      r.inpaint_full_res_padding = number(value, r.inpaint_full_res_padding);
-    } else if (key == "Mask mode") {
-      r.invert_mask = value == "Inpaint not masked";
-    } else if (key == "Hires upscale") {
-      r.enable_hr = true;
-      r.hr_scale = number(value, r.hr_scale);
-    } else if (key == "Hires resize") {
-      r.enable_hr = true;
-      auto x = value.find('x');
-      if (x != std::string::npos) {
-        r.hr_width = number(value.substr(0, x), 0);
-        r.hr_height = number(value.substr(x + 1), 0);
-      }
-    } else if (key == "Hires steps") {
-      r.hr_steps = number(value, r.hr_steps);
-    } else if (key == "Hires upscaler") {
-      r.enable_hr = true;
-      if (auto u = parse_hr_upscaler(value)) r.hr_upscaler = *u;
-    } else if (key.rfind("ControlNet ", 0) == 0 && r.controlnets.size() < 3) {
-      r.controlnets.push_back(parse_controlnet_field(value));
+    fields.emplace_back(p.substr(i, colon - i), p.substr(v, end - v));
+    i = end;
+    while (i < p.size() && (p[i] == ',' || p[i] == ' ')) ++i;
+  }
+  return fields;
+}
+
+// The sampling and storage fields; false for another key.
+bool read_sampling_field(const std::string& key, const std::string& value, GenerationRequest& r) {
+  if (key == "Steps") r.steps = number(value, r.steps);
+  else if (key == "CFG scale") r.cfg = number(value, r.cfg);
+  else if (key == "Seed") r.seed = number(value, int64_t{-1});
+  else if (key == "Clip skip") r.clip_skip = number(value, r.clip_skip);
+  else if (key == "Sampler") {
+    if (auto s = parse_sampler(value)) r.sampler = *s;
+    if (value == "DPM++ 2M Karras") r.sampler = Sampler::DpmPP2M, r.schedule = Schedule::Karras;
+  } else if (key == "Schedule type") {
+    if (auto s = parse_schedule(value)) r.schedule = *s;
+  } else if (key == "Size") {
+    read_size(value, r.width, r.height);
+  } else if (key == "Weights") {
+    if (auto w = parse_weight_type(value)) r.storage.weights = *w;
+  } else if (key == "Compute") {
+    if (auto c = parse_compute_type(value)) r.compute = *c;
+  } else if (key == "FP8 scale") {
+    if (auto s = parse_fp8_scale(value)) r.storage.scale = *s;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// The img2img, inpainting and hires fields; false for another key.
+bool read_image_field(const std::string& key, const std::string& value, GenerationRequest& r) {
+  if (key == "Denoising strength") {
+    r.denoising_strength = number(value, r.denoising_strength);
+  } else if (key == "Mask blur") {
+    r.mask_blur = number(value, r.mask_blur);
+  } else if (key == "Masked content") {
+    for (auto f : {InpaintFill::Fill, InpaintFill::Original, InpaintFill::LatentNoise, InpaintFill::LatentNothing}) {
+      if (value == masked_content_name(f)) r.inpainting_fill = f;
+    }
+  } else if (key == "Inpaint area") {
+    r.inpaint_full_res = value == "Only masked";
+  } else if (key == "Masked area padding") {
+    r.inpaint_full_res_padding = number(value, r.inpaint_full_res_padding);
+  } else if (key == "Mask mode") {
+    r.invert_mask = value == "Inpaint not masked";
+  } else if (key == "Hires upscale") {
+    r.enable_hr = true;
+    r.hr_scale = number(value, r.hr_scale);
+  } else if (key == "Hires resize") {
+    r.enable_hr = true;
+    read_size(value, r.hr_width, r.hr_height);
+  } else if (key == "Hires steps") {
+    r.hr_steps = number(value, r.hr_steps);
+  } else if (key == "Hires upscaler") {
+    r.enable_hr = true;
+    if (auto u = parse_hr_upscaler(value)) r.hr_upscaler = *u;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// The prompt (the lines before `params_line`) and the negative prompt (from its "Negative prompt: " line).
+void read_prompts(const std::vector<std::string>& lines, int params_line, GenerationRequest& r) {
+  bool in_negative = false;
+  for (int i = 0; i < params_line; ++i) {
+    const auto& l = lines[static_cast<std::size_t>(i)];
+    if (l.rfind("Negative prompt: ", 0) == 0) {
+      in_negative = true;
+      r.negative = l.substr(17);
+      continue;
+    }
+    std::string& target = in_negative ? r.negative : r.prompt;
+    target += (target.empty() && !in_negative ? "" : "\n") + l;
+  }
+}
+
+}  // namespace
+
+GenerationRequest parse_infotext(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  int params_line = -1;
+  for (int i = static_cast<int>(lines.size()) - 1; i >= 0 && params_line < 0; --i) {
+    if (lines[static_cast<std::size_t>(i)].rfind("Steps: ", 0) == 0) params_line = i;
+  }
+  if (params_line < 0) throw InputError("no generation parameters found (expected a 'Steps: ...' line)");
+  GenerationRequest r;
+  read_prompts(lines, params_line, r);
+  bool have_strength = false;
+  const auto family_options = declared_options();
+  for (const auto& [key, value] : infotext_fields(lines[static_cast<std::size_t>(params_line)])) {
+    have_strength = have_strength || key == "Denoising strength";
+    if (read_sampling_field(key, value, r) || read_image_field(key, value, r)) continue;
+    if (key.rfind("ControlNet ", 0) == 0) {
+      if (r.controlnets.size() < 3) r.controlnets.push_back(parse_controlnet_field(value));
     } else {
       // a family's own field (FamilyOption::infotext_key): each option whose declaration the value suits
       read_option_field(family_options, key, value, r.options);
     }
-    i = end;
-    while (i < p.size() && (p[i] == ',' || p[i] == ' ')) ++i;
   }
   if (r.enable_hr && have_strength) r.hr_denoising_strength = r.denoising_strength;  // txt2img: the hires pass's
   return r;

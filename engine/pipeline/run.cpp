@@ -106,6 +106,7 @@ struct Run {
     return init;
   }
   void image(int n);
+  void decode_images(const at::Tensor& latent, uint64_t seed);
 };
 
 void Run::image(int n) {
@@ -175,6 +176,12 @@ void Run::image(int n) {
     steps_after = 0;
     latent = r.hr_denoising_strength > 0 ? pass(hr_steps, noise2, init2, seed, on_step, denoise_ms) : init2.latent;
   }
+  decode_images(latent, seed);
+}
+
+// The latent decoded into this seed's images, each with its infotext (img2img's finished against the job).
+void Run::decode_images(const at::Tensor& latent, uint64_t seed) {
+  const at::Device device = family.device();
   phase(Phase::Decode);
   begin_phase(device, &vram);
   const auto t_decode = Clock::now();

@@ -119,9 +119,7 @@ ClipTokenizer ClipTokenizer::load(const std::string& path_in) {
       throw InputError(path + ": holds " + std::to_string(merges.size()) + " merges, CLIP's vocabulary " + std::to_string(kMerges) +
                        " (the file is cut short or another tokenizer's: get bpe_simple_vocab_16e6.txt.gz from openai/CLIP)");
     }
-    if (sha256_file(path) != kClipVocabSha256) {
-      log().warn("{}: not the CLIP vocabulary this version was checked against (sha256 differs); using it", path);
-    }
+    warn_unless_sha256(path, kClipVocabSha256, "CLIP vocabulary");
     int id = 0;
     for (int b : order) t.vocab_[t.byte_symbol_[b]] = id++;
     for (int b : order) t.vocab_[t.byte_symbol_[b] + "</w>"] = id++;
@@ -130,14 +128,9 @@ ClipTokenizer ClipTokenizer::load(const std::string& path_in) {
     t.vocab_["<|endoftext|>"] = id++;
   }
   for (std::size_t r = 0; r < merges.size(); ++r) t.ranks_.add(merges[r].first, merges[r].second, static_cast<int32_t>(r));
-  auto id_of = [&](const std::string& tok) {
-    auto it = t.vocab_.find(tok);
-    if (it == t.vocab_.end()) throw InputError(path + ": the vocabulary lacks '" + tok + "'");
-    return it->second;
-  };
-  t.bos_ = id_of("<|startoftext|>");
-  t.eos_ = id_of("<|endoftext|>");
-  t.comma_ = id_of(",</w>");
+  t.bos_ = required_entry(t.vocab_, "<|startoftext|>", path, "vocabulary");
+  t.eos_ = required_entry(t.vocab_, "<|endoftext|>", path, "vocabulary");
+  t.comma_ = required_entry(t.vocab_, ",</w>", path, "vocabulary");
   return t;
 }
 

@@ -43,134 +43,142 @@ bool is_digit(char32_t c) {
   return c >= '0' && c <= '9';
 }
 
-}  // namespace
+// A1111's parse_prompt_attention as a scanner over the prompt's code points: the fragments with
+// their weights, the open brackets' positions in them.
+class AttentionParser {
+ public:
+  explicit AttentionParser(const std::string& prompt) : s_(text::utf8_to_u32(prompt)) {}
 
-std::vector<WeightedText> parse_prompt_attention(const std::string& prompt) {
-  const std::u32string s = text::utf8_to_u32(prompt);
-  std::vector<WeightedText> res;
-  std::vector<std::size_t> round, square;
-  auto multiply = [&](std::size_t start, double m) {
-    for (std::size_t p = start; p < res.size(); ++p) res[p].weight *= m;
-  };
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const char32_t c = s[i];
-    if (c == '\\') {
-      // \( \) \[ \] \\ -> the character; a lone backslash -> nothing
-      if (i + 1 < s.size() && (s[i + 1] == '(' || s[i + 1] == ')' || s[i + 1] == '[' ||
-                               s[i + 1] == ']' || s[i + 1] == '\\')) {
-        res.push_back({text::u32_to_utf8(s.substr(i + 1, 1)), 1.0});
-        i += 2;
-      } else {
-        res.push_back({"", 1.0});
-        i += 1;
-      }
-      continue;
+  std::vector<WeightedText> parse() {
+    while (i_ < s_.size()) step();
+    for (std::size_t pos : round_) multiply(pos, 1.1);
+    for (std::size_t pos : square_) multiply(pos, 1 / 1.1);
+    if (res_.empty()) res_.push_back({"", 1.0});
+    check_weights();
+    merge_equal_neighbours();
+    return std::move(res_);
+  }
+
+ private:
+  void multiply(std::size_t start, double m) {
+    for (std::size_t p = start; p < res_.size(); ++p) res_[p].weight *= m;
+  }
+  // text, its BREAKs apart
+  void add_text(const std::u32string& t) {
+    auto parts = split_break(t);
+    for (std::size_t p = 0; p < parts.size(); ++p) {
+      if (p) res_.push_back({"BREAK", -1});
+      res_.push_back({text::u32_to_utf8(parts[p]), 1.0});
     }
-    if ((c == '(' || c == '[') && round.size() + square.size() >= kMaxEmphasisDepth) {
+  }
+
+  void step() {
+    const char32_t c = s_[i_];
+    if (c == '\\') return escape();
+    if ((c == '(' || c == '[') && round_.size() + square_.size() >= kMaxEmphasisDepth) {
       // each fragment is multiplied once per bracket open around it: the bound keeps the parse
       // linear, and 1.1^256 is far past any emphasis that draws
       throw InputError("prompt: brackets nested more than " + std::to_string(kMaxEmphasisDepth) +
                        " deep; write the weight instead, e.g. (word:1.5), or escape literal brackets as \\( \\)");
     }
-    if (c == '(') {
-      round.push_back(res.size());
-      ++i;
-      continue;
+    if (c == '(' || c == '[') {
+      (c == '(' ? round_ : square_).push_back(res_.size());
+      ++i_;
+      return;
     }
-    if (c == '[') {
-      square.push_back(res.size());
-      ++i;
-      continue;
+    if (c == ':') return colon();
+    if ((c == ')' && !round_.empty()) || (c == ']' && !square_.empty())) {
+      auto& open = c == ')' ? round_ : square_;
+      multiply(open.back(), c == ')' ? 1.1 : 1 / 1.1);
+      open.pop_back();
+      ++i_;
+      return;
     }
-    if (c == ':') {
-      // :\s*([+-]?[.\d]+)\s*\)
-      std::size_t j = i + 1;
-      while (j < s.size() && is_py_space(s[j])) ++j;
-      const std::size_t num_start = j;
-      if (j < s.size() && (s[j] == '+' || s[j] == '-')) ++j;
-      const std::size_t digits = j;
-      while (j < s.size() && (is_digit(s[j]) || s[j] == '.')) ++j;
-      const std::size_t num_end = j;
-      while (j < s.size() && is_py_space(s[j])) ++j;
-      if (num_end > digits && j < s.size() && s[j] == ')') {
-        const std::string number = text::u32_to_utf8(s.substr(num_start, num_end - num_start));
-        if (!round.empty()) {
-          char* end = nullptr;
-          const double w = std::strtod(number.c_str(), &end);
-          if (end != number.c_str() + number.size() || number.find('.') != number.rfind('.') || !std::isfinite(w)) {
-            throw InputError("prompt: the emphasis weight '" + number +
-                             "' is not a number; write e.g. (word:1.3)");
-          }
-          multiply(round.back(), w);
-          round.pop_back();
-          i = j + 1;
-          continue;
-        }
-        // no open bracket: the whole `:W)` is plain text
-        const auto t = s.substr(i, j + 1 - i);
-        auto parts = split_break(t);
-        for (std::size_t p = 0; p < parts.size(); ++p) {
-          if (p) res.push_back({"BREAK", -1});
-          res.push_back({text::u32_to_utf8(parts[p]), 1.0});
-        }
-        i = j + 1;
-        continue;
-      }
-      res.push_back({":", 1.0});
-      ++i;
-      continue;
-    }
-    if (c == ')' && !round.empty()) {
-      multiply(round.back(), 1.1);
-      round.pop_back();
-      ++i;
-      continue;
-    }
-    if (c == ']' && !square.empty()) {
-      multiply(square.back(), 1 / 1.1);
-      square.pop_back();
-      ++i;
-      continue;
-    }
-    std::size_t j = i;
-    if (c == ')' || c == ']') {
-      j = i + 1;
-    } else {
-      while (j < s.size() && s[j] != '\\' && s[j] != '(' && s[j] != ')' && s[j] != '[' &&
-             s[j] != ']' && s[j] != ':') {
+    std::size_t j = i_ + 1;  // an unmatched closing bracket is text
+    if (c != ')' && c != ']') {
+      j = i_;
+      while (j < s_.size() && s_[j] != '\\' && s_[j] != '(' && s_[j] != ')' && s_[j] != '[' && s_[j] != ']' && s_[j] != ':') {
         ++j;
       }
     }
-    auto parts = split_break(s.substr(i, j - i));
-    for (std::size_t p = 0; p < parts.size(); ++p) {
-      if (p) res.push_back({"BREAK", -1});
-      res.push_back({text::u32_to_utf8(parts[p]), 1.0});
-    }
-    i = j;
+    add_text(s_.substr(i_, j - i_));
+    i_ = j;
   }
-  for (std::size_t pos : round) multiply(pos, 1.1);
-  for (std::size_t pos : square) multiply(pos, 1 / 1.1);
-  if (res.empty()) res.push_back({"", 1.0});
-  for (const auto& r : res) {
-    // the multipliers are applied as FP32: a weight beyond its range would be Inf, a one-colour picture
-    if (r.weight != -1 && !(std::abs(r.weight) <= std::numeric_limits<float>::max())) {
-      throw InputError("prompt: the emphasis around '" + r.text.substr(0, 40) + "' gives a weight of " + std::to_string(r.weight) +
-                       ", beyond what a weight can be; use weights like (word:1.3)");
+
+  // \( \) \[ \] \\ -> the character; a lone backslash -> nothing
+  void escape() {
+    const char32_t n = i_ + 1 < s_.size() ? s_[i_ + 1] : 0;
+    if (n == '(' || n == ')' || n == '[' || n == ']' || n == '\\') {
+      res_.push_back({text::u32_to_utf8(s_.substr(i_ + 1, 1)), 1.0});
+      i_ += 2;
+    } else {
+      res_.push_back({"", 1.0});
+      i_ += 1;
+    }
+  }
+
+  // :\s*([+-]?[.\d]+)\s*\) closes the innermost round bracket with that weight
+  void colon() {
+    std::size_t j = i_ + 1;
+    while (j < s_.size() && is_py_space(s_[j])) ++j;
+    const std::size_t num_start = j;
+    if (j < s_.size() && (s_[j] == '+' || s_[j] == '-')) ++j;
+    const std::size_t digits = j;
+    while (j < s_.size() && (is_digit(s_[j]) || s_[j] == '.')) ++j;
+    const std::size_t num_end = j;
+    while (j < s_.size() && is_py_space(s_[j])) ++j;
+    if (num_end <= digits || j >= s_.size() || s_[j] != ')') {
+      res_.push_back({":", 1.0});
+      ++i_;
+      return;
+    }
+    if (round_.empty()) {  // no open bracket: the whole `:W)` is plain text
+      add_text(s_.substr(i_, j + 1 - i_));
+      i_ = j + 1;
+      return;
+    }
+    const std::string number = text::u32_to_utf8(s_.substr(num_start, num_end - num_start));
+    char* end = nullptr;
+    const double w = std::strtod(number.c_str(), &end);
+    if (end != number.c_str() + number.size() || number.find('.') != number.rfind('.') || !std::isfinite(w)) {
+      throw InputError("prompt: the emphasis weight '" + number + "' is not a number; write e.g. (word:1.3)");
+    }
+    multiply(round_.back(), w);
+    round_.pop_back();
+    i_ = j + 1;
+  }
+
+  void check_weights() const {
+    for (const auto& r : res_) {
+      // the multipliers are applied as FP32: a weight beyond its range would be Inf, a one-colour picture
+      if (r.weight != -1 && !(std::abs(r.weight) <= std::numeric_limits<float>::max())) {
+        throw InputError("prompt: the emphasis around '" + r.text.substr(0, 40) + "' gives a weight of " +
+                         std::to_string(r.weight) + ", beyond what a weight can be; use weights like (word:1.3)");
+      }
     }
   }
   // neighbours of equal weight merge (in place: one pass)
-  std::size_t kept = 0;
-  for (std::size_t k = 1; k < res.size(); ++k) {
-    if (res[k].weight == res[kept].weight) {
-      res[kept].text += res[k].text;
-    } else if (++kept != k) {
-      res[kept] = std::move(res[k]);
+  void merge_equal_neighbours() {
+    std::size_t kept = 0;
+    for (std::size_t k = 1; k < res_.size(); ++k) {
+      if (res_[k].weight == res_[kept].weight) {
+        res_[kept].text += res_[k].text;
+      } else if (++kept != k) {
+        res_[kept] = std::move(res_[k]);
+      }
     }
+    res_.resize(kept + 1);
   }
-  res.resize(kept + 1);
-  return res;
-}
+
+  const std::u32string s_;
+  std::size_t i_ = 0;
+  std::vector<WeightedText> res_;
+  std::vector<std::size_t> round_, square_;
+};
+
+}  // namespace
+
+std::vector<WeightedText> parse_prompt_attention(const std::string& prompt) { return AttentionParser(prompt).parse(); }
 
 std::string plain_prompt(const std::string& prompt) {
   std::string out;

@@ -121,9 +121,7 @@ QwenTokenizer QwenTokenizer::load(const std::string& path_in) {
     if (content == "<|endoftext|>") t.pad_ = id;
   }
   if (t.pad_ < 0 || t.vocab_.empty() || t.ranks_.size() == 0) throw InputError(what + " (no vocabulary, merges or <|endoftext|>)");
-  if (sha256_file(path) != kQwenTokenizerSha256) {
-    log().warn("{}: not the Qwen3 tokenizer.json this version was checked against (sha256 differs); using it", path);
-  }
+  warn_unless_sha256(path, kQwenTokenizerSha256, "Qwen3 tokenizer.json");
   return t;
 }
 

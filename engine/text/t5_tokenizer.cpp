@@ -114,16 +114,9 @@ T5Tokenizer T5Tokenizer::load(const std::string& path_in) {
   } catch (const nlohmann::json::exception&) {
     throw InputError(what);
   }
-  auto id_of = [&](const std::string& piece) {
-    auto it = t.ids_.find(piece);
-    if (it == t.ids_.end()) throw InputError(path + ": the T5 vocabulary lacks '" + piece + "'");
-    return it->second;
-  };
-  t.eos_ = id_of("</s>");
-  t.pad_ = id_of("<pad>");
-  if (sha256_file(path) != kT5TokenizerSha256) {
-    log().warn("{}: not the T5 tokenizer.json this version was checked against (sha256 differs); using it", path);
-  }
+  t.eos_ = required_entry(t.ids_, "</s>", path, "T5 vocabulary");
+  t.pad_ = required_entry(t.ids_, "<pad>", path, "T5 vocabulary");
+  warn_unless_sha256(path, kT5TokenizerSha256, "T5 tokenizer.json");
   return t;
 }
 

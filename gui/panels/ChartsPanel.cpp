@@ -183,88 +183,15 @@ void ChartsPanel::replotNow() {
   const bool gb = maxBytes >= 2e9;
   const double unit = gb ? 1e9 : 1e6;
   m_memory->yAxis->setLabel(anyGpu ? (gb ? tr("GB (solid: VRAM)") : tr("MB (solid: VRAM)")) : gb ? tr("GB") : tr("MB"));
-  auto toUnit = [unit](const std::vector<double>& v) {
-    QVector<double> out;
-    out.reserve(static_cast<int>(v.size()));
-    for (double x : v) out << x / unit;
-    return out;
-  };
   for (auto it = m_runs.cbegin(); it != m_runs.cend(); ++it) {
-    const Run& r = it.value();
-    const QString name = QStringLiteral("#%1 %2").arg(it.key()).arg(r.label);
-    const QVector<double> t(r.t.begin(), r.t.end());
-    auto* live = m_memory->addGraph();
-    live->setName(r.gpu ? name + tr(" VRAM") : name);
-    live->setPen(QPen(r.colour, 2));
-    live->setData(t, toUnit(r.live), true);
-    auto* rss = m_memory->addGraph();
-    rss->setName(name + tr(" RSS"));
-    rss->setPen(QPen(r.colour, 1.5, Qt::DashLine));
-    rss->setData(t, toUnit(r.rss), true);
-    rss->removeFromLegend();
-    // levels across the run: the stored weights (dotted) and the weight budget (dash-dot, in the legend)
-    auto level = [&](double bytes, const QString& what, Qt::PenStyle style, bool legend) {
-      if (bytes <= 0 || r.t.empty()) return;
-      auto* g = m_memory->addGraph();
-      g->setName(name + what);
-      g->setPen(QPen(r.colour, 1, style));
-      g->setData(QVector<double>{0.0, r.t.back()}, QVector<double>{bytes / unit, bytes / unit}, true);
-      if (!legend) g->removeFromLegend();
-    };
-    level(r.weightBytes, tr(" weights"), Qt::DotLine, false);
-    level(r.budgetBytes, tr(" weight budget"), Qt::DashDotLine, true);
-    if (r.stepX.empty()) continue;  // a load: memory only
-    auto* step = m_steps->addGraph();
-    step->setName(name);
-    step->setPen(QPen(r.colour, 2));
-    step->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, r.colour, r.colour, 5));
-    step->setData(QVector<double>(r.stepX.begin(), r.stepX.end()), QVector<double>(r.stepMs.begin(), r.stepMs.end()), true);
-    // the part of each step spent waiting for streamed blocks, under the step's line
-    if (std::any_of(r.waitMs.begin(), r.waitMs.end(), [](double w) { return w > 0; })) {
-      auto* wait = m_steps->addGraph();
-      wait->setName(name + tr(" transfer wait"));
-      wait->setPen(QPen(r.colour, 1.5, Qt::DashLine));
-      wait->setBrush(QBrush(QColor(r.colour.red(), r.colour.green(), r.colour.blue(), 50)));
-      wait->setData(QVector<double>(r.stepX.begin(), r.stepX.end()), QVector<double>(r.waitMs.begin(), r.waitMs.end()), true);
-    }
+    const QString name = QStringLiteral("#%1 %2").arg(it.key()).arg(it.value().label);
+    plotMemory(it.value(), name, unit);
+    plotSteps(it.value(), name);
   }
   m_memory->xAxis->setRange(0, std::max(1.0, maxT * 1.02));
   m_memory->yAxis->setRange(0, std::max(1.0, maxBytes / unit * 1.25));
-  // the latest run's phases: a dotted line where each begins, the component that runs, at the top
   m_memory->clearItems();
-  if (!m_runs.isEmpty()) {
-    const Run& last = m_runs.last();
-    // each label in the first row where it overlaps no other (short phases sit close together)
-    constexpr int kRows = 4;
-    std::vector<std::vector<std::pair<double, double>>> taken(kRows);  // pixel spans per row
-    for (const auto& [t, label] : last.phases) {
-      if (label == tr("done")) continue;
-      auto* line = new QCPItemStraightLine(m_memory);
-      line->point1->setCoords(t, 0);
-      line->point2->setCoords(t, 1);
-      line->setPen(QPen(last.colour, 1, Qt::DotLine));
-      auto* text = new QCPItemText(m_memory);
-      QFont f = text->font();
-      f.setPointSizeF(f.pointSizeF() * 0.85);
-      text->setFont(f);
-      // labels near the right edge end at their line instead of running off the chart
-      const bool right = t > 0.7 * maxT;
-      const double x = m_memory->xAxis->coordToPixel(t), w = QFontMetricsF(f).horizontalAdvance(label) + 6;
-      const std::pair<double, double> span = right ? std::pair{x - w, x} : std::pair{x, x + w};
-      int row = 0;
-      auto free_in = [&](int r) {
-        return std::none_of(taken[r].begin(), taken[r].end(),
-                            [&](const auto& o) { return span.first < o.second && o.first < span.second; });
-      };
-      while (row < kRows - 1 && !free_in(row)) ++row;
-      taken[row].push_back(span);
-      text->setPositionAlignment((right ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignTop);
-      text->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
-      text->position->setCoords(t, 0.02 + 0.07 * row);
-      text->setText(label);
-      text->setColor(last.colour);
-    }
-  }
+  if (!m_runs.isEmpty()) markPhases(m_runs.last(), maxT);
   double maxStep = 1, maxMs = 1;
   for (const auto& r : m_runs) {
     for (double x : r.stepX) maxStep = std::max(maxStep, x);
@@ -276,6 +203,89 @@ void ChartsPanel::replotNow() {
   m_steps->legend->setVisible(m_steps->graphCount() > 0);
   m_memory->replot(QCustomPlot::rpQueuedReplot);
   m_steps->replot(QCustomPlot::rpQueuedReplot);
+}
+
+// A run's live (solid) and RSS (dashed) memory in `unit` bytes, and its levels across the run: the
+// stored weights (dotted) and the weight budget (dash-dot, in the legend).
+void ChartsPanel::plotMemory(const Run& r, const QString& name, double unit) {
+  auto toUnit = [unit](const std::vector<double>& v) {
+    QVector<double> out;
+    out.reserve(static_cast<int>(v.size()));
+    for (double x : v) out << x / unit;
+    return out;
+  };
+  const QVector<double> t(r.t.begin(), r.t.end());
+  auto* live = m_memory->addGraph();
+  live->setName(r.gpu ? name + tr(" VRAM") : name);
+  live->setPen(QPen(r.colour, 2));
+  live->setData(t, toUnit(r.live), true);
+  auto* rss = m_memory->addGraph();
+  rss->setName(name + tr(" RSS"));
+  rss->setPen(QPen(r.colour, 1.5, Qt::DashLine));
+  rss->setData(t, toUnit(r.rss), true);
+  rss->removeFromLegend();
+  auto level = [&](double bytes, const QString& what, Qt::PenStyle style, bool legend) {
+    if (bytes <= 0 || r.t.empty()) return;
+    auto* g = m_memory->addGraph();
+    g->setName(name + what);
+    g->setPen(QPen(r.colour, 1, style));
+    g->setData(QVector<double>{0.0, r.t.back()}, QVector<double>{bytes / unit, bytes / unit}, true);
+    if (!legend) g->removeFromLegend();
+  };
+  level(r.weightBytes, tr(" weights"), Qt::DotLine, false);
+  level(r.budgetBytes, tr(" weight budget"), Qt::DashDotLine, true);
+}
+
+// A run's step times, and the part of each step spent waiting for streamed blocks under them (a
+// load has no steps: memory only).
+void ChartsPanel::plotSteps(const Run& r, const QString& name) {
+  if (r.stepX.empty()) return;
+  auto* step = m_steps->addGraph();
+  step->setName(name);
+  step->setPen(QPen(r.colour, 2));
+  step->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, r.colour, r.colour, 5));
+  step->setData(QVector<double>(r.stepX.begin(), r.stepX.end()), QVector<double>(r.stepMs.begin(), r.stepMs.end()), true);
+  if (std::any_of(r.waitMs.begin(), r.waitMs.end(), [](double w) { return w > 0; })) {
+    auto* wait = m_steps->addGraph();
+    wait->setName(name + tr(" transfer wait"));
+    wait->setPen(QPen(r.colour, 1.5, Qt::DashLine));
+    wait->setBrush(QBrush(QColor(r.colour.red(), r.colour.green(), r.colour.blue(), 50)));
+    wait->setData(QVector<double>(r.stepX.begin(), r.stepX.end()), QVector<double>(r.waitMs.begin(), r.waitMs.end()), true);
+  }
+}
+
+// The run's phases: a dotted line where each begins and the component that runs at the top, each
+// label in the first row where it overlaps no other (short phases sit close together).
+void ChartsPanel::markPhases(const Run& last, double maxT) {
+  constexpr int kRows = 4;
+  std::vector<std::vector<std::pair<double, double>>> taken(kRows);  // pixel spans per row
+  for (const auto& [t, label] : last.phases) {
+    if (label == tr("done")) continue;
+    auto* line = new QCPItemStraightLine(m_memory);
+    line->point1->setCoords(t, 0);
+    line->point2->setCoords(t, 1);
+    line->setPen(QPen(last.colour, 1, Qt::DotLine));
+    auto* text = new QCPItemText(m_memory);
+    QFont f = text->font();
+    f.setPointSizeF(f.pointSizeF() * 0.85);
+    text->setFont(f);
+    // labels near the right edge end at their line instead of running off the chart
+    const bool right = t > 0.7 * maxT;
+    const double x = m_memory->xAxis->coordToPixel(t), w = QFontMetricsF(f).horizontalAdvance(label) + 6;
+    const std::pair<double, double> span = right ? std::pair{x - w, x} : std::pair{x, x + w};
+    int row = 0;
+    auto free_in = [&](int r) {
+      return std::none_of(taken[r].begin(), taken[r].end(),
+                          [&](const auto& o) { return span.first < o.second && o.first < span.second; });
+    };
+    while (row < kRows - 1 && !free_in(row)) ++row;
+    taken[row].push_back(span);
+    text->setPositionAlignment((right ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignTop);
+    text->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+    text->position->setCoords(t, 0.02 + 0.07 * row);
+    text->setText(label);
+    text->setColor(last.colour);
+  }
 }
 
 }  // namespace fp8s::gui

@@ -65,6 +65,9 @@ class ChartsPanel : public QWidget {
   QString phaseLabel(Phase phase) const;
   QColor colourFor(const StorageSpec& storage) const;
   void styleAxes(QCustomPlot* plot);
+  void plotMemory(const Run& r, const QString& name, double unit);
+  void plotSteps(const Run& r, const QString& name);
+  void markPhases(const Run& last, double maxT);
 
   QCustomPlot* m_memory;
   QCustomPlot* m_steps;

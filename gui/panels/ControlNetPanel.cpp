@@ -41,6 +41,26 @@ QWidget* ControlNetPanel::makeUnit(int index) {
   auto* page = new QWidget;
   auto& u = m_units[static_cast<std::size_t>(index)];
   auto* grid = new QVBoxLayout(page);
+  grid->addLayout(unitForm(index, page));
+  grid->addLayout(unitImages(index, page));
+  grid->addStretch(1);
+  auto refresh = [this, index] {
+    updatePreview(index);
+    emitChanged();
+  };
+  for (auto* s : {u.low, u.high}) connect(s, &QSpinBox::valueChanged, this, refresh);
+  connect(u.preprocessor, &QComboBox::currentIndexChanged, this, refresh);
+  for (auto* s : {u.weight, u.start, u.end}) connect(s, &QDoubleSpinBox::valueChanged, this, [this] { emitChanged(); });
+  for (auto* c : {u.model, u.resize, u.mode}) connect(c, &QComboBox::currentIndexChanged, this, [this] { emitChanged(); });
+  connect(u.enable, &QCheckBox::toggled, this, [this] { emitChanged(); });
+  updatePreview(index);
+  return page;
+}
+
+// A unit's settings: enable, model (Browse…), control image (Open…), preprocessor and Canny's
+// thresholds, weight, start and end, resize and control mode.
+QFormLayout* ControlNetPanel::unitForm(int index, QWidget* page) {
+  auto& u = m_units[static_cast<std::size_t>(index)];
   auto* form = new QFormLayout;
   u.enable = new QCheckBox(tr("Enable"), page);
   u.enable->setObjectName(QStringLiteral("controlEnable%1").arg(index));
@@ -61,24 +81,24 @@ QWidget* ControlNetPanel::makeUnit(int index) {
                                     {tr("canny"), int(ControlPreprocessor::Canny)}},
                              QStringLiteral("controlPreprocessor%1").arg(index));
   form->addRow(tr("Preprocessor"), u.preprocessor);
-  auto* thresholds = new QHBoxLayout;
+  auto pair = [&](QAbstractSpinBox* a, QAbstractSpinBox* b) {
+    auto* row = new QHBoxLayout;
+    row->addWidget(a);
+    row->addWidget(b);
+    return row;
+  };
   u.low = makeSpin(page, 1, 255, 100);
   u.high = makeSpin(page, 1, 255, 200);
   u.low->setPrefix(tr("low "));
   u.high->setPrefix(tr("high "));
-  thresholds->addWidget(u.low);
-  thresholds->addWidget(u.high);
-  form->addRow(tr("Canny"), thresholds);
+  form->addRow(tr("Canny"), pair(u.low, u.high));
   u.weight = makeDoubleSpin(page, 0, 2, 0.05, 1.0, QStringLiteral("controlWeight%1").arg(index));
   form->addRow(tr("Control weight"), u.weight);
-  auto* steps = new QHBoxLayout;
   u.start = makeDoubleSpin(page, 0, 1, 0.05, 0.0);
   u.end = makeDoubleSpin(page, 0, 1, 0.05, 1.0);
   u.start->setPrefix(tr("start "));
   u.end->setPrefix(tr("end "));
-  steps->addWidget(u.start);
-  steps->addWidget(u.end);
-  form->addRow(tr("Control steps"), steps);
+  form->addRow(tr("Control steps"), pair(u.start, u.end));
   u.resize = makeCombo(page, {{tr("Just Resize"), int(ResizeMode::JustResize)}, {tr("Crop and Resize"), int(ResizeMode::Crop)},
                               {tr("Resize and Fill"), int(ResizeMode::Fill)}});
   u.resize->setCurrentIndex(1);
@@ -86,7 +106,21 @@ QWidget* ControlNetPanel::makeUnit(int index) {
   u.mode = makeCombo(page, {{tr("Balanced"), int(ControlMode::Balanced)}, {tr("My prompt is more important"), int(ControlMode::Prompt)},
                             {tr("ControlNet is more important"), int(ControlMode::ControlNet)}});
   form->addRow(tr("Control mode"), u.mode);
-  grid->addLayout(form);
+  connect(browse, &QPushButton::clicked, this, [this, index] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("ControlNet"), m_folder, tr("ControlNet (*.safetensors)"));
+    if (!path.isEmpty()) setModel(index, path);
+  });
+  connect(open, &QPushButton::clicked, this, [this, index] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Control image"), QString(), tr("Images (*.png *.jpg *.jpeg *.webp *.bmp)"));
+    QString error;
+    if (!path.isEmpty() && !openImage(index, path, &error)) m_units[static_cast<std::size_t>(index)].info->setText(error);
+  });
+  return form;
+}
+
+// A unit's control image and its live preprocessed hint side by side, the image's note and Save hint….
+QGridLayout* ControlNetPanel::unitImages(int index, QWidget* page) {
+  auto& u = m_units[static_cast<std::size_t>(index)];
   auto* images = new QGridLayout;
   u.image = new QLabel(tr("No control image"), page);
   u.hint = new QLabel(page);
@@ -104,35 +138,13 @@ QWidget* ControlNetPanel::makeUnit(int index) {
   auto* save = new QPushButton(tr("Save hint…"), page);
   images->addWidget(u.info, 2, 0);
   images->addWidget(save, 2, 1);
-  grid->addLayout(images);
-  grid->addStretch(1);
-
-  connect(browse, &QPushButton::clicked, this, [this, index] {
-    const QString path = QFileDialog::getOpenFileName(this, tr("ControlNet"), m_folder, tr("ControlNet (*.safetensors)"));
-    if (!path.isEmpty()) setModel(index, path);
-  });
-  connect(open, &QPushButton::clicked, this, [this, index] {
-    const QString path = QFileDialog::getOpenFileName(this, tr("Control image"), QString(), tr("Images (*.png *.jpg *.jpeg *.webp *.bmp)"));
-    QString error;
-    if (!path.isEmpty() && !openImage(index, path, &error)) m_units[static_cast<std::size_t>(index)].info->setText(error);
-  });
   connect(save, &QPushButton::clicked, this, [this, index] {
     const auto& unit = m_units[static_cast<std::size_t>(index)];
     if (unit.preview.isNull()) return;
     const QString path = QFileDialog::getSaveFileName(this, tr("Save hint"), QStringLiteral("hint.png"), tr("PNG (*.png)"));
     if (!path.isEmpty()) unit.preview.save(path, "PNG");
   });
-  auto refresh = [this, index] {
-    updatePreview(index);
-    emitChanged();
-  };
-  for (auto* s : {u.low, u.high}) connect(s, &QSpinBox::valueChanged, this, refresh);
-  connect(u.preprocessor, &QComboBox::currentIndexChanged, this, refresh);
-  for (auto* s : {u.weight, u.start, u.end}) connect(s, &QDoubleSpinBox::valueChanged, this, [this] { emitChanged(); });
-  for (auto* c : {u.model, u.resize, u.mode}) connect(c, &QComboBox::currentIndexChanged, this, [this] { emitChanged(); });
-  connect(u.enable, &QCheckBox::toggled, this, [this] { emitChanged(); });
-  updatePreview(index);
-  return page;
+  return images;
 }
 
 void ControlNetPanel::fillModels(QComboBox* box) const {

@@ -14,6 +14,8 @@
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
+class QFormLayout;
+class QGridLayout;
 class QLabel;
 class QSettings;
 class QSpinBox;
@@ -69,6 +71,8 @@ class ControlNetPanel : public QWidget {
     QImage preview;
   };
   QWidget* makeUnit(int index);
+  QFormLayout* unitForm(int index, QWidget* page);
+  QGridLayout* unitImages(int index, QWidget* page);
   void updatePreview(int unit);
   void emitChanged();
   void fillModels(QComboBox* box) const;

@@ -81,6 +81,33 @@ PrecisionPanel::PrecisionPanel(QWidget* parent) : QWidget(parent) {
   m_vae->setObjectName(QStringLiteral("vaeCombo"));
   m_vae->addItem(tr("16-bit"), false);
   m_vae->addItem(tr("FP8 (with FP8 storage)"), true);
+  addMachineRows(form);
+  form->addRow(tr("Weights"), m_storage);
+  form->addRow(tr("FP8 scaling"), m_scale);
+  form->addRow(tr("Compute"), m_compute);
+  form->addRow(tr("VAE"), m_vae);
+  form->addRow(tr("Weight budget"), budgetRow());
+  layout->addLayout(form);
+  m_prediction = new QLabel(this);
+  m_prediction->setObjectName(QStringLiteral("predictionLabel"));
+  m_prediction->setWordWrap(true);
+  layout->addWidget(m_prediction);
+  auto* compare = new QPushButton(tr("Compare FP8 vs FP16"), this);
+  compare->setObjectName(QStringLiteral("compareButton"));
+  compare->setToolTip(tr("Generate the same image with FP16 and with FP8 storage and compare memory, speed and pixels"));
+  layout->addWidget(compare);
+  connect(compare, &QPushButton::clicked, this, &PrecisionPanel::compareRequested);
+  for (auto* c : {m_storage, m_scale, m_compute, m_vae}) {
+    connect(c, &QComboBox::currentIndexChanged, this, [this] {
+      update();
+      Q_EMIT changed(settings());
+    });
+  }
+  setSettings(PrecisionSettings{});
+}
+
+// The device (a change reloads the model) and the CPU threads.
+void PrecisionPanel::addMachineRows(QFormLayout* form) {
   m_device = new QComboBox(this);
   m_device->setObjectName(QStringLiteral("deviceCombo"));
   const auto devices = available_devices();
@@ -101,11 +128,10 @@ PrecisionPanel::PrecisionPanel(QWidget* parent) : QWidget(parent) {
                            "affinity and cgroup quota); fewer leave room for other work on this machine."));
   connect(m_threads, &QSpinBox::valueChanged, this, [this](int n) { Q_EMIT threadsChanged(n); });
   form->addRow(tr("CPU threads"), m_threads);
-  form->addRow(tr("Weights"), m_storage);
-  form->addRow(tr("FP8 scaling"), m_scale);
-  form->addRow(tr("Compute"), m_compute);
-  form->addRow(tr("VAE"), m_vae);
-  // the weight budget: half-GiB steps up to the machine's memory, then auto
+}
+
+// The weight budget: half-GiB steps up to the machine's memory, then auto.
+QHBoxLayout* PrecisionPanel::budgetRow() {
   m_budget = new QSlider(Qt::Horizontal, this);
   m_budget->setObjectName(QStringLiteral("weightBudgetSlider"));
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
@@ -118,31 +144,14 @@ PrecisionPanel::PrecisionPanel(QWidget* parent) : QWidget(parent) {
   m_budgetLabel = new QLabel(this);
   m_budgetLabel->setObjectName(QStringLiteral("weightBudgetLabel"));
   m_budgetLabel->setMinimumWidth(m_budgetLabel->fontMetrics().horizontalAdvance(QStringLiteral("000.0 GB")));
-  auto* budgetRow = new QHBoxLayout;
-  budgetRow->addWidget(m_budget, 1);
-  budgetRow->addWidget(m_budgetLabel);
-  form->addRow(tr("Weight budget"), budgetRow);
+  auto* row = new QHBoxLayout;
+  row->addWidget(m_budget, 1);
+  row->addWidget(m_budgetLabel);
   connect(m_budget, &QSlider::valueChanged, this, [this] {
     update();
     Q_EMIT changed(settings());
   });
-  layout->addLayout(form);
-  m_prediction = new QLabel(this);
-  m_prediction->setObjectName(QStringLiteral("predictionLabel"));
-  m_prediction->setWordWrap(true);
-  layout->addWidget(m_prediction);
-  auto* compare = new QPushButton(tr("Compare FP8 vs FP16"), this);
-  compare->setObjectName(QStringLiteral("compareButton"));
-  compare->setToolTip(tr("Generate the same image with FP16 and with FP8 storage and compare memory, speed and pixels"));
-  layout->addWidget(compare);
-  connect(compare, &QPushButton::clicked, this, &PrecisionPanel::compareRequested);
-  for (auto* c : {m_storage, m_scale, m_compute, m_vae}) {
-    connect(c, &QComboBox::currentIndexChanged, this, [this] {
-      update();
-      Q_EMIT changed(settings());
-    });
-  }
-  setSettings(PrecisionSettings{});
+  return row;
 }
 
 void PrecisionPanel::applyTo(const PrecisionSettings& p, GenerationRequest& r) {

@@ -15,6 +15,8 @@
 #include "core/types.h"
 
 class QComboBox;
+class QFormLayout;
+class QHBoxLayout;
 class QSlider;
 class QSpinBox;
 class QLabel;
@@ -73,6 +75,8 @@ class PrecisionPanel : public QWidget {
   void threadsChanged(int threads);
 
  private:
+  void addMachineRows(QFormLayout* form);
+  QHBoxLayout* budgetRow();
   void update();
   // The Auto item names what it chooses on the device now selected: "Auto (FP32: no BF16 instructions)".
   void updateAutoCompute();

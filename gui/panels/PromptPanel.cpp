@@ -83,25 +83,8 @@ constexpr Sampler kSamplers[] = {Sampler::DpmPP2M, Sampler::Euler, Sampler::Eule
 PromptPanel::PromptPanel(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
-  auto makeEditor = [&](const QString& name, const QString& placeholder, QLabel*& counter) {
-    auto* edit = new PromptEdit(this);
-    edit->setObjectName(name);
-    edit->setPlaceholderText(placeholder);
-    edit->setTabChangesFocus(true);
-    edit->onSubmit = [this] { Q_EMIT generateRequested(); };
-    new PromptHighlighter(edit->document());
-    counter = new QLabel(QStringLiteral("0/75"), this);
-    counter->setObjectName(name + QStringLiteral("Count"));
-    counter->setAlignment(Qt::AlignRight | Qt::AlignTop);
-    counter->setToolTip(tr("CLIP tokens used / capacity of the 75-token chunks, as A1111 counts them"));
-    auto* row = new QHBoxLayout;
-    row->addWidget(edit, 1);
-    row->addWidget(counter);
-    layout->addLayout(row, 1);
-    return edit;
-  };
-  m_prompt = makeEditor(QStringLiteral("promptEdit"), tr("Prompt — e.g. a lighthouse on a cliff at dusk, (oil painting:1.2)"), m_promptCount);
-  m_negative = makeEditor(QStringLiteral("negativeEdit"), tr("Negative prompt"), m_negativeCount);
+  m_prompt = addEditor(layout, QStringLiteral("promptEdit"), tr("Prompt — e.g. a lighthouse on a cliff at dusk, (oil painting:1.2)"), m_promptCount);
+  m_negative = addEditor(layout, QStringLiteral("negativeEdit"), tr("Negative prompt"), m_negativeCount);
   m_prompt->setMinimumHeight(54);
   m_prompt->setMaximumHeight(120);
   m_negative->setMinimumHeight(40);
@@ -118,17 +101,62 @@ PromptPanel::PromptPanel(QWidget* parent) : QWidget(parent) {
   m_schedule->setObjectName(QStringLiteral("scheduleCombo"));
   m_schedule->addItem(tr("Karras"), int(Schedule::Karras));
   m_schedule->addItem(tr("Normal"), int(Schedule::Normal));
-  m_seed = new QLineEdit(QStringLiteral("-1"), this);
-  m_seed->setObjectName(QStringLiteral("seedEdit"));
-  m_seed->setValidator(new QRegularExpressionValidator(QRegularExpression(QStringLiteral("-1|[0-9]{1,10}")), m_seed));
-  m_seed->setToolTip(tr("-1 picks a random seed"));
-  auto* dice = new QToolButton(this);
-  dice->setText(tr("Random"));
-  dice->setToolTip(tr("Random seed (-1)"));
-  auto* reuse = new QToolButton(this);
-  reuse->setObjectName(QStringLiteral("reuseSeedButton"));
-  reuse->setText(tr("Reuse"));
-  reuse->setToolTip(tr("Reuse the last image's seed"));
+  auto* samplerRow = new QHBoxLayout;
+  samplerRow->addWidget(m_sampler, 1);
+  samplerRow->addWidget(m_schedule);
+  grid->addWidget(new QLabel(tr("Sampler")), 0, 0);
+  grid->addLayout(samplerRow, 0, 1);
+  addLabelled(grid, 0, 2, tr("Steps"), m_steps);
+  grid->addWidget(new QLabel(tr("Size")), 1, 0);
+  grid->addLayout(sizeRow(), 1, 1);
+  m_cfgLabel = new QLabel(tr("CFG"), this);
+  grid->addWidget(m_cfgLabel, 1, 2);
+  grid->addWidget(m_cfg, 1, 3);
+  grid->addWidget(new QLabel(tr("Seed")), 2, 0);
+  grid->addLayout(seedRow(), 2, 1);
+  m_batchCount = new QSpinBox(this);
+  m_batchCount->setObjectName(QStringLiteral("batchCountSpin"));
+  m_batchCount->setRange(1, 100);
+  addLabelled(grid, 2, 2, tr("Batch"), m_batchCount);
+  grid->setColumnStretch(1, 1);
+  layout->addLayout(grid);
+  m_options = new FamilyOptionsBox(this);  // the model family's own settings (Flux dev's guidance, ...)
+  layout->addWidget(m_options);
+  m_hires = new HiresGroup(this);
+  layout->addWidget(m_hires);
+
+  connect(m_prompt, &QPlainTextEdit::textChanged, this, [this] { updateCounter(false); });
+  connect(m_negative, &QPlainTextEdit::textChanged, this, [this] { updateCounter(true); });
+  for (auto* e : {m_prompt, m_negative}) connect(e, &QPlainTextEdit::textChanged, this, &PromptPanel::emitChanged);
+  for (auto* sp : {m_steps, m_width, m_height, m_batchCount}) connect(sp, &QSpinBox::valueChanged, this, &PromptPanel::emitChanged);
+  for (auto* c : {m_sampler, m_schedule}) connect(c, &QComboBox::currentIndexChanged, this, &PromptPanel::emitChanged);
+  connect(m_cfg, &QDoubleSpinBox::valueChanged, this, &PromptPanel::emitChanged);
+  connect(m_options, &FamilyOptionsBox::changed, this, &PromptPanel::emitChanged);
+  connect(m_seed, &QLineEdit::textChanged, this, &PromptPanel::emitChanged);
+  connect(m_hires, &HiresGroup::changed, this, &PromptPanel::emitChanged);
+}
+
+// A prompt editor (Ctrl+Enter generates, the syntax highlighted) with its token counter beside it.
+QPlainTextEdit* PromptPanel::addEditor(QVBoxLayout* layout, const QString& name, const QString& placeholder, QLabel*& counter) {
+  auto* edit = new PromptEdit(this);
+  edit->setObjectName(name);
+  edit->setPlaceholderText(placeholder);
+  edit->setTabChangesFocus(true);
+  edit->onSubmit = [this] { Q_EMIT generateRequested(); };
+  new PromptHighlighter(edit->document());
+  counter = new QLabel(QStringLiteral("0/75"), this);
+  counter->setObjectName(name + QStringLiteral("Count"));
+  counter->setAlignment(Qt::AlignRight | Qt::AlignTop);
+  counter->setToolTip(tr("CLIP tokens used / capacity of the 75-token chunks, as A1111 counts them"));
+  auto* row = new QHBoxLayout;
+  row->addWidget(edit, 1);
+  row->addWidget(counter);
+  layout->addLayout(row, 1);
+  return edit;
+}
+
+// Width × height and the size presets (a preset sets both, then the list shows "Presets" again).
+QHBoxLayout* PromptPanel::sizeRow() {
   m_width = new QSpinBox(this);
   m_width->setObjectName(QStringLiteral("widthSpin"));
   m_height = new QSpinBox(this);
@@ -144,44 +172,6 @@ PromptPanel::PromptPanel(QWidget* parent) : QWidget(parent) {
   for (const auto& [w, h] : {std::pair{512, 512}, {768, 512}, {512, 768}, {768, 768}, {1024, 1024}, {1152, 896}, {896, 1152}, {256, 256}}) {
     m_sizePreset->addItem(QStringLiteral("%1×%2").arg(w).arg(h), QSize(w, h));
   }
-  m_batchCount = new QSpinBox(this);
-  m_batchCount->setObjectName(QStringLiteral("batchCountSpin"));
-  m_batchCount->setRange(1, 100);
-
-  auto* sizeRow = new QHBoxLayout;
-  sizeRow->addWidget(m_width);
-  sizeRow->addWidget(new QLabel(QStringLiteral("×")));
-  sizeRow->addWidget(m_height);
-  sizeRow->addWidget(m_sizePreset);
-  auto* samplerRow = new QHBoxLayout;
-  samplerRow->addWidget(m_sampler, 1);
-  samplerRow->addWidget(m_schedule);
-  auto* seedRow = new QHBoxLayout;
-  seedRow->addWidget(m_seed, 1);
-  seedRow->addWidget(dice);
-  seedRow->addWidget(reuse);
-  grid->addWidget(new QLabel(tr("Sampler")), 0, 0);
-  grid->addLayout(samplerRow, 0, 1);
-  addLabelled(grid, 0, 2, tr("Steps"), m_steps);
-  grid->addWidget(new QLabel(tr("Size")), 1, 0);
-  grid->addLayout(sizeRow, 1, 1);
-  m_cfgLabel = new QLabel(tr("CFG"), this);
-  grid->addWidget(m_cfgLabel, 1, 2);
-  grid->addWidget(m_cfg, 1, 3);
-  grid->addWidget(new QLabel(tr("Seed")), 2, 0);
-  grid->addLayout(seedRow, 2, 1);
-  addLabelled(grid, 2, 2, tr("Batch"), m_batchCount);
-  grid->setColumnStretch(1, 1);
-  layout->addLayout(grid);
-  m_options = new FamilyOptionsBox(this);  // the model family's own settings (Flux dev's guidance, ...)
-  layout->addWidget(m_options);
-  m_hires = new HiresGroup(this);
-  layout->addWidget(m_hires);
-
-  connect(dice, &QToolButton::clicked, this, [this] { m_seed->setText(QStringLiteral("-1")); });
-  connect(reuse, &QToolButton::clicked, this, [this] {
-    if (m_lastSeed >= 0) m_seed->setText(QString::number(m_lastSeed));
-  });
   connect(m_sizePreset, &QComboBox::activated, this, [this](int i) {
     const QSize s = m_sizePreset->itemData(i).toSize();
     if (s.isValid()) {
@@ -190,15 +180,36 @@ PromptPanel::PromptPanel(QWidget* parent) : QWidget(parent) {
     }
     m_sizePreset->setCurrentIndex(0);
   });
-  connect(m_prompt, &QPlainTextEdit::textChanged, this, [this] { updateCounter(false); });
-  connect(m_negative, &QPlainTextEdit::textChanged, this, [this] { updateCounter(true); });
-  for (auto* e : {m_prompt, m_negative}) connect(e, &QPlainTextEdit::textChanged, this, &PromptPanel::emitChanged);
-  for (auto* sp : {m_steps, m_width, m_height, m_batchCount}) connect(sp, &QSpinBox::valueChanged, this, &PromptPanel::emitChanged);
-  for (auto* c : {m_sampler, m_schedule}) connect(c, &QComboBox::currentIndexChanged, this, &PromptPanel::emitChanged);
-  connect(m_cfg, &QDoubleSpinBox::valueChanged, this, &PromptPanel::emitChanged);
-  connect(m_options, &FamilyOptionsBox::changed, this, &PromptPanel::emitChanged);
-  connect(m_seed, &QLineEdit::textChanged, this, &PromptPanel::emitChanged);
-  connect(m_hires, &HiresGroup::changed, this, &PromptPanel::emitChanged);
+  auto* row = new QHBoxLayout;
+  row->addWidget(m_width);
+  row->addWidget(new QLabel(QStringLiteral("×")));
+  row->addWidget(m_height);
+  row->addWidget(m_sizePreset);
+  return row;
+}
+
+// The seed (-1: random) with Random and Reuse (the last image's seed).
+QHBoxLayout* PromptPanel::seedRow() {
+  m_seed = new QLineEdit(QStringLiteral("-1"), this);
+  m_seed->setObjectName(QStringLiteral("seedEdit"));
+  m_seed->setValidator(new QRegularExpressionValidator(QRegularExpression(QStringLiteral("-1|[0-9]{1,10}")), m_seed));
+  m_seed->setToolTip(tr("-1 picks a random seed"));
+  auto* dice = new QToolButton(this);
+  dice->setText(tr("Random"));
+  dice->setToolTip(tr("Random seed (-1)"));
+  auto* reuse = new QToolButton(this);
+  reuse->setObjectName(QStringLiteral("reuseSeedButton"));
+  reuse->setText(tr("Reuse"));
+  reuse->setToolTip(tr("Reuse the last image's seed"));
+  connect(dice, &QToolButton::clicked, this, [this] { m_seed->setText(QStringLiteral("-1")); });
+  connect(reuse, &QToolButton::clicked, this, [this] {
+    if (m_lastSeed >= 0) m_seed->setText(QString::number(m_lastSeed));
+  });
+  auto* row = new QHBoxLayout;
+  row->addWidget(m_seed, 1);
+  row->addWidget(dice);
+  row->addWidget(reuse);
+  return row;
 }
 
 PromptPanel::~PromptPanel() = default;

@@ -13,11 +13,13 @@
 
 class QComboBox;
 class QDoubleSpinBox;
+class QHBoxLayout;
 class QLabel;
 class QLineEdit;
 class QPlainTextEdit;
 class QSettings;
 class QSpinBox;
+class QVBoxLayout;
 
 namespace fp8s {
 class ClipTokenizer;
@@ -60,6 +62,9 @@ class PromptPanel : public QWidget {
   void changed(const fp8s::GenerationRequest& prompt);
 
  private:
+  QPlainTextEdit* addEditor(QVBoxLayout* layout, const QString& name, const QString& placeholder, QLabel*& counter);
+  QHBoxLayout* sizeRow();
+  QHBoxLayout* seedRow();
   void updateCounter(bool negative);
   void emitChanged();
 
