@@ -80,6 +80,8 @@ const std::map<std::string, TinySet>& tiny_sets() {
       {"zimage", {{{"tiny-zimage-turbo", ""}, {"tiny-qwen3", "text_encoder"}, {"tiny-flux-ae", "vae"}}, {{"qwen_tokenizer", write_qwen_tokenizer}}}},
       {"flux2", {{{"tiny-flux2-klein", ""}, {"tiny-qwen3", "text_encoder", {"--depth", "28"}}, {"tiny-flux2-ae", "vae"}},
                  {{"qwen_tokenizer", write_qwen_tokenizer}}}},
+      {"qwenimage", {{{"tiny-qwen-image", ""}, {"tiny-qwen25vl", "text_encoder"}, {"tiny-qwen-image-vae", "vae"}},
+                     {{"qwen_tokenizer", write_qwen_tokenizer}}}},
   };
   return sets;
 }

@@ -73,6 +73,24 @@ at::Tensor self_attention(const QwenImageVaeImpl::Attention& a, const at::Tensor
 
 }  // namespace
 
+std::vector<std::string> qwenimage_vae_temporal_keys(const QwenImageVaeConfig& c) {
+  // level i's resample follows its residual blocks (num_res_blocks, the decoder's one more); the
+  // decoder's levels run the encoder's temporal flags backwards
+  std::vector<std::string> keys;
+  const int levels = static_cast<int>(c.dim_mult.size());
+  for (int i = 0; i + 1 < levels; ++i) {
+    const auto add = [&](const std::string& at) {
+      keys.push_back(at + ".time_conv.weight");
+      keys.push_back(at + ".time_conv.bias");
+    };
+    if (c.temporal_down[static_cast<std::size_t>(i)]) add("encoder.downsamples." + std::to_string((i + 1) * c.num_res_blocks + i));
+    if (c.temporal_down[static_cast<std::size_t>(levels - 2 - i)]) {
+      add("decoder.upsamples." + std::to_string((i + 1) * (c.num_res_blocks + 1) + i));
+    }
+  }
+  return keys;
+}
+
 bool is_qwenimage_vae(const SafetensorsFile& f, const std::string& p) {
   return f.find(p + "decoder.middle.0.residual.0.gamma") && f.find(p + "encoder.conv1.weight") && f.find(p + "conv2.weight");
 }
@@ -139,12 +157,6 @@ QwenImageVaeImpl::QwenImageVaeImpl(const QwenImageVaeConfig& c) : config_(c) {
       s.is_resample = true;
       auto rm = container(*list, std::to_string(k));
       s.resample = register_conv(*container(*rm, "resample"), "1", decoder ? out / 2 : out, out, 3, false);
-      const bool temporal = c.temporal_down[static_cast<std::size_t>(decoder ? levels - 2 - i : i)];
-      if (temporal) {
-        const std::string key = std::string(name) + "." + (decoder ? "upsamples." : "downsamples.") + std::to_string(k) + ".time_conv.";
-        temporal_.push_back(key + "weight");
-        temporal_.push_back(key + "bias");
-      }
       ++k;
       coder.stages.push_back(s);
     }
@@ -165,8 +177,6 @@ QwenImageVaeImpl::QwenImageVaeImpl(const QwenImageVaeConfig& c) : config_(c) {
   quant_ = register_conv(*this, "conv1", 2 * c.z_dim, 2 * c.z_dim, 1, true);
   post_quant_ = register_conv(*this, "conv2", c.z_dim, c.z_dim, 1, true);
 }
-
-std::vector<std::string> QwenImageVaeImpl::ignorable_keys() const { return temporal_; }
 
 at::Tensor QwenImageVaeImpl::run_coder(const Coder& c, at::Tensor x, bool decoder) const {
   x = conv(c.conv_in, x);

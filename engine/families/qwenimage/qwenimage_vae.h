@@ -30,6 +30,8 @@ struct QwenImageVaeConfig {
 // `qwenimage_vae.config` metadata (the tiny files) else the released values. InputError naming the
 // file when it is not this autoencoder.
 QwenImageVaeConfig qwenimage_vae_config(const SafetensorsFile& file, const std::string& prefix);
+// The keys of its temporal convolutions (`time_conv`), which one frame never runs: not loaded.
+std::vector<std::string> qwenimage_vae_temporal_keys(const QwenImageVaeConfig& config);
 // Whether the file holds the Wan 2.1 autoencoder's names under `prefix`.
 bool is_qwenimage_vae(const SafetensorsFile& file, const std::string& prefix);
 
@@ -47,8 +49,7 @@ class QwenImageVaeImpl : public torch::nn::Module {
   // latent (normalised) [B, 16, h, w] -> image [B, 3, 8h, 8w] clamped to [-1, 1], FP32.
   at::Tensor decode(const at::Tensor& latent, at::ScalarType compute) const;
   const QwenImageVaeConfig& config() const { return config_; }
-  // The temporal convolutions of the file that one frame never runs.
-  std::vector<std::string> ignorable_keys() const;
+  std::vector<std::string> ignorable_keys() const { return qwenimage_vae_temporal_keys(config_); }
 
   struct Conv {  // a causal 3-D (or 2-D) convolution's weight and bias as the file holds them
     at::Tensor weight, bias;
@@ -80,7 +81,6 @@ class QwenImageVaeImpl : public torch::nn::Module {
   QwenImageVaeConfig config_;
   Coder encoder_, decoder_;
   Conv quant_, post_quant_;
-  std::vector<std::string> temporal_;
 };
 TORCH_MODULE(QwenImageVae);
 
