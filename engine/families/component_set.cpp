@@ -1,5 +1,7 @@
 #include "families/component_set.h"
 
+#include <sstream>
+
 #include "backend/backend.h"
 #include "core/compute_choice.h"
 #include "core/error.h"
@@ -9,6 +11,8 @@
 #include "memory/process_memory.h"
 #include "models/component_load.h"
 #include "pipeline/engine.h"
+#include "pipeline/family_options.h"
+#include "pipeline/infotext.h"
 #include "pipeline/img2img.h"
 #include "pipeline/run_support.h"
 #include "text/prompt_parser.h"
@@ -299,6 +303,18 @@ void ComponentSet::set_fp8_compute() {
   for (const auto& m : modules_[0]->modules(false)) {
     if (auto* l = dynamic_cast<QLinearImpl*>(m.get())) l->fp8_compute = fp8_compute_;
   }
+}
+
+std::string ComponentSet::flow_infotext(const GenerationRequest& r, uint64_t seed, const std::string& model_name,
+                                        const std::string& model_hash) const {
+  std::ostringstream o;
+  o << r.prompt << "\n";
+  if (!r.negative.empty() && r.cfg > 1.0f) o << "Negative prompt: " << r.negative << "\n";
+  o << "Steps: " << r.steps << ", Sampler: " << sampler_display_name(r.sampler) << ", Schedule type: Simple, CFG scale: " << r.cfg
+    << options_infotext_fields(traits().options, r.options);
+  o << seed_model_infotext_fields(seed, r.width, r.height, model_name, model_hash) << fp8_weight_infotext_field(r);
+  o << image_infotext_fields(r, r.width, r.height) << lora_infotext_fields(r) << storage_infotext_fields(r);
+  return o.str();
 }
 
 }  // namespace fp8s

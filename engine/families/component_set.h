@@ -110,6 +110,11 @@ class ComponentSet : public FamilyModel {
   // Maps a LoRA file onto the denoiser's layers (the unet multiplier); none: the family takes no
   // LoRA (refused by name).
   virtual DenoiserLoraLayout lora_layout() const { return nullptr; }
+  // The infotext of a flow family that writes its own (Z-Image, Qwen-Image): the prompt, the negative
+  // prompt where CFG ran, Steps, Sampler, "Schedule type: Simple", CFG scale, its declared settings,
+  // seed and model, FP8 weights, img2img/hires, LoRAs and the storage.
+  std::string flow_infotext(const GenerationRequest& r, uint64_t seed, const std::string& model_name,
+                            const std::string& model_hash) const;
   // The traits' name when a refusal names the model ("FLUX.2 [klein]").
   std::string model_name() const { return traits().name; }
 

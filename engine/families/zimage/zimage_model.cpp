@@ -127,14 +127,7 @@ class ZImageFamily final : public ComponentSet {
 
   std::string infotext(const GenerationRequest& r, uint64_t seed, const std::string& model_name,
                        const std::string& model_hash) const override {
-    std::ostringstream o;
-    o << r.prompt << "\n";
-    if (!r.negative.empty() && r.cfg > 1.0f) o << "Negative prompt: " << r.negative << "\n";
-    o << "Steps: " << r.steps << ", Sampler: " << sampler_display_name(r.sampler) << ", Schedule type: Simple, CFG scale: " << r.cfg
-      << options_infotext_fields(traits_.options, r.options);
-    o << seed_model_infotext_fields(seed, r.width, r.height, model_name, model_hash) << fp8_weight_infotext_field(r);
-    o << image_infotext_fields(r, r.width, r.height) << lora_infotext_fields(r) << storage_infotext_fields(r);
-    return o.str();
+    return flow_infotext(r, seed, model_name, model_hash);
   }
 
   // One transformer call at t = 0.5 on a random latent_size² latent and 32 random caption features.
