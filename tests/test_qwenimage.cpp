@@ -10,6 +10,7 @@
 #include <QtTest>
 
 #include "core/error.h"
+#include "families/qwenimage/qwenimage_lora_keys.h"
 #include "families/qwenimage/qwenimage_text.h"
 #include "families/qwenimage/qwenimage_transformer.h"
 #include "families/qwenimage/qwenimage_vae.h"
@@ -232,6 +233,46 @@ class TestQwenImage : public QObject {
       QFAIL("a transformer without transformer_blocks.7.attn.add_v_proj.weight loaded");
     } catch (const InputError& e) {
       QVERIFY2(QString(e.what()).contains("transformer_blocks.7.attn.add_v_proj.weight"), e.what());
+    }
+  }
+
+  // make-synthetic writes the released layouts: every name, shape and type of the key lists
+  void syntheticLayoutsAreTheReleasedOnes() {
+    FP8S_REQUIRE_REFERENCE();
+    test::compare_synthetic_layout("qwen-image", "qwen-image.json", "qwenimage");
+    if (QTest::currentTestFailed()) return;
+    test::compare_synthetic_layout("qwen2.5-vl-7b", "qwen2.5-vl-7b.json", "qwenimage");
+    if (QTest::currentTestFailed()) return;
+    test::compare_synthetic_layout("qwen-image-vae", "qwen-image-vae.json", "qwenimage");
+  }
+
+  // Every spelling of a LoRA module people share names the same transformer weight.
+  void loraSpellingsMapOntoTheSameWeights() {
+    const std::map<std::string, std::vector<int64_t>> weights{{"transformer_blocks.0.attn.to_q.weight", {32, 32}},
+                                                              {"transformer_blocks.1.img_mlp.net.0.proj.weight", {128, 32}},
+                                                              {"txt_in.weight", {32, 16}}};
+    const auto map = qwenimage_lora_key_map(weights);
+    for (const auto& [module, key] : std::vector<std::pair<std::string, std::string>>{
+             {"transformer_blocks.0.attn.to_q", "transformer_blocks.0.attn.to_q.weight"},
+             {"diffusion_model.transformer_blocks.0.attn.to_q", "transformer_blocks.0.attn.to_q.weight"},
+             {"model.diffusion_model.transformer_blocks.0.attn.to_q", "transformer_blocks.0.attn.to_q.weight"},
+             {"transformer.transformer_blocks.0.attn.to_q", "transformer_blocks.0.attn.to_q.weight"},
+             {"lora_unet_transformer_blocks_0_attn_to_q", "transformer_blocks.0.attn.to_q.weight"},
+             {"lora_transformer_transformer_blocks_1_img_mlp_net_0_proj", "transformer_blocks.1.img_mlp.net.0.proj.weight"},
+             {"transformer.txt_in", "txt_in.weight"}}) {
+      QVERIFY2(map.count(module), module.c_str());
+      QCOMPARE(QString::fromStdString(map.at(module)), QString::fromStdString(key));
+    }
+    // a module of another model matches nothing and is refused by name
+    LoraModuleLayout sd;
+    sd.name = "lora_unet_down_blocks_0_attentions_0_proj_in";
+    sd.down.shape = {4, 320};
+    sd.up.shape = {320, 4};
+    try {
+      (void)plan_qwenimage_lora_layout({sd}, {}, weights, "sd.safetensors");
+      QFAIL("an SD LoRA was planned onto Qwen-Image");
+    } catch (const InputError& e) {
+      QVERIFY2(QString(e.what()).contains("sd.safetensors"), e.what());
     }
   }
 

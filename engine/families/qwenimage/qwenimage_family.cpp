@@ -94,7 +94,7 @@ void add_vision_tower(std::vector<LayoutEntry>& out, const DecoderLmConfig& text
 
 // make-synthetic's layouts: the transformer as ComfyUI's diffusion_models/ file (BF16; --depth:
 // fewer blocks), Qwen2.5-VL-7B as text_encoders/qwen_2.5_vl_7b.safetensors (its vision tower and
-// lm_head included) and the autoencoder as vae/qwen_image_vae.safetensors; and the conformance
+// lm_head included; --depth: fewer layers) and the autoencoder as vae/qwen_image_vae.safetensors; and the conformance
 // suite's tiny ones (the configurations of ../shared/reference/qwenimage's tiny files, written into
 // the metadata as there; the tiny text encoder without a vision tower).
 std::vector<LayoutEntry> qwenimage_layout(const std::string& arch, const SyntheticLayoutOptions& o,
@@ -114,8 +114,8 @@ std::vector<LayoutEntry> qwenimage_layout(const std::string& arch, const Synthet
     QwenImageTransformerImpl m(c);
     return module_layout(m, Dtype::BF16, o.dtype);
   }
-  if (o.depth > 0) throw InputError("make-synthetic: --depth applies to the Qwen-Image transformer, not " + arch);
   if (arch == "qwen-image-vae" || arch == "tiny-qwen-image-vae") {
+    if (o.depth > 0) throw InputError("make-synthetic: --depth applies to the Qwen-Image transformer and text encoder, not " + arch);
     if (o.dtype && is_fp8_dtype(*o.dtype)) throw InputError("make-synthetic: the Qwen-Image autoencoder is written in fp16, bf16 or fp32");
     QwenImageVaeConfig c;
     if (tiny) {
@@ -147,6 +147,7 @@ std::vector<LayoutEntry> qwenimage_layout(const std::string& arch, const Synthet
     metadata["qwen25vl.config"] = R"({"text": {"vocab_size": 152064, "hidden_size": 16, "intermediate_size": 40, "num_hidden_layers": 3, )"
                                   R"("num_attention_heads": 2, "num_key_value_heads": 1, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0}})";
   }
+  if (o.depth > 0) c.layers = o.depth;
   c.outputs = {c.layers};  // every layer and the final norm, as the released file holds them
   c.normed_last = true;
   DecoderLmImpl m(c);
