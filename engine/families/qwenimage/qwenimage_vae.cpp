@@ -39,12 +39,13 @@ QwenImageVaeImpl::Residual register_residual(torch::nn::Module& parent, const st
 }
 
 // A causal convolution on one frame: the last temporal slice of a 3-D kernel as a 2-D one, padded
-// k/2 on each side; a 2-D kernel with `padding` and `stride`.
-at::Tensor conv(const Conv& c, const at::Tensor& x, int64_t padding = -1, int64_t stride = 1) {
+// k/2 on each side; a 2-D kernel with `padding` and `stride`. Computed in `ct`; the result in FP32
+// (the stream between the convolutions stays FP32: in BF16 its rounding adds up over 30 blocks).
+at::Tensor conv(at::ScalarType ct, const Conv& c, const at::Tensor& x, int64_t padding = -1, int64_t stride = 1) {
   const OpTimer timer(OpKind::Conv);
   at::Tensor w = c.weight.dim() == 5 ? c.weight.select(2, c.weight.size(2) - 1) : c.weight;
   if (padding < 0) padding = w.size(-1) / 2;
-  return at::conv2d(x, w.to(x.scalar_type()), c.bias.to(x.scalar_type()), stride, padding);
+  return at::conv2d(x.to(ct), w.to(ct), c.bias.to(ct), stride, padding).to(at::kFloat);
 }
 
 // RMS_norm: x / max(‖x‖ over the channels, 1e-12) · √C · gamma, in FP32.
@@ -56,19 +57,19 @@ at::Tensor rms(const at::Tensor& x, const at::Tensor& gamma) {
   return (xf / norm * root * gamma.to(at::kFloat).reshape({1, -1, 1, 1})).to(x.scalar_type());
 }
 
-at::Tensor residual(const QwenImageVaeImpl::Residual& r, const at::Tensor& x) {
-  const auto h = r.shortcut.weight.defined() ? conv(r.shortcut, x) : x;
-  auto y = conv(r.conv1, at::silu(rms(x, r.norm1)));
-  y = conv(r.conv2, at::silu(rms(y, r.norm2)));
+at::Tensor residual(at::ScalarType ct, const QwenImageVaeImpl::Residual& r, const at::Tensor& x) {
+  const auto h = r.shortcut.weight.defined() ? conv(ct, r.shortcut, x) : x;
+  auto y = conv(ct, r.conv1, at::silu(rms(x, r.norm1)));
+  y = conv(ct, r.conv2, at::silu(rms(y, r.norm2)));
   return y + h;
 }
 
 // One head over the pixels, scale 1/√C, then the projection, added to the input.
-at::Tensor self_attention(const QwenImageVaeImpl::Attention& a, const at::Tensor& x) {
+at::Tensor self_attention(at::ScalarType ct, const QwenImageVaeImpl::Attention& a, const at::Tensor& x) {
   const int64_t B = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
-  const auto qkv = conv(a.qkv, rms(x, a.norm)).reshape({B, 3 * C, H * W}).transpose(1, 2).unsqueeze(1).chunk(3, -1);
+  const auto qkv = conv(ct, a.qkv, rms(x, a.norm)).to(ct).reshape({B, 3 * C, H * W}).transpose(1, 2).unsqueeze(1).chunk(3, -1);
   const auto out = attention(qkv[0], qkv[1], qkv[2], 1.0 / std::sqrt(static_cast<double>(C)));  // [B, 1, HW, C]
-  return x + conv(a.proj, out.squeeze(1).transpose(1, 2).reshape({B, C, H, W}));
+  return x + conv(ct, a.proj, out.squeeze(1).transpose(1, 2).reshape({B, C, H, W}));
 }
 
 }  // namespace
@@ -178,25 +179,25 @@ QwenImageVaeImpl::QwenImageVaeImpl(const QwenImageVaeConfig& c) : config_(c) {
   post_quant_ = register_conv(*this, "conv2", c.z_dim, c.z_dim, 1, true);
 }
 
-at::Tensor QwenImageVaeImpl::run_coder(const Coder& c, at::Tensor x, bool decoder) const {
-  x = conv(c.conv_in, x);
+at::Tensor QwenImageVaeImpl::run_coder(const Coder& c, at::Tensor x, bool decoder, at::ScalarType ct) const {
+  x = conv(ct, c.conv_in, x);
   auto middle = [&] {
-    x = residual(c.mid1, x);
-    x = self_attention(c.attn, x);
-    x = residual(c.mid2, x);
+    x = residual(ct, c.mid1, x);
+    x = self_attention(ct, c.attn, x);
+    x = residual(ct, c.mid2, x);
   };
   if (decoder) middle();
   for (const auto& s : c.stages) {
     if (!s.is_resample) {
-      x = residual(s.res, x);
+      x = residual(ct, s.res, x);
     } else if (decoder) {  // nearest ×2 (each pixel to a 2×2 block), then a 3×3 conv that halves the width
-      x = conv(s.resample, at::upsample_nearest2d(x, {2 * x.size(2), 2 * x.size(3)}), 1);
+      x = conv(ct, s.resample, at::upsample_nearest2d(x, {2 * x.size(2), 2 * x.size(3)}), 1);
     } else {  // zero-pad right and bottom, then a 3×3 conv of stride 2
-      x = conv(s.resample, at::constant_pad_nd(x, {0, 1, 0, 1}), 0, 2);
+      x = conv(ct, s.resample, at::constant_pad_nd(x, {0, 1, 0, 1}), 0, 2);
     }
   }
   if (!decoder) middle();
-  return conv(c.head_conv, at::silu(rms(x, c.head_norm)));
+  return conv(ct, c.head_conv, at::silu(rms(x, c.head_norm)));
 }
 
 at::Tensor QwenImageVaeImpl::moments(const at::Tensor& image, at::ScalarType compute) const {
@@ -205,8 +206,8 @@ at::Tensor QwenImageVaeImpl::moments(const at::Tensor& image, at::ScalarType com
   if (image.size(1) != 3 || image.size(2) % f || image.size(3) % f) {
     throw InputError("the Qwen-Image autoencoder encodes RGB images whose sides are multiples of " + std::to_string(f));
   }
-  const auto x = image.to(quant_.weight.device(), compute);
-  const auto m = conv(quant_, run_coder(encoder_, x, false)).to(at::kFloat);
+  const auto x = image.to(quant_.weight.device(), at::kFloat);
+  const auto m = conv(compute, quant_, run_coder(encoder_, x, false, compute));
   return at::cat({m.slice(1, 0, config_.z_dim), m.slice(1, config_.z_dim).clamp(-30, 20)}, 1);
 }
 
@@ -233,8 +234,8 @@ at::Tensor QwenImageVaeImpl::decode(const at::Tensor& latent, at::ScalarType com
   if (latent.size(1) != config_.z_dim) {
     throw InputError("the Qwen-Image autoencoder decodes latents of " + std::to_string(config_.z_dim) + " channels");
   }
-  const auto z = denormalise(latent.to(quant_.weight.device())).to(compute);
-  return run_coder(decoder_, conv(post_quant_, z), true).to(at::kFloat).clamp(-1, 1);
+  const auto z = denormalise(latent.to(quant_.weight.device()));
+  return run_coder(decoder_, conv(compute, post_quant_, z), true, compute).clamp(-1, 1);
 }
 
 }  // namespace fp8s

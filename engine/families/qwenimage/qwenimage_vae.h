@@ -76,7 +76,7 @@ class QwenImageVaeImpl : public torch::nn::Module {
   };
 
  private:
-  at::Tensor run_coder(const Coder& c, at::Tensor x, bool decoder) const;
+  at::Tensor run_coder(const Coder& c, at::Tensor x, bool decoder, at::ScalarType compute) const;
 
   QwenImageVaeConfig config_;
   Coder encoder_, decoder_;
