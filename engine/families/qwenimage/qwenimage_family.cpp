@@ -126,15 +126,10 @@ std::vector<LayoutEntry> qwenimage_layout(const std::string& arch, const Synthet
     QwenImageVaeImpl m(c);
     auto out = module_layout(m, Dtype::BF16, o.dtype);
     // the temporal convolutions the file holds (one frame never runs them)
-    const int64_t down = 4LL * c.base_dim, up = 4LL * c.base_dim;
-    for (const auto& key : qwenimage_vae_temporal_keys(c)) {
-      const bool decoder = key.rfind("decoder.", 0) == 0, weight = key.size() > 7 && key.compare(key.size() - 7, 7, ".weight") == 0;
-      const int64_t in = decoder ? up : (key.find(".5.") != std::string::npos ? 2LL * c.base_dim : down), out_ch = decoder ? 2 * in : in;
-      if (weight) {
-        out.push_back({key, {out_ch, in, 3, 1, 1}, TensorRole::ConvWeight, Component::Vae, o.dtype.value_or(Dtype::BF16)});
-      } else {
-        out.push_back({key, {out_ch}, TensorRole::Bias, Component::Vae, o.dtype.value_or(Dtype::BF16)});
-      }
+    const Dtype dtype = o.dtype.value_or(Dtype::BF16);
+    for (const auto& t : qwenimage_vae_temporal_convs(c)) {
+      out.push_back({t.prefix + ".weight", {t.out, t.in, 3, 1, 1}, TensorRole::ConvWeight, Component::Vae, dtype});
+      out.push_back({t.prefix + ".bias", {t.out}, TensorRole::Bias, Component::Vae, dtype});
     }
     std::sort(out.begin(), out.end(), [](const LayoutEntry& a, const LayoutEntry& b) { return a.name < b.name; });
     return out;

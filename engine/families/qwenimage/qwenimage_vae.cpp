@@ -74,20 +74,30 @@ at::Tensor self_attention(at::ScalarType ct, const QwenImageVaeImpl::Attention& 
 
 }  // namespace
 
-std::vector<std::string> qwenimage_vae_temporal_keys(const QwenImageVaeConfig& c) {
-  // level i's resample follows its residual blocks (num_res_blocks, the decoder's one more); the
-  // decoder's levels run the encoder's temporal flags backwards
-  std::vector<std::string> keys;
+std::vector<QwenImageTemporalConv> qwenimage_vae_temporal_convs(const QwenImageVaeConfig& c) {
+  // level i's resample follows its residual blocks (num_res_blocks, the decoder's one more); it is
+  // as wide as the level's output (the encoder's base·mult[i], the decoder's base·mult[levels-1-i],
+  // whose temporal conv doubles the channels); the decoder runs the encoder's temporal flags backwards
+  std::vector<QwenImageTemporalConv> convs;
   const int levels = static_cast<int>(c.dim_mult.size());
   for (int i = 0; i + 1 < levels; ++i) {
-    const auto add = [&](const std::string& at) {
-      keys.push_back(at + ".time_conv.weight");
-      keys.push_back(at + ".time_conv.bias");
-    };
-    if (c.temporal_down[static_cast<std::size_t>(i)]) add("encoder.downsamples." + std::to_string((i + 1) * c.num_res_blocks + i));
-    if (c.temporal_down[static_cast<std::size_t>(levels - 2 - i)]) {
-      add("decoder.upsamples." + std::to_string((i + 1) * (c.num_res_blocks + 1) + i));
+    if (c.temporal_down[static_cast<std::size_t>(i)]) {
+      const int64_t w = static_cast<int64_t>(c.base_dim) * c.dim_mult[static_cast<std::size_t>(i)];
+      convs.push_back({"encoder.downsamples." + std::to_string((i + 1) * c.num_res_blocks + i) + ".time_conv", w, w});
     }
+    if (c.temporal_down[static_cast<std::size_t>(levels - 2 - i)]) {
+      const int64_t w = static_cast<int64_t>(c.base_dim) * c.dim_mult[static_cast<std::size_t>(levels - 1 - i)];
+      convs.push_back({"decoder.upsamples." + std::to_string((i + 1) * (c.num_res_blocks + 1) + i) + ".time_conv", 2 * w, w});
+    }
+  }
+  return convs;
+}
+
+std::vector<std::string> qwenimage_vae_temporal_keys(const QwenImageVaeConfig& c) {
+  std::vector<std::string> keys;
+  for (const auto& t : qwenimage_vae_temporal_convs(c)) {
+    keys.push_back(t.prefix + ".weight");
+    keys.push_back(t.prefix + ".bias");
   }
   return keys;
 }

@@ -30,7 +30,13 @@ struct QwenImageVaeConfig {
 // `qwenimage_vae.config` metadata (the tiny files) else the released values. InputError naming the
 // file when it is not this autoencoder.
 QwenImageVaeConfig qwenimage_vae_config(const SafetensorsFile& file, const std::string& prefix);
-// The keys of its temporal convolutions (`time_conv`), which one frame never runs: not loaded.
+// Its temporal convolutions (`time_conv`, [out, in, 3, 1, 1] with a bias), which one frame never
+// runs: their key prefix ("encoder.downsamples.5.time_conv") and widths; their keys are not loaded.
+struct QwenImageTemporalConv {
+  std::string prefix;
+  int64_t out, in;
+};
+std::vector<QwenImageTemporalConv> qwenimage_vae_temporal_convs(const QwenImageVaeConfig& config);
 std::vector<std::string> qwenimage_vae_temporal_keys(const QwenImageVaeConfig& config);
 // Whether the file holds the Wan 2.1 autoencoder's names under `prefix`.
 bool is_qwenimage_vae(const SafetensorsFile& file, const std::string& prefix);
