@@ -10,6 +10,7 @@
 #include <QtTest>
 
 #include "core/error.h"
+#include "diffusers_folder.h"
 #include "families/qwenimage/qwenimage_lora_keys.h"
 #include "families/qwenimage/qwenimage_text.h"
 #include "families/qwenimage/qwenimage_transformer.h"
@@ -17,6 +18,7 @@
 #include "io/safetensors.h"
 #include "keys_files.h"
 #include "models/lm/decoder_lm.h"
+#include "pipeline/engine.h"
 #include "support.h"
 #include "text/qwen_tokenizer.h"
 
@@ -55,6 +57,66 @@ class TestQwenImage : public QObject {
     return read_tensor(cases, *rec);
   }
 
+
+  // A Wan 2.1 VAE name as AutoencoderKLQwenImage spells it: diffusers' convert_wan_vae_to_diffusers,
+  // written out here on its own (checked against the converter on the tiny VAE's 194 names).
+  static std::string diffusers_vae_name(const std::string& n) {
+    static const std::pair<const char*, const char*> fixed[] = {
+        {"conv1.", "quant_conv."}, {"conv2.", "post_quant_conv."}, {"encoder.conv1.", "encoder.conv_in."},
+        {"decoder.conv1.", "decoder.conv_in."}, {"encoder.head.0.", "encoder.norm_out."}, {"decoder.head.0.", "decoder.norm_out."},
+        {"encoder.head.2.", "encoder.conv_out."}, {"decoder.head.2.", "decoder.conv_out."},
+        {"encoder.middle.1.", "encoder.mid_block.attentions.0."}, {"decoder.middle.1.", "decoder.mid_block.attentions.0."}};
+    for (const auto& [from, to] : fixed) {
+      if (n.rfind(from, 0) == 0) return to + n.substr(std::string(from).size());
+    }
+    auto resnet = [](const QString& part) {
+      static const std::pair<const char*, const char*> parts[] = {{"residual.0.", "norm1."}, {"residual.2.", "conv1."}, {"residual.3.", "norm2."},
+                                                                  {"residual.6.", "conv2."}, {"shortcut.", "conv_shortcut."}};
+      for (const auto& [from, to] : parts) {
+        if (part.startsWith(from)) return to + part.mid(int(strlen(from)));
+      }
+      return part;
+    };
+    const QString s = QString::fromStdString(n);
+    QRegularExpressionMatch m;
+    if ((m = QRegularExpression("^(encoder|decoder)\\.middle\\.(\\d+)\\.(.*)$").match(s)).hasMatch()) {
+      return (m.captured(1) + ".mid_block.resnets." + QString::number(m.captured(2).toInt() / 2) + "." + resnet(m.captured(3))).toStdString();
+    }
+    if ((m = QRegularExpression("^encoder\\.downsamples\\.(\\d+)\\.(.*)$").match(s)).hasMatch()) {
+      return ("encoder.down_blocks." + m.captured(1) + "." + resnet(m.captured(2))).toStdString();
+    }
+    if ((m = QRegularExpression("^decoder\\.upsamples\\.(\\d+)\\.(.*)$").match(s)).hasMatch()) {
+      const int k = m.captured(1).toInt();
+      if (k % 4 == 3) return ("decoder.up_blocks." + QString::number(k / 4) + ".upsamplers.0." + m.captured(2)).toStdString();
+      return ("decoder.up_blocks." + QString::number(k / 4) + ".resnets." + QString::number(k % 4) + "." + resnet(m.captured(2))).toStdString();
+    }
+    return n;
+  }
+  static LoadOptions split_files() {
+    LoadOptions o;
+    o.checkpoint = (folder() + "tiny-qwen-image.safetensors").toStdString();
+    o.components["text_encoder"] = (folder() + "tiny-qwen25vl.safetensors").toStdString();
+    o.components["vae"] = (folder() + "tiny-qwen-image-vae.safetensors").toStdString();
+    o.components["qwen_tokenizer"] = test::reference_path("zimage/qwen_tokenizer");
+    o.storage = {WeightType::BF16, Fp8Scale::None, false};
+    o.device = "cpu";
+    return o;
+  }
+  static std::vector<uint8_t> pixels(Engine& engine) {
+    GenerationRequest r;
+    r.prompt = "a lighthouse on a cliff at dusk";
+    r.negative = "blurry";
+    r.seed = 7;
+    r.steps = 3;
+    r.width = 32;
+    r.height = 48;
+    r.cfg = 2.5f;  // true CFG: both prompts through the text encoder
+    r.sampler = Sampler::Euler;
+    r.compute = ComputeType::FP32;
+    r.storage = {WeightType::BF16, Fp8Scale::None, false};
+    std::atomic<bool> cancel{false};
+    return engine.generate(r, nullptr, cancel).images.at(0).image.pixels;
+  }
  private Q_SLOTS:
   void transformerCases_data() {
     QTest::addColumn<QString>("name");
@@ -244,6 +306,62 @@ class TestQwenImage : public QObject {
     test::compare_synthetic_layout("qwen2.5-vl-7b", "qwen2.5-vl-7b.json", "qwenimage");
     if (QTest::currentTestFailed()) return;
     test::compare_synthetic_layout("qwen-image-vae", "qwen-image-vae.json", "qwenimage");
+  }
+
+  // `Qwen/Qwen-Image` as downloaded: transformer/ in the released names (2 shards), text_encoder/
+  // in transformers 5's names (model.language_model.*, model.visual.*; its config's text_config),
+  // vae/ in AutoencoderKLQwenImage's, the tokenizer folder: the split files' pixels exactly.
+  void diffusersFolderGivesTheSplitFilesImage() {
+    FP8S_REQUIRE_REFERENCE();
+    using test::Out;
+    const QString root = m_dir.path() + "/Qwen-Image";
+    {
+      const SafetensorsFile t((folder() + "tiny-qwen-image.safetensors").toStdString());
+      std::vector<Out> out;
+      for (const auto& r : t.tensors()) out.push_back({r.name, &r, r.shape});
+      test::write_shards(t, out, root + "/transformer", "diffusion_pytorch_model", 2, "diffusion_pytorch_model.safetensors.index.json");
+      test::write_config(t, "qwenimage.config", root + "/transformer/config.json", {{"_class_name", "QwenImageTransformer2DModel"}});
+    }
+    {
+      const SafetensorsFile q((folder() + "tiny-qwen25vl.safetensors").toStdString());
+      std::vector<Out> out;
+      for (const auto& r : q.tensors()) {
+        const std::string n = r.name.rfind("model.", 0) == 0 ? "model.language_model." + r.name.substr(6)
+                              : r.name.rfind("visual.", 0) == 0 ? "model." + r.name
+                                                                : r.name;
+        out.push_back({n, &r, r.shape});
+      }
+      test::write_shards(q, out, root + "/text_encoder", "model", 2, "model.safetensors.index.json");
+      const auto tiny = QJsonDocument::fromJson(QByteArray::fromStdString(q.metadata().at("qwen25vl.config"))).object();
+      QFile f(root + "/text_encoder/config.json");
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(QJsonDocument(QJsonObject{{"architectures", QJsonArray{"Qwen2_5_VLForConditionalGeneration"}},
+                                        {"text_config", tiny["text"]}, {"vision_config", tiny["vision"]}}).toJson());
+    }
+    {
+      const SafetensorsFile v((folder() + "tiny-qwen-image-vae.safetensors").toStdString());
+      std::vector<Out> out;
+      for (const auto& r : v.tensors()) out.push_back({diffusers_vae_name(r.name), &r, r.shape});
+      test::write_shards(v, out, root + "/vae", "diffusion_pytorch_model", 1, "");
+      test::write_config(v, "qwenimage_vae.config", root + "/vae/config.json", {{"_class_name", "AutoencoderKLQwenImage"}});
+    }
+    QVERIFY(QFile::link(QString::fromStdString(test::reference_path("zimage/qwen_tokenizer")), root + "/tokenizer"));
+    {
+      QFile f(root + "/model_index.json");
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(R"({"_class_name": "QwenImagePipeline"})");
+    }
+    LoadOptions diffusers;
+    diffusers.checkpoint = root.toStdString();
+    diffusers.storage = {WeightType::BF16, Fp8Scale::None, false};
+    diffusers.device = "cpu";
+    Engine a(diffusers), b(split_files());
+    const auto info = a.info();
+    QCOMPARE(QString::fromStdString(info.architecture), QString::fromStdString(b.info().architecture));
+    QCOMPARE(QString::fromStdString(info.components.at(1).path), root + "/text_encoder");
+    QCOMPARE(QString::fromStdString(info.components.at(2).path), root + "/vae");
+    QCOMPARE(info.unet_bytes + info.text_bytes + info.vae_bytes, b.info().unet_bytes + b.info().text_bytes + b.info().vae_bytes);
+    QVERIFY(pixels(a) == pixels(b));
   }
 
   // Every spelling of a LoRA module people share names the same transformer weight.

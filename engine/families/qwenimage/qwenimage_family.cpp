@@ -5,6 +5,7 @@
 #include "core/compute_choice.h"
 #include "core/error.h"
 #include "families/lora_set.h"
+#include "families/qwenimage/qwenimage_folder.h"
 #include "families/qwenimage/qwenimage_model.h"
 #include "families/qwenimage/qwenimage_sampling.h"
 #include "families/qwenimage/qwenimage_text.h"
@@ -171,6 +172,7 @@ FamilyEntry qwenimage_family_entry() {
   e.tools.plan = qwenimage_plan;
   e.tools.auto_storage = qwenimage_auto_storage;
   e.tools.components = qwenimage_components;
+  e.tools.folder_names = {qwen25vl_transformers_names, qwenimage_vae_diffusers_names};  // a diffusers folder's text_encoder/ and vae/
   e.tools.inspect_parts = [](const SafetensorsFile& file) {
     const auto prefix = qwenimage_prefix(file);
     InspectParts p{"Qwen-Image", {}};

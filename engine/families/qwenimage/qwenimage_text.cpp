@@ -16,10 +16,13 @@ DecoderLmConfig qwen25vl_config(const SafetensorsFile& f) {
   base.eps = 1e-6, base.rope_theta = 1e6;
   base.qk_norm = false, base.qkv_bias = true;
   // no q/k norm tells the head width: the head count does (hidden / heads)
-  const auto meta = f.metadata().find("qwen25vl.config");
-  if (meta != f.metadata().end()) {
-    read_config_json(meta->second, f.path(), "qwen25vl.config", [&](const nlohmann::json& all) {
-      const auto& j = all.contains("text") ? all["text"] : all;
+  // the tiny files' own metadata, else a diffusers folder's text_encoder/config.json (transformers
+  // 5 nests the language model's under "text_config"; older ones keep it at the top)
+  for (const char* key : {"qwen25vl.config", "config.json"}) {
+    const auto meta = f.metadata().find(key);
+    if (meta == f.metadata().end()) continue;
+    read_config_json(meta->second, f.path(), key, [&](const nlohmann::json& all) {
+      const auto& j = all.contains("text") ? all["text"] : all.contains("text_config") ? all["text_config"] : all;
       const int hidden = j.contains("hidden_size") ? config_int(j["hidden_size"], f.path(), "qwen25vl.config hidden_size") : base.hidden;
       const int heads = j.contains("num_attention_heads")
                             ? config_int(j["num_attention_heads"], f.path(), "qwen25vl.config num_attention_heads")
@@ -29,6 +32,7 @@ DecoderLmConfig qwen25vl_config(const SafetensorsFile& f) {
       base.eps = j.value("rms_norm_eps", base.eps);
       base.rope_theta = j.value("rope_theta", base.rope_theta);
     });
+    break;
   }
   DecoderLmConfig c = decoder_lm_config(f, "model.", base, "qwen25vl.text_config");
   if (!c.qkv_bias) throw InputError(f.path() + ": not Qwen2.5-VL's language model (no q/k/v biases)");

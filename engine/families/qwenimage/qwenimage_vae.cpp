@@ -112,9 +112,11 @@ QwenImageVaeConfig qwenimage_vae_config(const SafetensorsFile& f, const std::str
   QwenImageVaeConfig c;
   c.base_dim = static_cast<int>(tensor_dim(f, p + "encoder.conv1.weight", 0, what));
   c.z_dim = static_cast<int>(tensor_dim(f, p + "conv2.weight", 0, what));
-  const auto meta = f.metadata().find("qwenimage_vae.config");
-  if (meta != f.metadata().end()) {
-    read_config_json(meta->second, f.path(), "qwenimage_vae.config", [&](const nlohmann::json& j) {
+  // the tiny files' own metadata, else a diffusers folder's vae/config.json (the same fields)
+  for (const char* source : {"qwenimage_vae.config", "config.json"}) {
+    const auto meta = f.metadata().find(source);
+    if (meta == f.metadata().end()) continue;
+    read_config_json(meta->second, f.path(), source, [&](const nlohmann::json& j) {
       read_int_fields(j, f.path(), "qwenimage_vae.config", {{"num_res_blocks", &c.num_res_blocks}});
       c.dim_mult = config_int_list(j, "dim_mult", c.dim_mult, f.path(), "qwenimage_vae.config dim_mult");
       if (j.contains("temperal_downsample") && j["temperal_downsample"].is_array()) {
@@ -127,6 +129,7 @@ QwenImageVaeConfig qwenimage_vae_config(const SafetensorsFile& f, const std::str
         for (const auto& v : j[key]) field->push_back(v.is_number() ? v.get<float>() : 0.0f);
       }
     });
+    break;
   }
   check_config_value(c.num_res_blocks, 1, 16, f.path(), "qwenimage_vae.config num_res_blocks");
   check_config_value(static_cast<double>(c.dim_mult.size()), 2, 6, f.path(), "qwenimage_vae.config dim_mult's length");
