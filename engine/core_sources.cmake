@@ -25,6 +25,7 @@ set(FP8S_CORE_SOURCES
   models/presets.cpp
   models/tensor_roles.cpp
   models/fp8_files.cpp
+  fp8/quant_conf.cpp
   models/lm/tekken_file.cpp
   models/component_files.cpp
   models/folder_renaming.cpp

@@ -160,8 +160,8 @@ void register_inspect(CLI::App& app) {
   add_component_options(*sub, o->flags);
   sub->add_option("--weight-budget", o->budget,
                   "print the residency plan a load under this budget makes (e.g. 8G, 0): which blocks stay resident and which stream");
-  sub->add_option("--weights", o->weights, "the storage the plan is for: auto (the file's own), fp32, fp16, bf16, fp8-e4m3, fp8-e5m2")
-      ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16", "fp8-e4m3", "fp8-e5m2"}))
+  sub->add_option("--weights", o->weights, "the storage the plan is for: auto (the file's own), fp32, fp16, bf16, fp8-e4m3, fp8-e5m2, int8, mxfp8, nvfp4")
+      ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16", "fp8-e4m3", "fp8-e5m2", "int8", "mxfp8", "nvfp4"}))
       ->capture_default_str();
   sub->add_option("--fp8-scale", o->scale, "the plan's FP8 scaling: none, tensor or channel")
       ->check(CLI::IsMember({"none", "tensor", "channel"}))
@@ -221,12 +221,15 @@ void register_convert(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand(
-      "convert", "store a checkpoint's Linear/Conv2d weights in FP8 (UNet and text encoders), or all of it in FP16/BF16");
+      "convert", "store a checkpoint's Linear/Conv2d weights in FP8 (UNet and text encoders), its Linear weights in INT8, MXFP8 "
+                 "or NVFP4 (ComfyUI's comfy_quant layers), or all of it in FP16/BF16");
   add_common_options(*sub, o->common, true);
   sub->add_option("--model", o->model, "source checkpoint (.safetensors, 16/32-bit)")->required();
-  sub->add_option("--weights", o->weights, "fp8-e4m3 or fp8-e5m2; fp16 or bf16: every float tensor")
+  sub->add_option("--weights,--to", o->weights,
+                  "fp8-e4m3 or fp8-e5m2; int8, mxfp8 or nvfp4 (every Linear weight but the autoencoder's and the embeddings, "
+                  "as ComfyUI's comfy_quant layers); fp16 or bf16: every float tensor")
       ->required()
-      ->check(CLI::IsMember({"fp8-e4m3", "fp8-e5m2", "fp16", "bf16"}));
+      ->check(CLI::IsMember({"fp8-e4m3", "fp8-e5m2", "int8", "mxfp8", "nvfp4", "fp16", "bf16"}));
   sub->add_option("--fp8-scale", o->scale, "none, tensor or channel")
       ->check(CLI::IsMember({"none", "tensor", "channel"}))
       ->capture_default_str();
@@ -243,6 +246,7 @@ void register_convert(CLI::App& app) {
     c.overwrite = o->overwrite;
     if (o->weights == "fp16") c.float16 = Dtype::F16;
     if (o->weights == "bf16") c.float16 = Dtype::BF16;
+    if (const auto w = parse_weight_type(o->weights); w && is_block_storage(*w)) c.blocks = *w;
     std::unique_ptr<ProgressPrinter> bar;
     const auto summary = convert_checkpoint(c, [&](std::size_t done, std::size_t total) {
       if (!bar) bar = std::make_unique<ProgressPrinter>("convert", total, "tensors");

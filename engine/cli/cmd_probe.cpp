@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "fp8/codec.h"
 #include "io/safetensors.h"
+#include "models/quant_probe.h"
 #include "models/nn.h"
 #include "pipeline/family.h"
 
@@ -75,6 +76,9 @@ struct ModelProbeOptions {
   std::map<std::string, std::string> options;  // the families' declared settings (--guidance, --shift, ...)
   std::string controlnet;  // ControlNet roles
   float control_strength = 1.0f, control_start = 0.0f, control_end = 1.0f;
+  std::string layer, shape;  // the formats roles (dequant, linear): a layer and its logical N,K
+  bool per_channel = false;  // quantize: per row
+  int convrot = 0;           // quantize: int8 ConvRot's order
 };
 
 // Reads the case's input tensors by role (`--input ROLE=NAME` overrides the prefixed name), each
@@ -119,6 +123,30 @@ void write_case_outputs(const std::map<std::string, at::Tensor>& out, const Mode
   writer.commit();
 }
 
+// The formats roles (../shared/reference/formats): dequant and linear on one layer of --model,
+// quantize on the case's weight.
+void probe_formats(const std::string& role, const std::string& format, const ModelProbeOptions& o) {
+  if (o.case_file.empty()) throw InputError("probe " + role + " needs --case CASE.safetensors");
+  if (role == "quantize") {
+    const auto in = read_case_inputs(role, {{"weight", 2}}, o);
+    write_case_outputs(probe_quantize(in.at("weight"), format, o.per_channel, o.convrot), o);
+    return;
+  }
+  if (o.model.empty() || o.layer.empty() || o.shape.empty()) throw InputError("probe " + role + " needs --model FILE, --layer NAME and --shape N,K");
+  const auto comma = o.shape.find(',');
+  int64_t n = 0, k = 0;
+  try {
+    n = std::stoll(o.shape.substr(0, comma)), k = comma == std::string::npos ? 0 : std::stoll(o.shape.substr(comma + 1));
+  } catch (const std::exception&) {
+    n = 0;
+  }
+  if (n <= 0 || k <= 0) throw InputError("--shape expects N,K (the layer's logical out and in features), got '" + o.shape + "'");
+  const at::Tensor x = role == "linear" ? read_case_inputs(role, {{"x", 2}}, o).at("x") : at::Tensor();
+  auto out = probe_quant_layer(SafetensorsFile(o.model), o.layer, n, k, x);
+  if (role == "linear") out.erase("weight");
+  write_case_outputs(out, o);
+}
+
 // Runs one model stage of the family that answers the role on the case's input tensors and
 // writes its outputs (F32) to --out.
 void probe_model(const std::string& role, const ModelProbeOptions& o) {
@@ -128,7 +156,7 @@ void probe_model(const std::string& role, const ModelProbeOptions& o) {
     for (const auto& f : registered_families()) {
       for (const auto& r : f.tools.probe.roles) known += r + ", ";
     }
-    throw InputError("unknown probe role '" + role + "' (known: " + known + "fp8-encode, fp8-decode)");
+    throw InputError("unknown probe role '" + role + "' (known: " + known + "fp8-encode, fp8-decode, dequant, linear, quantize)");
   }
   if (o.model.empty() || o.case_file.empty()) {
     throw InputError("probe " + role + " needs --model FILE and --case CASE.safetensors");
@@ -210,13 +238,22 @@ void register_probe(CLI::App& app) {
   sub->add_option("--lora-mode", o->m.lora_mode, "auto, merge, merge-stochastic, online")
       ->check(CLI::IsMember({"auto", "merge", "merge-stochastic", "online"}))
       ->capture_default_str();
-  sub->add_option("--format", o->format, "FP8 format for fp8-encode/fp8-decode: e4m3 or e5m2")
-      ->check(CLI::IsMember({"e4m3", "e5m2"}))
+  sub->add_option("--format", o->format,
+                  "FP8 format for fp8-encode/fp8-decode: e4m3 or e5m2; quantize: float8_e4m3fn, float8_e5m2, int8_tensorwise, mxfp8, nvfp4")
+      ->check(CLI::IsMember({"e4m3", "e5m2", "float8_e4m3fn", "float8_e5m2", "int8_tensorwise", "mxfp8", "nvfp4"}))
       ->capture_default_str();
+  sub->add_option("--layer", o->m.layer, "dequant, linear: the layer (its module path, without .weight)");
+  sub->add_option("--shape", o->m.shape, "dequant, linear: the layer's logical shape N,K (out, in)");
+  sub->add_flag("--per-channel", o->m.per_channel, "quantize: one scale per row");
+  sub->add_option("--convrot", o->m.convrot, "quantize: int8 with ConvRot of this order (a power of 4)")->check(CLI::Range(0, 65536));
   sub->add_option("--in", o->in, "input .safetensors");
   sub->add_option("--out", o->m.out, "output .safetensors (written atomically)")->required();
   sub->add_flag("--overwrite", o->m.overwrite, "replace --out if it exists");
   sub->callback([o] {
+    if (o->role == "dequant" || o->role == "linear" || o->role == "quantize") {
+      probe_formats(o->role, o->format, o->m);
+      return;
+    }
     if (o->role == "fp8-encode" || o->role == "fp8-decode") {
       if (o->in.empty()) throw InputError("probe " + o->role + " needs --in IN.safetensors");
       probe_fp8(o->role, o->format, o->in, o->m.out, o->m.overwrite);

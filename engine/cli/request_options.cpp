@@ -202,8 +202,8 @@ void add_request_options(CLI::App& sub, GenerationRequest& r, RequestFlags& flag
       ->capture_default_str();
   sub.add_option("--weights", weights,
                  "storage: auto (the checkpoint's own: fp16, bf16 or its FP8 format; FP32 files as fp16), "
-                 "fp32, fp16, bf16, fp8-e4m3, fp8-e5m2")
-      ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16", "fp8-e4m3", "fp8-e5m2"}))
+                 "fp32, fp16, bf16, fp8-e4m3, fp8-e5m2, int8 (per-row scales), mxfp8, nvfp4 (ComfyUI's comfy_quant layouts)")
+      ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16", "fp8-e4m3", "fp8-e5m2", "int8", "mxfp8", "nvfp4"}))
       ->capture_default_str();
   sub.add_option("--fp8-scale", scale, "FP8 scaling: none, tensor or channel")
       ->check(CLI::IsMember({"none", "tensor", "channel"}))

@@ -81,7 +81,7 @@ std::vector<ModeSpec> parse_modes(const std::string& list, Fp8Scale default_scal
     const auto slash = item.find('/');
     const std::string weights = item.substr(0, slash);
     const auto w = parse_weight_type(weights);
-    if (!w) throw InputError("mode '" + item + "': unknown storage '" + weights + "' (fp32, fp16, bf16, fp8-e4m3, fp8-e5m2)");
+    if (!w) throw InputError("mode '" + item + "': unknown storage '" + weights + "' (fp32, fp16, bf16, fp8-e4m3, fp8-e5m2, int8, mxfp8, nvfp4)");
     m.storage.weights = *w;
     m.storage.scale = is_fp8(*w) ? default_scale : Fp8Scale::None;
     if (slash != std::string::npos) {

@@ -33,10 +33,14 @@ std::optional<E> parse_either(const Names<E, N>& ours, const Names<E, M>& displa
   return parse_in(display, name);
 }
 
-constexpr Names<WeightType, 5> kWeights = {{WeightType::FP32, "fp32"}, {WeightType::FP16, "fp16"}, {WeightType::BF16, "bf16"},
-                                           {WeightType::FP8_E4M3, "fp8-e4m3"}, {WeightType::FP8_E5M2, "fp8-e5m2"}};
-constexpr Names<WeightType, 5> kWeightDisplay = {{WeightType::FP32, "FP32"}, {WeightType::FP16, "FP16"}, {WeightType::BF16, "BF16"},
-                                                 {WeightType::FP8_E4M3, "FP8 E4M3"}, {WeightType::FP8_E5M2, "FP8 E5M2"}};
+constexpr Names<WeightType, 8> kWeights = {{WeightType::FP32, "fp32"},       {WeightType::FP16, "fp16"},
+                                           {WeightType::BF16, "bf16"},       {WeightType::FP8_E4M3, "fp8-e4m3"},
+                                           {WeightType::FP8_E5M2, "fp8-e5m2"}, {WeightType::INT8, "int8"},
+                                           {WeightType::MXFP8, "mxfp8"},     {WeightType::NVFP4, "nvfp4"}};
+constexpr Names<WeightType, 8> kWeightDisplay = {{WeightType::FP32, "FP32"},         {WeightType::FP16, "FP16"},
+                                                 {WeightType::BF16, "BF16"},         {WeightType::FP8_E4M3, "FP8 E4M3"},
+                                                 {WeightType::FP8_E5M2, "FP8 E5M2"}, {WeightType::INT8, "INT8"},
+                                                 {WeightType::MXFP8, "MXFP8"},       {WeightType::NVFP4, "NVFP4"}};
 constexpr Names<LoraMode, 4> kLoraModes = {{LoraMode::Auto, "auto"}, {LoraMode::Merge, "merge"},
                                            {LoraMode::MergeStochastic, "merge-stochastic"}, {LoraMode::Online, "online"}};
 constexpr Names<ComputeType, 4> kComputes = {{ComputeType::FP32, "fp32"}, {ComputeType::BF16, "bf16"}, {ComputeType::FP16, "fp16"},
@@ -63,7 +67,27 @@ constexpr Names<HrUpscaler, 3> kUpscalerDisplay = {{HrUpscaler::Latent, "Latent"
 
 const char* weight_type_name(WeightType type) { return name_in(kWeights, type); }
 std::optional<WeightType> parse_weight_type(const std::string& name) { return parse_in(kWeights, name); }
+const std::vector<std::string>& weight_type_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& [type, name] : kWeights) out.emplace_back(name);
+    return out;
+  }();
+  return names;
+}
 bool is_fp8(WeightType type) { return type == WeightType::FP8_E4M3 || type == WeightType::FP8_E5M2; }
+bool is_block_storage(WeightType type) { return type == WeightType::INT8 || type == WeightType::MXFP8 || type == WeightType::NVFP4; }
+bool is_quantised(WeightType type) { return is_fp8(type) || is_block_storage(type); }
+double stored_bytes_per_weight(WeightType type) {
+  switch (type) {
+    case WeightType::FP32: return 4.0;
+    case WeightType::FP16:
+    case WeightType::BF16: return 2.0;
+    case WeightType::MXFP8: return 1.0 + 1.0 / 32;
+    case WeightType::NVFP4: return 0.5 + 1.0 / 16;
+    default: return 1.0;
+  }
+}
 Fp8Format fp8_format(WeightType type) { return type == WeightType::FP8_E5M2 ? Fp8Format::E5M2 : Fp8Format::E4M3FN; }
 
 const char* lora_mode_name(LoraMode mode) { return name_in(kLoraModes, mode); }

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace fp8s {
 
@@ -15,10 +16,21 @@ const char* fp8_scale_name(Fp8Scale scale);  // "none" / "tensor" / "channel"
 std::optional<Fp8Scale> parse_fp8_scale(const std::string& name);
 
 // How weights are kept in memory (docs/architecture.md, "Number formats").
-enum class WeightType { FP32, FP16, BF16, FP8_E4M3, FP8_E5M2 };
+// INT8 (per-row scales), MXFP8 and NVFP4 are ComfyUI's comfy_quant layouts (fp8/quant_formats.h),
+// quantised at load from 16-bit weights as FP8 is; a layer of a file already in such a format is
+// kept as stored under any storage type.
+enum class WeightType { FP32, FP16, BF16, FP8_E4M3, FP8_E5M2, INT8, MXFP8, NVFP4 };
 const char* weight_type_name(WeightType type);  // the --weights spelling
 std::optional<WeightType> parse_weight_type(const std::string& name);
+// Every --weights spelling, in order ("fp32, fp16, ..., nvfp4"): for help texts and messages.
+const std::vector<std::string>& weight_type_names();
 bool is_fp8(WeightType type);
+// A storage type that quantises weights at load: FP8, INT8, MXFP8, NVFP4.
+bool is_quantised(WeightType type);
+// INT8, MXFP8, NVFP4: held as a comfy_quant block layer (models/weight_store.h BlockWeight).
+bool is_block_storage(WeightType type);
+// Bytes a weight takes in the type, scales included (MXFP8 1 + 1/32, NVFP4 1/2 + 1/16; padding not counted).
+double stored_bytes_per_weight(WeightType type);
 Fp8Format fp8_format(WeightType type);  // E5M2 for FP8_E5M2, E4M3FN otherwise
 
 struct StorageSpec {

@@ -22,7 +22,7 @@ namespace {
 
 constexpr uint64_t kBudgetStep = 256ull << 20;  // an automatic budget in whole steps: no reload for a few pages
 
-uint64_t bytes_per_weight(const StorageSpec& s) { return is_fp8(s.weights) ? 1 : s.weights == WeightType::FP32 ? 4 : 2; }
+double bytes_per_weight(const StorageSpec& s) { return stored_bytes_per_weight(s.weights); }
 
 WeightType file_type(const ComponentSource& c) {
   return c.found() ? component_storage(SafetensorsFile(c.path), c.prefix, {WeightType::BF16}).weights : WeightType::BF16;
@@ -51,7 +51,7 @@ FamilyTraits transformer_traits(std::string id, std::string name, int token, std
 StorageSpec part_storage(Part part, const StorageSpec& storage, WeightType text_type, WeightType vae_type) {
   StorageSpec s = storage;
   if (part == Part::Denoiser) return s;
-  if (part == Part::Vae && is_fp8(s.weights) && !s.fp8_vae) s.weights = WeightType::BF16;
+  if (part == Part::Vae && is_quantised(s.weights) && !s.fp8_vae) s.weights = WeightType::BF16;
   if (s.weights == WeightType::FP16 || s.weights == WeightType::BF16) s.weights = part == Part::Vae ? vae_type : text_type;
   return s;
 }
@@ -182,7 +182,7 @@ torch::nn::Module& ComponentSet::part(Part p) {
                streaming_[k].plan.describe());
   } else {
     // the denoiser quantised in any storage; the text encoder in FP8; the autoencoder with --fp8-vae
-    const bool quantise = p == Part::Denoiser || (p == Part::Text ? is_fp8(st.weights) : st.fp8_vae);
+    const bool quantise = p == Part::Denoiser || (p == Part::Text ? is_quantised(st.weights) : st.fp8_vae);
     m = load_component(s.source, s.missing, st, quantise, s.ignorable, device_, held_[k], load_ms_, s.make);
   }
   if (p == Part::Denoiser) {
@@ -256,12 +256,13 @@ std::optional<uint64_t> ComponentSet::budget_for(const StorageSpec& storage, int
     p.vae = b.vae;
     p.working = working_bytes(w, h, batch, compute);
     p.process = process_bytes();
-    p.denoiser_staging = 2 * spec(Part::Denoiser).block_params * bytes_per_weight(st);
-    p.text_staging = 2 * spec(Part::Text).block_params * bytes_per_weight(part_storage(Part::Text, st, text_type_, vae_type_));
+    p.denoiser_staging = static_cast<uint64_t>(2.0 * static_cast<double>(spec(Part::Denoiser).block_params) * bytes_per_weight(st));
+    p.text_staging = static_cast<uint64_t>(2.0 * static_cast<double>(spec(Part::Text).block_params) *
+                                           bytes_per_weight(part_storage(Part::Text, st, text_type_, vae_type_)));
     return p;
   };
   const std::string what = storage_label(storage) + " " + model_name() + " at " + std::to_string(w) + "x" + std::to_string(h);
-  return choose_weight_budget(phases(storage), available, requested, what, is_fp8(storage.weights), [&] {
+  return choose_weight_budget(phases(storage), available, requested, what, is_quantised(storage.weights), [&] {
     StorageSpec fp8 = storage;
     fp8.weights = WeightType::FP8_E4M3;
     return phases(fp8).peak(std::nullopt);

@@ -7,6 +7,7 @@
 #include "io/safetensors.h"
 #include "lora/lora_apply.h"
 #include "lora/lora_library.h"
+#include "models/fp8_files.h"
 #include "models/nn.h"
 
 namespace fp8s {
@@ -15,9 +16,19 @@ std::map<std::string, std::vector<int64_t>> lora_linear_weights(const ComponentS
   std::map<std::string, std::vector<int64_t>> out;
   if (!c.found()) return out;
   const SafetensorsFile f(c.path);
+  const bool comfy_quant = !read_fp8_scheme(f).formats.empty();
   for (const auto& t : f.tensors()) {
-    if (starts_with(t.name, c.prefix) && ends_with(t.name, ".weight") && t.shape.size() == 2) {
-      out[t.name.substr(c.prefix.size())] = t.shape;
+    if (!starts_with(t.name, c.prefix) || !ends_with(t.name, ".weight") || t.shape.size() != 2) continue;
+    auto& shape = out[t.name.substr(c.prefix.size())];
+    shape = t.shape;
+    const auto conf = comfy_quant ? comfy_quant_layer(f, t.name) : std::nullopt;
+    if (!conf || !is_block_format(conf->format)) continue;
+    // a comfy_quant layer's stored shape is packed (4-bit: two a byte) or padded (mxfp8 to 32,
+    // nvfp4 to 16): its logical one, or {rows, columns, -row pad, -column pad} where padding hides it
+    if (conf->format == QuantFormat::Mxfp8) shape = {t.shape[0], t.shape[1], -32, -32};
+    if (conf->format == QuantFormat::Nvfp4) shape = {t.shape[0], t.shape[1] * 2, -16, -16};
+    if (conf->format == QuantFormat::ConvRotW4A4 || conf->format == QuantFormat::AwqW4A16 || conf->format == QuantFormat::SvdquantW4A4) {
+      shape = {t.shape[0], t.shape[1] * 2};
     }
   }
   return out;

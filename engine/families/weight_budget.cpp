@@ -18,6 +18,9 @@ std::string storage_label(const StorageSpec& s) {
     case WeightType::FP32: return "FP32";
     case WeightType::FP16: return "FP16";
     case WeightType::BF16: return "BF16";
+    case WeightType::INT8: return "INT8";
+    case WeightType::MXFP8: return "MXFP8";
+    case WeightType::NVFP4: return "NVFP4";
     default: return "FP8";
   }
 }

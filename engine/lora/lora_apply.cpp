@@ -34,7 +34,7 @@ class OnlineLoraTerm : public OutputTerm {
 
 LoraMode effective_lora_mode(LoraMode mode, const StorageSpec& storage) {
   if (mode != LoraMode::Auto) return mode;
-  return is_fp8(storage.weights) ? LoraMode::Online : LoraMode::Merge;
+  return is_quantised(storage.weights) ? LoraMode::Online : LoraMode::Merge;
 }
 
 LoraFactor lora_factor_for(const LoraModule& module, const std::string& target, int64_t weight_rows, double multiplier) {
@@ -77,10 +77,15 @@ void merge_lora_sets(const std::map<std::string, std::vector<LoraFactor>>& merge
                      const std::map<std::string, QuantisedLayer*>& layers, const StorageSpec& storage, LoraMode mode,
                      std::vector<std::string>& touched) {
   for (const auto& [key, factors] : merged) {
+    QuantisedLayer& layer = *layers.at(key);
+    touched.push_back(key);
+    if (layer.store.blocks) {  // a comfy_quant int8/mxfp8/nvfp4/4-bit layer keeps its stored bytes: its LoRA runs online
+      for (const auto& f : factors) add_online_lora(layer, f);
+      continue;
+    }
     std::optional<uint64_t> seed;
     if (mode == LoraMode::MergeStochastic) seed = std::hash<std::string>{}(key);  // fixed per tensor
-    merge_loras(*layers.at(key), factors, storage, seed);
-    touched.push_back(key);
+    merge_loras(layer, factors, storage, seed);
   }
 }
 

@@ -292,6 +292,14 @@ void check_lora_shapes(const LoraLayoutPlan& plan, const std::vector<LoraModuleL
     const auto& m = modules[i];
     const auto hash = target.find('#');
     auto w = shapes.at(target.substr(0, hash));
+    if (w.size() == 4 && w[2] < 0 && w[3] < 0 && !m.up.shape.empty()) {
+      // a padded comfy_quant layer ({rows, columns, -row pad, -column pad}, lora_linear_weights):
+      // the LoRA's sizes pad up to the stored ones (a fused layer's rows cannot be told apart there)
+      const auto pad = [](int64_t v, int64_t m) { return (v + m - 1) / m * m; };
+      const int64_t k = trailing_product(m.down.shape);
+      if (lora_target_rows(target, w[0]).count == w[0] && pad(m.up.shape[0], -w[2]) == w[0] && pad(k, -w[3]) == w[1]) continue;
+      w.resize(2);
+    }
     const auto rows = lora_target_rows(target, w[0]);
     const bool sliced = rows.count != w[0];
     w[0] = rows.count;

@@ -70,8 +70,11 @@ uint64_t component_weight_bytes(const ComponentSource& c, const StorageSpec& sto
         name.find("input_scale") != std::string::npos || name.find("scale_input") != std::string::npos) {
       continue;  // FP8 files' scales: a few bytes, read with their weights
     }
-    const bool fp8 = quantised && is_fp8(storage.weights) && weight && !embedding;
-    total += t.numel() * (fp8 ? 1 : float_bytes);
+    const bool small = quantised && is_quantised(storage.weights) && weight && !embedding;
+    // INT8/MXFP8/NVFP4 keep convolutions 16-bit (ComfyUI has no quantised Conv2d)
+    const bool conv = t.shape.size() == 4 && is_block_storage(storage.weights);
+    total += small && !conv ? static_cast<uint64_t>(static_cast<double>(t.numel()) * stored_bytes_per_weight(storage.weights))
+                            : t.numel() * float_bytes;
   }
   return total;
 }

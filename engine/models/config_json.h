@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "models/fp8_files.h"
 
 namespace fp8s {
 
@@ -71,10 +72,18 @@ inline float config_float(const nlohmann::json& j, const char* key, float fallba
 // Dimension `d` of the tensor `key`: what a network's configuration reads off a file's shapes.
 // InputError naming the file when the tensor is absent (it is not `what`, "a Z-Image transformer")
 // or has fewer dimensions.
+// A comfy_quant layer's packed 4-bit weight (two columns a byte: nvfp4, convrot_w4a4, awq,
+// svdquant) counts its columns unpacked; padding (mxfp8 to 32, nvfp4 to 16) cannot be told apart
+// from the shape, so a family reads such a size elsewhere when it may be padded.
 inline int64_t tensor_dim(const SafetensorsFile& f, const std::string& key, std::size_t d, const std::string& what) {
   const auto* rec = f.find(key);
   if (!rec) throw InputError(f.path() + ": not " + what + " (no '" + key + "')");
   if (rec->shape.size() <= d) throw InputError(f.path() + ": tensor '" + key + "' has an unexpected shape");
+  if (d == 1 && rec->shape.size() == 2 && (rec->dtype == Dtype::U8 || rec->dtype == Dtype::I8)) {
+    if (const auto conf = comfy_quant_layer(f, key); conf && conf->format != QuantFormat::Int8 && is_block_format(conf->format)) {
+      return 2 * rec->shape[1];
+    }
+  }
   return rec->shape[d];
 }
 

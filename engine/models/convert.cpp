@@ -7,6 +7,7 @@
 #include "core/strings.h"
 #include "models/architecture.h"
 #include "models/fp8_files.h"
+#include "models/tensor_roles.h"
 
 namespace fp8s {
 
@@ -35,10 +36,55 @@ struct ConvertPlan {
   std::string source_dtype;        // of the quantised weights
 };
 
+// A Linear weight ComfyUI's mixed_precision_ops would load quantised: 2-D, `.weight`, outside the
+// autoencoder, not an embedding table (its Embedding takes float8 and int8 only).
+bool block_layer(const TensorRecord& t) {
+  if (t.shape.size() != 2 || !ends_with(t.name, ".weight") || !is_float_dtype(t.dtype) || component_of(t.name) == Component::Vae) return false;
+  for (const char* table : {"embed_tokens.", "token_embedding.", "position_embedding.", "shared.weight", "wte.", "wpe."}) {
+    if (t.name.find(table) != std::string::npos) return false;
+  }
+  return t.shape[0] > 0 && t.shape[1] > 0;
+}
+
+QuantLayerConf block_conf(WeightType type) {
+  QuantLayerConf c;
+  c.format = type == WeightType::INT8 ? QuantFormat::Int8 : type == WeightType::MXFP8 ? QuantFormat::Mxfp8 : QuantFormat::Nvfp4;
+  return c;
+}
+
+// The comfy_quant layer's tensors after its weight: scale(s) and the description.
+void plan_block_layer(ConvertPlan& plan, const TensorRecord& t, WeightType type) {
+  const QuantLayerConf conf = block_conf(type);
+  const StoredShape st = stored_shape(conf, t.shape[0], t.shape[1]);
+  const std::string layer = t.name.substr(0, t.name.size() - 7), json = comfy_quant_json(conf);
+  const Dtype data = conf.format == QuantFormat::Int8 ? Dtype::I8 : conf.format == QuantFormat::Mxfp8 ? Dtype::F8_E4M3 : Dtype::U8;
+  plan.specs.push_back({t.name, data, {st.data_rows, st.data_cols}});
+  if (conf.format == QuantFormat::Int8) {
+    plan.specs.push_back({layer + ".weight_scale", Dtype::F32, {t.shape[0], 1}});
+  } else {
+    plan.specs.push_back({layer + ".weight_scale", conf.format == QuantFormat::Mxfp8 ? Dtype::F8_E8M0 : Dtype::F8_E4M3,
+                          {st.scale_rows, st.scale_cols}});
+  }
+  if (conf.format == QuantFormat::Nvfp4) plan.specs.push_back({layer + ".weight_scale_2", Dtype::F32, {}});
+  plan.specs.push_back({layer + ".comfy_quant", Dtype::U8, {static_cast<int64_t>(json.size())}});
+}
+
 ConvertPlan plan_convert(const SafetensorsFile& in, const ConvertOptions& options, const std::string& conf) {
   ConvertPlan plan;
   const Dtype f8 = fp8_dtype(options.format);
   for (const auto& t : in.tensors()) {
+    if (options.blocks) {
+      const bool q = block_layer(t);
+      plan.cast.push_back(q);
+      plan.scale_of.push_back(Fp8Scale::None);
+      if (q) {
+        plan_block_layer(plan, t, *options.blocks);
+        plan.source_dtype = dtype_name(t.dtype);
+      } else {
+        plan.specs.push_back({t.name, t.dtype, t.shape});
+      }
+      continue;
+    }
     if (options.float16) {
       const bool c = is_float_dtype(t.dtype) && t.dtype != *options.float16;
       plan.cast.push_back(c);
@@ -87,6 +133,29 @@ std::string quantization_metadata(const ConvertOptions& options, const std::stri
 void write_cast(SafetensorsWriter& writer, const ConvertOptions& options, const TensorRecord& t, Fp8Scale scale,
                 const std::vector<float>& wide, const std::string& conf) {
   const std::size_t n = wide.size();
+  if (options.blocks) {  // the comfy_quant layer, in plan_block_layer's order
+    const QuantLayerConf c = block_conf(*options.blocks);
+    const int64_t rows = t.shape[0], cols = t.shape[1];
+    const StoredShape st = stored_shape(c, rows, cols);
+    std::vector<uint8_t> data(static_cast<std::size_t>(st.data_rows * st.data_cols));
+    if (c.format == QuantFormat::Int8) {
+      std::vector<float> scales(static_cast<std::size_t>(rows));
+      quantize_int8(wide.data(), rows, cols, true, reinterpret_cast<int8_t*>(data.data()), scales.data());
+      writer.append(data.data(), data.size());
+      writer.append(scales.data(), scales.size() * 4);
+    } else {
+      std::vector<uint8_t> scales(static_cast<std::size_t>(st.scale_rows * st.scale_cols));
+      float s2 = 0.0f;
+      if (c.format == QuantFormat::Mxfp8) quantize_mxfp8(wide.data(), rows, cols, data.data(), scales.data());
+      else s2 = quantize_nvfp4(wide.data(), rows, cols, data.data(), scales.data());
+      writer.append(data.data(), data.size());
+      writer.append(scales.data(), scales.size());
+      if (c.format == QuantFormat::Nvfp4) writer.append(&s2, 4);
+    }
+    const std::string json = comfy_quant_json(c);
+    writer.append(json.data(), json.size());
+    return;
+  }
   if (options.float16) {
     std::vector<uint16_t> half(n);
     if (*options.float16 == Dtype::F16) {
@@ -111,7 +180,13 @@ void write_cast(SafetensorsWriter& writer, const ConvertOptions& options, const 
 ConvertSummary convert_checkpoint(const ConvertOptions& options,
                                   const std::function<void(std::size_t, std::size_t)>& progress) {
   SafetensorsFile in(options.in);
-  read_fp8_scheme(in);  // refuses what cannot run, by name
+  const Fp8FileScheme scheme = read_fp8_scheme(in);  // refuses what cannot run, by name
+  if (!scheme.formats.empty()) {
+    std::string formats;
+    for (const auto& [label, layers] : scheme.formats) formats += (formats.empty() ? "" : ", ") + std::to_string(layers) + " " + label;
+    throw InputError(options.in + " is already stored quantised (ComfyUI comfy_quant layers: " + formats +
+                     "); convert from the 16/32-bit original instead");
+  }
   for (const auto& t : in.tensors()) {
     if (is_fp8_dtype(t.dtype)) {
       throw InputError(options.in + " is already stored in FP8 (tensor '" + t.name +
@@ -124,7 +199,15 @@ ConvertSummary convert_checkpoint(const ConvertOptions& options,
   const std::string conf = comfy_quant_json(options.format);
   const ConvertPlan plan = plan_convert(in, options, conf);
   auto metadata = in.metadata();
-  if (!options.float16) metadata["fp8s.quantization"] = quantization_metadata(options, plan.source_dtype);
+  if (options.blocks) {
+    metadata["fp8s.quantization"] = nlohmann::json{{"format", weight_type_name(*options.blocks)},
+                                                   {"source_dtype", plan.source_dtype},
+                                                   {"layout", "ComfyUI comfy_quant"},
+                                                   {"quantised_layers", "Linear weights outside the autoencoder, embeddings excepted"}}
+                                        .dump();
+  } else if (!options.float16) {
+    metadata["fp8s.quantization"] = quantization_metadata(options, plan.source_dtype);
+  }
   SafetensorsWriter writer(options.out, plan.specs, metadata, options.overwrite);
   ConvertSummary summary;
   summary.bytes_in = in.file_size();

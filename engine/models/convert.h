@@ -23,6 +23,10 @@ struct ConvertOptions {
   // F16 or BF16: every float tensor cast to it instead (an FP32 checkpoint halved, as the FP16
   // files users download are); format, scale and fp8_vae are then unused.
   std::optional<Dtype> float16;
+  // INT8 (per-row scales), MXFP8 or NVFP4: every Linear weight outside the autoencoder (2-D, not
+  // an embedding table) written as a ComfyUI comfy_quant layer (`.weight`, `.weight_scale`, nvfp4's
+  // `.weight_scale_2`, `.comfy_quant`), everything else copied; format, scale and fp8_vae unused.
+  std::optional<WeightType> blocks;
 };
 
 struct ConvertSummary {

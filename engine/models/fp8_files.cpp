@@ -21,19 +21,31 @@ std::string layer_of(const std::string& name) {
 
 [[noreturn]] void refuse(const std::string& label, const std::string& layer, const std::string& what) {
   throw InputError(label + ": layer '" + layer + "' is " + what +
-                   "; FP8 Studio runs FP8 E4M3/E5M2 only (plain, or scaled per tensor or per output "
-                   "channel): use the FP8 or 16-bit file of this model");
+                   "; FP8 Studio reads FP8 E4M3/E5M2 (plain, or scaled per tensor or per output channel) and "
+                   "ComfyUI's comfy_quant layers (int8, mxfp8, nvfp4, 4-bit): use such a file of this model");
 }
 
-// A comfy_quant layer configuration: {"format": F, ...} (or, in some writers' metadata, F alone).
-void check_comfy_format(const nlohmann::json& conf, const std::string& label, const std::string& layer) {
-  std::string format;
-  if (conf.is_string()) format = conf.get<std::string>();
-  if (conf.is_object() && conf.contains("format") && conf["format"].is_string()) format = conf["format"].get<std::string>();
-  if (format.empty()) {
-    throw InputError(label + ": layer '" + layer + "' has a comfy_quant description without a format; the file is damaged");
+// The comfy_quant layers of a parsed header: `<layer>.comfy_quant` tensors first, then the
+// header's _quantization_metadata entries (ComfyUI's convert_old_quants overwrites the tensors with
+// these; the files carry the same in both or one alone).
+std::map<std::string, QuantLayerConf> comfy_layers(const SafetensorsIndex& index,
+                                                   const std::function<std::vector<uint8_t>(const TensorRecord&)>& bytes,
+                                                   const std::string& label) {
+  std::map<std::string, QuantLayerConf> out;
+  for (const auto& t : index.tensors) {
+    if (!ends_with(t.name, ".comfy_quant")) continue;
+    if (t.nbytes() > 65536) throw InputError(label + ": '" + t.name + "' is " + std::to_string(t.nbytes()) + " bytes, not a layer description; the file is damaged");
+    const auto raw = bytes(t);
+    out[layer_of(t.name)] = parse_comfy_quant(std::string(raw.begin(), raw.end()), label, layer_of(t.name));
   }
-  if (format != "float8_e4m3fn" && format != "float8_e5m2") refuse(label, layer, format + " (ComfyUI comfy_quant)");
+  if (const auto it = index.metadata.find("_quantization_metadata"); it != index.metadata.end()) {
+    const auto meta = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+    if (meta.is_discarded() || !meta.is_object() || !meta.contains("layers") || !meta["layers"].is_object()) {
+      throw InputError(label + ": the _quantization_metadata header entry is not ComfyUI's {\"layers\": {...}}; the file is damaged");
+    }
+    for (const auto& [layer, conf] : meta["layers"].items()) out[layer] = parse_comfy_quant(conf.dump(), label, layer);
+  }
+  return out;
 }
 
 }  // namespace
@@ -76,6 +88,37 @@ bool is_input_scale_name(const std::string& name) {
   return ends_with(name, ".scale_input") || ends_with(name, ".input_scale");
 }
 
+const std::vector<std::string>& comfy_quant_parts() {
+  static const std::vector<std::string> parts{"weight_scale", "weight_scale_2", "weight_zeros", "weight_proj_down", "weight_proj_up",
+                                              "weight_smooth_factor", "input_scale", "pre_quant_scale", "comfy_quant"};
+  return parts;
+}
+
+std::optional<QuantLayerConf> comfy_quant_layer(const SafetensorsFile& file, const std::string& weight_key) {
+  if (!ends_with(weight_key, ".weight")) return std::nullopt;
+  const std::string layer = weight_key.substr(0, weight_key.size() - 7);
+  // the header's entry wins, as ComfyUI's convert_old_quants overwrites the tensors with it
+  if (const auto it = file.metadata().find("_quantization_metadata"); it != file.metadata().end()) {
+    // parsed once per file content and thread (a load asks once per layer)
+    thread_local std::string parsed_text;
+    thread_local nlohmann::json parsed;
+    if (parsed_text != it->second) {
+      parsed = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+      parsed_text = it->second;
+    }
+    if (parsed.is_discarded() || !parsed.is_object() || !parsed.contains("layers") || !parsed["layers"].is_object()) {
+      throw InputError(file.path() + ": the _quantization_metadata header entry is not ComfyUI's {\"layers\": {...}}; the file is damaged");
+    }
+    if (parsed["layers"].contains(layer)) return parse_comfy_quant(parsed["layers"][layer].dump(), file.path(), layer);
+  }
+  const auto* t = file.find(layer + ".comfy_quant");
+  if (!t) return std::nullopt;
+  if (t->nbytes() > 65536) throw InputError(file.path() + ": '" + t->name + "' is not a layer description; the file is damaged");
+  std::string text(t->nbytes(), '\0');
+  file.read(*t, text.data());
+  return parse_comfy_quant(text, file.path(), layer);
+}
+
 bool is_quantisation_marker(const std::string& name) {
   return ends_with(name, ".comfy_quant") || name == "scaled_fp8" || ends_with(name, ".scaled_fp8");
 }
@@ -87,35 +130,32 @@ Fp8FileScheme read_fp8_scheme(const SafetensorsIndex& index,
   for (const auto& t : index.tensors) by_name[t.name] = &t;
   const auto has = [&](const std::string& n) { return by_name.count(n) > 0; };
   Fp8FileScheme s;
-  bool marker = false, comfy_quant = false, weight_scale = false, own_scale = false;
+  const auto comfy = comfy_layers(index, bytes, label);
+  for (const auto& [layer, conf] : comfy) s.formats[quant_format_label(conf)] += 1;
+  bool marker = false, weight_scale = false, own_scale = false;
+  const bool comfy_quant = !comfy.empty() || index.metadata.count("_quantization_metadata");
   for (const auto& t : index.tensors) {
     const std::string layer = layer_of(t.name);
-    if (t.dtype == Dtype::F8_E8M0) refuse(label, layer, "mxfp8 (F8_E8M0 block scales, OCP MX / ComfyUI comfy_quant)");
-    if (ends_with(t.name, ".weight_scale_2")) refuse(label, layer, "nvfp4 (two-level FP4 scales, ModelOpt / ComfyUI comfy_quant)");
+    if (ends_with(t.name, ".weight_scale")) weight_scale = true;
+    if (ends_with(t.name, "scale_weight")) own_scale = true;
+    if (is_input_scale_name(t.name)) s.input_scales += 1;
+    if (t.name == "scaled_fp8" || ends_with(t.name, ".scaled_fp8")) marker = true;
+    if (comfy.count(layer)) continue;  // a comfy_quant layer's tensors are its format's
+    if (t.dtype == Dtype::F8_E8M0) refuse(label, layer, "mxfp8 (F8_E8M0 block scales) without a comfy_quant description");
+    if (ends_with(t.name, ".weight_scale_2")) refuse(label, layer, "nvfp4 (two-level FP4 scales, ModelOpt) without a comfy_quant description");
     if (t.name.find(".quant_state.bitsandbytes__") != std::string::npos || ends_with(t.name, ".absmax") ||
         ends_with(t.name, ".quant_map")) {
       refuse(label, layer, "bitsandbytes 4-bit (nf4/fp4)");
     }
     if (ends_with(t.name, ".weight") && t.shape.size() >= 2 && (t.dtype == Dtype::I8 || t.dtype == Dtype::U8)) {
-      refuse(label, layer, t.dtype == Dtype::I8 ? "int8 (I8 weights)" : "4-bit (weights packed in U8)");
+      refuse(label, layer, t.dtype == Dtype::I8 ? "int8 (I8 weights) without a comfy_quant description" : "4-bit (weights packed in U8) without a comfy_quant description");
     }
-    if (t.name == "scaled_fp8" || ends_with(t.name, ".scaled_fp8")) marker = true;
-    if (ends_with(t.name, ".comfy_quant")) {
-      comfy_quant = true;
-      if (t.nbytes() > 65536) throw InputError(label + ": '" + t.name + "' is " + std::to_string(t.nbytes()) + " bytes, not a layer description; the file is damaged");
-      const auto raw = bytes(t);
-      const auto conf = nlohmann::json::parse(raw.begin(), raw.end(), nullptr, /*allow_exceptions=*/false);
-      if (conf.is_discarded()) throw InputError(label + ": '" + t.name + "' is not JSON; the file is damaged");
-      check_comfy_format(conf, label, layer);
-    }
-    if (ends_with(t.name, ".weight_scale")) weight_scale = true;
-    if (ends_with(t.name, "scale_weight")) own_scale = true;
-    if (is_input_scale_name(t.name)) s.input_scales += 1;
   }
   // FP8 weights and their scales, once every format that names itself has been refused
   for (const auto& t : index.tensors) {
     const std::string layer = layer_of(t.name);
     if (!is_fp8_dtype(t.dtype)) continue;
+    if (const auto it = comfy.find(layer); it != comfy.end() && is_block_format(it->second.format)) continue;
     s.fp8_tensors += 1;
     const std::string scale_key = find_scale_key(has, t.name);
     if (scale_key.empty()) continue;
@@ -132,14 +172,6 @@ Fp8FileScheme read_fp8_scheme(const SafetensorsIndex& index,
     }
     s.scaled_weights += 1;
     s.channel_scaled += sc.numel() > 1 ? 1 : 0;
-  }
-  if (const auto it = index.metadata.find("_quantization_metadata"); it != index.metadata.end()) {
-    comfy_quant = true;
-    const auto meta = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
-    if (meta.is_discarded() || !meta.is_object() || !meta.contains("layers") || !meta["layers"].is_object()) {
-      throw InputError(label + ": the _quantization_metadata header entry is not ComfyUI's {\"layers\": {...}}; the file is damaged");
-    }
-    for (const auto& [layer, conf] : meta["layers"].items()) check_comfy_format(conf, label, layer);
   }
   if (s.fp8_tensors == 0 && !comfy_quant && !marker) return s;
   s.layout = marker ? "ComfyUI scaled_fp8"

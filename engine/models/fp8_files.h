@@ -19,9 +19,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "fp8/quant_formats.h"
 #include "io/safetensors.h"
 
 namespace fp8s {
@@ -47,12 +50,26 @@ struct Fp8FileScheme {
   uint64_t scaled_weights = 0;   // F8 weights that have a scale
   uint64_t channel_scaled = 0;   // of which per output channel
   uint64_t input_scales = 0;
+  // comfy_quant layers by format label ("NVFP4", "INT8 ConvRot", "FP8 E4M3", ...)
+  std::map<std::string, uint64_t> formats;
 };
+
+// The comfy_quant description of the layer whose weight is `weight_key` (`<layer>.weight`): its
+// `<layer>.comfy_quant` tensor, else the header's `_quantization_metadata` entry; nullopt when
+// the file gives none. Throws InputError naming the layer for a damaged or unknown description.
+std::optional<QuantLayerConf> comfy_quant_layer(const SafetensorsFile& file, const std::string& weight_key);
+// Whether a comfy_quant format is held as a BlockWeight (every one but float8).
+inline bool is_block_format(QuantFormat f) { return f != QuantFormat::Float8E4M3 && f != QuantFormat::Float8E5M2; }
+// The names a comfy_quant layer may hold beside `<layer>.weight` (`weight_scale`, `weight_scale_2`,
+// `weight_zeros`, `weight_proj_down`, `weight_proj_up`, `weight_smooth_factor`, `input_scale`,
+// `pre_quant_scale`, `comfy_quant`).
+const std::vector<std::string>& comfy_quant_parts();
 
 // Reads the quantisation description of a parsed header; `bytes` returns a (small) tensor's data
 // (the `.comfy_quant` JSON). Throws InputError naming the layer and the format for what cannot run
-// here: NVFP4, MXFP8 (F8_E8M0 scales), int8 and 4-bit weights, bitsandbytes, block-scaled FP8, any
-// comfy_quant format other than float8_e4m3fn/float8_e5m2; and for damaged descriptions.
+// here: NVFP4, MXFP8 (F8_E8M0 scales), int8 and 4-bit weights outside comfy_quant layers,
+// bitsandbytes, block-scaled FP8, a comfy_quant format it cannot decode; and for damaged
+// descriptions.
 Fp8FileScheme read_fp8_scheme(const SafetensorsIndex& index,
                               const std::function<std::vector<uint8_t>(const TensorRecord&)>& bytes,
                               const std::string& label);

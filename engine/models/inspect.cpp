@@ -58,6 +58,13 @@ uint64_t predicted_bytes(const ComponentStats& c, const StorageSpec& storage) {
     case WeightType::FP32: return c.bytes_fp32;
     case WeightType::FP16:
     case WeightType::BF16: return c.bytes_16bit;
+    case WeightType::INT8:
+    case WeightType::MXFP8:
+    case WeightType::NVFP4:
+      // the quantisable weights at the type's bytes, the rest 16-bit (the VAE stays 16-bit)
+      if (c.name == "vae") return c.bytes_16bit;
+      return c.bytes_16bit - 2 * c.quantisable_params +
+             static_cast<uint64_t>(static_cast<double>(c.quantisable_params) * stored_bytes_per_weight(storage.weights));
     default:
       if (c.name != "vae") return c.bytes_fp8;
       // quantisable VAE weights in one byte, the rest 16-bit
@@ -180,11 +187,32 @@ InspectReport inspect_checkpoint(const SafetensorsFile& file, const InspectParts
   std::map<std::string, ComponentStats> by_label;
   std::map<std::string, uint64_t> weight_dtypes;  // dtype census of quantisable weights
   const PartLookup parts(family_parts.parts);
+  std::map<std::string, uint64_t> block_census;  // the comfy_quant block layers' weights: not a storage type
+  std::map<std::string, uint64_t> plain_census;  // the quantisable weights outside comfy_quant layers
   for (const auto& t : file.tensors()) {
     const std::string label = parts.label(t.name);
     auto& c = by_label[label];
     c.name = label;
-    count_tensor(c, t, parts.quantisable(t), weight_dtypes);
+    const auto conf = !r.fp8.formats.empty() && ends_with(t.name, ".weight") ? comfy_quant_layer(file, t.name) : std::nullopt;
+    if (conf) {
+      const std::string format = quant_format_label(*conf), base = t.name.substr(0, t.name.size() - 6);
+      c.quant_layers[format] += 1;
+      c.quant_bytes[format] += t.nbytes();
+      for (const auto& part : comfy_quant_parts()) {
+        if (const auto* p = file.find(base + part)) c.quant_bytes[format] += p->nbytes();
+      }
+    }
+    count_tensor(c, t, parts.quantisable(t), conf && is_block_format(conf->format) ? block_census : weight_dtypes);
+    if (!conf && parts.quantisable(t)) plain_census[dtype_name(t.dtype)] += 1;
+  }
+  if (!r.fp8.formats.empty()) {
+    r.formats_summary = "mixed:";
+    const char* sep = " ";
+    for (const auto& [format, layers] : r.fp8.formats) {
+      r.formats_summary += sep + std::to_string(layers) + (sep[0] == ' ' ? " layers " : " ") + format;
+      sep = ", ";
+    }
+    for (const auto& [dtype, count] : plain_census) r.formats_summary += ", " + std::to_string(count) + " " + dtype;
   }
   for (const char* order : {"unet", "transformer", "controlnet", "t5xxl", "clip_l", "text_encoder", "open_clip_h", "open_clip_g", "vae", "other"}) {
     if (auto it = by_label.find(order); it != by_label.end()) {
@@ -213,10 +241,21 @@ std::string format_inspect_report(const InspectReport& r) {
   if (!r.demo.empty()) o << "  model:        " << r.demo << "\n";
   o << "  file size:    " << with_commas(r.file_size) << " bytes\n";
   o << "  weights:      " << r.storage << "\n";
+  if (!r.formats_summary.empty()) o << "  layers:       " << r.formats_summary << "\n";
   if (!r.fp8.layout.empty()) {
     o << "  FP8 layout:   " << r.fp8.layout << "; FP8 layers in the file:";
     for (const auto& c : r.components) {
       if (c.quantisable_tensors) o << " " << c.name << " " << c.fp8_in_file << "/" << c.quantisable_tensors;
+    }
+    o << "\n";
+  }
+  for (const auto& c : r.components) {  // a mixed file's formats: "transformer: 3 NVFP4 (12.3 kB), ..."
+    if (c.quant_layers.empty()) continue;
+    o << "  comfy_quant:  " << c.name << ":";
+    const char* sep = " ";
+    for (const auto& [format, layers] : c.quant_layers) {
+      o << sep << layers << " " << format << " (" << human_bytes(c.quant_bytes.at(format)) << ")";
+      sep = ", ";
     }
     o << "\n";
   }

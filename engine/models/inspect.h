@@ -28,6 +28,8 @@ struct ComponentStats {
   uint64_t bytes_16bit = 0;      // fp16 or bf16
   uint64_t bytes_fp8 = 0;        // fp8 (scale none); the VAE stays 16-bit
   std::map<std::string, uint64_t> dtype_tensors;  // "F16" -> count
+  // ComfyUI comfy_quant layers by format ("NVFP4" -> layers, and the bytes they are stored in)
+  std::map<std::string, uint64_t> quant_layers, quant_bytes;
 };
 
 // A family's components in a file, for the report (FamilyTools::inspect_parts): each with the
@@ -59,6 +61,9 @@ struct InspectReport {
   bool is_fp8_source() const { return own_storage && is_fp8(own_storage->weights); }
   std::string quantization_metadata;  // fp8s.quantization, if present
   Fp8FileScheme fp8;                  // whose FP8 layout the file follows (layout "" without FP8)
+  // a comfy_quant file's layers by format, then its other quantisable weights by dtype:
+  // "mixed: 3 layers NVFP4, 3 INT8 ConvRot, 4 FP8 E4M3, 38 BF16" ("" for other files)
+  std::string formats_summary;
   std::string demo;                   // fp8s.demo: the built-in demo model's description
   std::vector<ComponentStats> components;
   ComponentStats total;

@@ -114,14 +114,113 @@ FileScale read_weight_scale(const SafetensorsFile& file, const TensorRecord& rec
   return {key, scale};
 }
 
+// The tensor `<base><part>` of a comfy_quant layer, checked against the dtypes and shape its format
+// stores ({} shape: any of `shapes`).
+const TensorRecord& block_part(const SafetensorsFile& file, const std::string& base, const char* part, const QuantLayerConf& conf,
+                               std::initializer_list<Dtype> dtypes, const std::vector<std::vector<int64_t>>& shapes) {
+  const std::string what = file.path() + ": layer '" + base.substr(0, base.size() - 1) + "' (" + quant_format_name(conf.format) + ")";
+  const auto* rec = file.find(base + part);
+  if (!rec) throw InputError(what + " has no '" + part + "'; the file is damaged or incomplete");
+  if (std::find(dtypes.begin(), dtypes.end(), rec->dtype) == dtypes.end()) {
+    throw InputError(what + ": '" + part + "' is " + dtype_name(rec->dtype) + ", not what the format stores; the file is damaged");
+  }
+  for (const auto& shape : shapes) {
+    if (rec->shape == shape) return *rec;
+  }
+  std::string want;
+  for (const auto& shape : shapes) want += (want.empty() ? "" : " or ") + shape_str(shape);
+  throw InputError(what + ": '" + part + "' has shape " + shape_str(rec->shape) + ", expected " + want +
+                   " for the model's layer; the file is not this model or is damaged");
+}
+
+// A comfy_quant integer or block layer as its file stores it (models/weight_store.h BlockWeight),
+// its logical [N, K] from the model, every stored tensor's dtype and shape checked.
+std::shared_ptr<BlockWeight> read_block_weight(const SafetensorsFile& file, const std::string& key, const QuantLayerConf& conf,
+                                               int64_t n, int64_t k) {
+  const std::string base = key.substr(0, key.size() - 6);  // "<layer>."
+  const std::string what = file.path() + ": layer '" + base.substr(0, base.size() - 1) + "' (" + quant_format_name(conf.format) + ")";
+  if (file.find(base + "pre_quant_scale")) {
+    throw InputError(what + " has a pre_quant_scale (activation smoothing), which FP8 Studio does not apply; use another file of this model");
+  }
+  const int group = conf.format == QuantFormat::AwqW4A16 ? conf.group_size : conf.format == QuantFormat::SvdquantW4A4 ? 64 : conf.convrot_group;
+  const bool grouped = conf.convrot || conf.format == QuantFormat::ConvRotW4A4 || conf.format == QuantFormat::AwqW4A16 ||
+                       conf.format == QuantFormat::SvdquantW4A4;
+  const bool four_bit = conf.format == QuantFormat::ConvRotW4A4 || conf.format == QuantFormat::AwqW4A16 || conf.format == QuantFormat::SvdquantW4A4;
+  if ((grouped && k % group != 0) || (four_bit && k % 2 != 0)) {
+    throw InputError(what + ": " + std::to_string(k) + " input columns do not divide into its groups of " + std::to_string(group) +
+                     "; the file is not this model or is damaged");
+  }
+  const StoredShape st = stored_shape(conf, n, k);
+  auto b = std::make_shared<BlockWeight>();
+  b->conf = conf, b->rows = n, b->cols = k;
+  const bool int8 = conf.format == QuantFormat::Int8;
+  const auto data_dtype = int8 || conf.format == QuantFormat::ConvRotW4A4 || conf.format == QuantFormat::AwqW4A16 ||
+                                  conf.format == QuantFormat::SvdquantW4A4
+                              ? Dtype::I8
+                              : conf.format == QuantFormat::Mxfp8 ? Dtype::F8_E4M3 : Dtype::U8;
+  b->data = read_fp8_codes(file, block_part(file, base, "weight", conf, {data_dtype}, {{st.data_rows, st.data_cols}}));
+  if (data_dtype == Dtype::I8) b->data = b->data.view(at::kChar);
+  const auto f32 = [&](const char* part, std::initializer_list<Dtype> dtypes, const std::vector<std::vector<int64_t>>& shapes) {
+    return read_tensor(file, block_part(file, base, part, conf, dtypes, shapes)).reshape({-1}).contiguous();
+  };
+  const auto sixteen = {Dtype::BF16, Dtype::F16, Dtype::F32};
+  switch (conf.format) {
+    case QuantFormat::Int8:
+      b->scale = f32("weight_scale", {Dtype::F32, Dtype::BF16, Dtype::F16}, conf.convrot ? std::vector<std::vector<int64_t>>{{n, 1}, {n}}
+                                                                                          : std::vector<std::vector<int64_t>>{{}, {1}, {n, 1}, {n}});
+      break;
+    case QuantFormat::Mxfp8:
+      b->scale = read_fp8_codes(file, block_part(file, base, "weight_scale", conf, {Dtype::F8_E8M0, Dtype::U8}, {{st.scale_rows, st.scale_cols}}));
+      break;
+    case QuantFormat::Nvfp4:
+      b->scale = read_fp8_codes(file, block_part(file, base, "weight_scale", conf, {Dtype::F8_E4M3, Dtype::U8}, {{st.scale_rows, st.scale_cols}}));
+      b->scale_2 = f32("weight_scale_2", {Dtype::F32}, {{}, {1}})[0].item<float>();
+      break;
+    case QuantFormat::ConvRotW4A4:
+      b->scale = f32("weight_scale", {Dtype::F32, Dtype::BF16, Dtype::F16}, {{n}, {n, 1}});
+      break;
+    case QuantFormat::AwqW4A16:
+      b->scale = f32("weight_scale", sixteen, {{k / group, n}});
+      b->zeros = f32("weight_zeros", sixteen, {{k / group, n}});
+      break;
+    case QuantFormat::SvdquantW4A4: {
+      b->scale = f32("weight_scale", sixteen, {{k / 64, n}});
+      b->smooth = f32("weight_smooth_factor", sixteen, {{k}});
+      const auto* down = file.find(base + "weight_proj_down");
+      const int64_t rank = down && down->shape.size() == 2 ? down->shape[1] : 0;
+      b->down = f32("weight_proj_down", sixteen, {{k, rank}});
+      b->up = f32("weight_proj_up", sixteen, {{n, rank}});
+      break;
+    }
+    default:
+      throw std::logic_error("read_block_weight: an FP8 format");
+  }
+  return b;
+}
+
 // Quantises or copies a checkpoint weight into a layer's storage on `device`; with `addend`
 // (FP32, the weight's shape), the weight is the file's value plus it (a "diff" file's tensors).
 void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const TensorRecord& rec,
                     const std::string& key, const StorageSpec& storage, const at::Device& device,
                     const at::Tensor& addend = {}) {
+  if (const auto conf = comfy_quant_layer(file, key); conf && is_block_format(conf->format)) {
+    // a comfy_quant integer or block layer stays as stored, whatever the storage type
+    const auto sizes = layer.store.weight.sizes();
+    if (sizes.size() != 2) throw InputError(file.path() + ": '" + key + "' is stored as " + quant_format_name(conf->format) +
+                                         ", but the model's layer is not a Linear one (ComfyUI quantises Linear layers only); the file is damaged");
+    auto blocks = device.is_meta() ? nullptr : read_block_weight(file, key, *conf, sizes[0], sizes[1]);
+    layer.store.weight.set_data(at::empty({1}, layer.store.weight.options().device(device)).expand(sizes));
+    layer.store.blocks.reset();
+    layer.store.fp8 = false;
+    layer.store.packed = at::Tensor();
+    layer.store.blocks = std::move(blocks);
+    const std::string input_key = find_input_scale_key(lookup(file), key);
+    if (!input_key.empty() && !device.is_meta()) layer.store.input_scale = read_tensor(file, file.at(input_key)).reshape({-1}).narrow(0, 0, 1).to(device);
+    return;
+  }
   const bool src_fp8 = is_fp8_dtype(rec.dtype);
   if (device.is_meta()) {  // a layout check: shapes and types, no values read
-    const bool fp8 = is_fp8(storage.weights);
+    const bool fp8 = is_quantised(storage.weights);  // a one-byte stand-in for every quantised type
     const auto sizes = layer.store.weight.sizes().vec();
     layer.place(at::empty(sizes, at::TensorOptions().dtype(fp8 ? at::kByte : float_storage_dtype(storage.weights))), fp8,
                 fp8 ? fp8_format(storage.weights) : layer.store.format, {}, device);
@@ -148,7 +247,10 @@ void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const Te
     decode_fp8_into(codes, src_format, scale, w);
   }
   const at::ScalarType target = float_storage_dtype(storage.weights);
-  if (!src_fp8 && !scale.defined() && !addend.defined() && !is_fp8(storage.weights) && ((rec.dtype == Dtype::F16 && target == at::kHalf) ||
+  // INT8/MXFP8/NVFP4 quantise Linear weights only (ComfyUI has no quantised Conv2d): a convolution stays 16-bit
+  const bool blocks = is_block_storage(storage.weights) && layer.store.weight.dim() == 2;
+  const bool quantise = is_fp8(storage.weights) || blocks;
+  if (!src_fp8 && !scale.defined() && !addend.defined() && !quantise && ((rec.dtype == Dtype::F16 && target == at::kHalf) ||
                                    (rec.dtype == Dtype::BF16 && target == at::kBFloat16))) {
     at::Tensor v = at::empty(layer.store.weight.sizes(), at::TensorOptions().dtype(target));
     file.read(rec, v.data_ptr());
@@ -160,8 +262,16 @@ void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const Te
     if (scale.defined()) w.mul_(scale_for(scale, w.dim()));
   }
   if (addend.defined()) w.add_(addend);
-  if (!is_fp8(storage.weights)) {
+  if (!quantise) {
     layer.place(w.to(float_storage_dtype(storage.weights)), false, layer.store.format, {}, device);
+    return;
+  }
+  if (blocks) {
+    auto b = quantise_block_weight(w, storage.weights);
+    layer.store.weight.set_data(at::empty({1}, layer.store.weight.options().device(device)).expand(w.sizes()));
+    layer.store.fp8 = false;
+    layer.store.packed = at::Tensor();
+    layer.store.blocks = std::move(b);
     return;
   }
   const Fp8Format format = fp8_format(storage.weights);
@@ -206,7 +316,7 @@ using detail::quantises;
 void load_layer_weight(QuantisedLayer& layer, const SafetensorsFile& file, const std::string& key,
                        const StorageSpec& storage, bool quantise, std::optional<at::Device> device) {
   StorageSpec spec = storage;
-  if (!quantise && is_fp8(spec.weights)) spec.weights = WeightType::FP16;
+  if (!quantise && is_quantised(spec.weights)) spec.weights = WeightType::FP16;
   load_quantised(layer, file, file.at(key), key, spec, device.value_or(layer.store.weight.device()));
 }
 
@@ -231,7 +341,7 @@ int add_base_tensors(torch::nn::Module& module, const SafetensorsFile& file, con
     if (!b) continue;
     // stored as it was loaded: FP8 when the load quantised it, else the storage's float type
     StorageSpec spec = storage;
-    if (!layer->store.fp8 && is_fp8(spec.weights)) spec.weights = WeightType::FP16;
+    if (!layer->store.fp8 && !layer->store.blocks && is_quantised(spec.weights)) spec.weights = WeightType::FP16;
     load_quantised(*layer, file, file.at(prefix + name), prefix + name, spec, device, values(base, *b));
     ++added;
   }
@@ -293,12 +403,20 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
       handled.insert(name);  // named once: its weight parameter is not looked up again below
       continue;
     }
-    if (!shape_equals(rec->shape, layer->store.weight.sizes())) {
+    const auto conf = comfy_quant_layer(file, key);
+    const bool blocks = conf && is_block_format(conf->format);  // its stored shape is padded or packed: checked at its read
+    if (!blocks && !shape_equals(rec->shape, layer->store.weight.sizes())) {
       throw InputError(file.path() + ": tensor '" + key + "' has shape " + shape_str(rec->shape) +
                        " but the model expects " + shape_str(layer->store.weight.sizes()) +
                        "; the checkpoint is not the architecture it claims to be");
     }
     used.insert(key);
+    if (blocks) {
+      const std::string base = key.substr(0, key.size() - 6);
+      for (const auto& part : comfy_quant_parts()) {
+        if (file.find(base + part)) used.insert(base + part);
+      }
+    }
     for (const std::string& k : {find_scale_key(lookup(file), key), find_input_scale_key(lookup(file), key)}) {
       if (!k.empty()) used.insert(k);
     }
@@ -312,12 +430,12 @@ LoadReport load_module_weights(torch::nn::Module& module, const SafetensorsFile&
     // a 16-bit weight quantised at load went through a raw copy and an FP32 one: the smaller of
     // them leaves heap holes the codes only half fill (~85 MB a Qwen-Image block, 5 GB over its 60);
     // hand their pages back as the load goes
-    if (layer->store.fp8 && !is_fp8_dtype(rec->dtype) && rec->nbytes() >= (4u << 20)) trim_heap();
+    if ((layer->store.fp8 || layer->store.blocks) && !is_fp8_dtype(rec->dtype) && rec->nbytes() >= (4u << 20)) trim_heap();
     handled.insert(name);
     // the file's scales were read with its weight (also when it was decoded); the layer keeps
     // its own under the buffer name `scale_weight`
     if (layer->store.scale.defined()) handled.insert(scale_key_for(name));
-    report.quantised += layer->store.fp8 ? 1 : 0;
+    report.quantised += layer->store.fp8 || layer->store.blocks ? 1 : 0;
   }
   const at::ScalarType float_dtype = float_storage_dtype(storage.weights);
   auto load_one = [&](const std::string& name, at::Tensor& t) {

@@ -13,6 +13,7 @@
 #include "core/logging.h"
 #include "memory/host_pinning.h"
 #include "memory/process_memory.h"
+#include "models/fp8_files.h"
 #include "models/loader_detail.h"
 #include "models/nn.h"
 
@@ -69,6 +70,7 @@ struct HostLayer {
   at::Tensor weight, scale;
   bool fp8 = false;
   Fp8Format format = Fp8Format::E4M3FN;
+  std::shared_ptr<const BlockWeight> blocks;  // a comfy_quant block layer: kept in host memory, decoded there
 };
 
 // The host transport (ComfyUI's async offload, Forge's swap): each streamed block is read from the
@@ -98,13 +100,13 @@ class HostTransport {
         // a new tensor over the same memory (release_block_layers resets the layer's own in place);
         // a GPU keeps weights in their logical (contiguous) order, as a load onto it places them
         // (detached: a handle of its own, which release_block_layers' set_data leaves alone)
-        const at::Tensor w = (device.is_cpu() ? st.weight : st.weight.contiguous()).detach();
+        const at::Tensor w = (device.is_cpu() || st.blocks ? st.weight : st.weight.contiguous()).detach();
         const at::Tensor scale = st.scale.defined() ? st.scale.detach() : at::Tensor();
-        HostLayer h{layer, w, scale, st.fp8, st.format};
-        if (pin) {  // registered byte for byte where it lies (the scale is a few bytes: copied as it is)
+        HostLayer h{layer, w, scale, st.fp8, st.format, st.blocks};
+        if (pin && !st.blocks) {  // registered byte for byte where it lies (the scale is a few bytes: copied as it is)
           pinning_->pin(h.weight.data_ptr(), h.weight.nbytes());
         }
-        host_bytes_ += h.weight.nbytes() + (h.scale.defined() ? h.scale.nbytes() : 0);
+        host_bytes_ += st.blocks ? st.blocks->bytes() : h.weight.nbytes() + (h.scale.defined() ? h.scale.nbytes() : 0);
         if (st.input_scale.defined()) layer->store.input_scale = st.input_scale.to(device);
         layers_[i].push_back(std::move(h));
       }
@@ -127,6 +129,12 @@ class HostTransport {
     uint64_t bytes = 0;
     for (const HostLayer& h : layers_[static_cast<std::size_t>(i)]) {
       const at::Tensor scale = h.scale.defined() ? h.scale.to(device_, /*non_blocking=*/true) : at::Tensor();
+      if (h.blocks) {  // its placeholder on the device, its stored blocks in host memory
+        WeightStore& st = h.layer->store;
+        st.weight.set_data(at::empty({1}, st.weight.options().device(device_)).expand(st.weight.sizes()));
+        st.blocks = h.blocks;
+        continue;
+      }
       h.layer->place(h.weight.to(device_, /*non_blocking=*/true), h.fp8, h.format, scale, device_);
       bytes += h.weight.nbytes() + (h.scale.defined() ? h.scale.nbytes() : 0);
     }
@@ -203,6 +211,7 @@ void release_block_layers(torch::nn::Module& block, bool trim) {
     WeightStore& store = layer->store;
     store.packed = at::Tensor();
     store.layout = {};
+    store.blocks.reset();
     store.weight.set_data(at::empty({1}, store.weight.options()).expand(store.weight.sizes()));
   }
   // the block's pages go back to the kernel now: tensors under glibc's (dynamic) mmap threshold
@@ -217,7 +226,17 @@ uint64_t block_layer_bytes(torch::nn::Module& block, const SafetensorsFile& file
     const std::string key = prefix + name;
     const TensorRecord& rec = file.at(key);
     const uint64_t n = static_cast<uint64_t>(rec.numel());
-    if (is_fp8(storage.weights) && quantises(key, rec, quantise_component, every_layer)) {
+    if (const auto conf = comfy_quant_layer(file, key); conf && is_block_format(conf->format)) {  // held as stored
+      const std::string base = key.substr(0, key.size() - 6);
+      bytes += rec.nbytes();
+      for (const auto& part : comfy_quant_parts()) {
+        if (const auto* r = file.find(base + part)) bytes += r->nbytes();
+      }
+      continue;
+    }
+    if (is_block_storage(storage.weights) && rec.shape.size() == 2 && quantises(key, rec, quantise_component, every_layer)) {
+      bytes += static_cast<uint64_t>(static_cast<double>(n) * stored_bytes_per_weight(storage.weights));
+    } else if (is_fp8(storage.weights) && quantises(key, rec, quantise_component, every_layer)) {
       bytes += n + (storage.scale == Fp8Scale::Channel ? 4 * static_cast<uint64_t>(rec.shape.at(0)) : storage.scale == Fp8Scale::Tensor ? 4 : 0);
     } else {
       bytes += n * static_cast<uint64_t>(at::elementSize(float_storage_dtype(storage.weights)));

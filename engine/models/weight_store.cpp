@@ -71,12 +71,76 @@ void reset_decode_stats() {
   g_decode_weights.store(0);
 }
 
+uint64_t BlockWeight::bytes() const {
+  uint64_t n = 0;
+  for (const at::Tensor* t : {&data, &scale, &zeros, &down, &up, &smooth}) n += t->defined() ? t->nbytes() : 0;
+  return n + (conf.format == QuantFormat::Nvfp4 ? 4 : 0);
+}
+
+void BlockWeight::dequantize(float* out) const {
+  const auto f32 = [](const at::Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; };
+  const auto* bytes = static_cast<const uint8_t*>(data.data_ptr());  // 4-bit codes, two a byte (stored I8)
+  switch (conf.format) {
+    case QuantFormat::Int8:
+      dequant_int8(data.data_ptr<int8_t>(), f32(scale), scale.numel() > 1, rows, cols, out);
+      if (conf.convrot) undo_convrot(out, rows, cols, conf.convrot_group);
+      return;
+    case QuantFormat::Mxfp8:
+      dequant_mxfp8(data.data_ptr<uint8_t>(), data.size(1), scale.data_ptr<uint8_t>(), scale.size(1), rows, cols, out);
+      return;
+    case QuantFormat::Nvfp4:
+      dequant_nvfp4(data.data_ptr<uint8_t>(), data.size(1) * 2, scale.data_ptr<uint8_t>(), scale.size(1), scale_2, rows, cols, out);
+      return;
+    case QuantFormat::ConvRotW4A4:
+      dequant_w4a4(bytes, f32(scale), rows, cols, out);
+      undo_convrot(out, rows, cols, conf.convrot_group);
+      return;
+    case QuantFormat::AwqW4A16:
+      dequant_awq(bytes, f32(scale), f32(zeros), conf.group_size, rows, cols, out);
+      return;
+    case QuantFormat::SvdquantW4A4:
+      dequant_svdquant(bytes, f32(scale), f32(smooth), f32(down), f32(up), down.numel() / cols, rows, cols, out);
+      return;
+    default:
+      throw std::logic_error("BlockWeight holds an FP8 format");
+  }
+}
+
+std::shared_ptr<BlockWeight> quantise_block_weight(const at::Tensor& w_in, WeightType type) {
+  const at::Tensor w = w_in.to(at::kCPU, at::kFloat).contiguous();
+  auto b = std::make_shared<BlockWeight>();
+  b->rows = w.size(0), b->cols = w.size(1);
+  const float* src = w.data_ptr<float>();
+  b->conf.format = type == WeightType::INT8 ? QuantFormat::Int8 : type == WeightType::MXFP8 ? QuantFormat::Mxfp8 : QuantFormat::Nvfp4;
+  const StoredShape st = stored_shape(b->conf, b->rows, b->cols);
+  if (type == WeightType::INT8) {
+    b->data = at::empty({b->rows, b->cols}, at::kChar);
+    b->scale = at::empty({b->rows}, at::kFloat);
+    quantize_int8(src, b->rows, b->cols, true, b->data.data_ptr<int8_t>(), b->scale.data_ptr<float>());
+    return b;
+  }
+  b->data = at::empty({st.data_rows, st.data_cols}, at::kByte);
+  b->scale = at::empty({st.scale_rows, st.scale_cols}, at::kByte);
+  if (type == WeightType::MXFP8) {
+    quantize_mxfp8(src, b->rows, b->cols, b->data.data_ptr<uint8_t>(), b->scale.data_ptr<uint8_t>());
+  } else {
+    b->scale_2 = quantize_nvfp4(src, b->rows, b->cols, b->data.data_ptr<uint8_t>(), b->scale.data_ptr<uint8_t>());
+  }
+  return b;
+}
+
 WeightStore::Kind WeightStore::kind() const {
+  if (blocks) return Kind::Blocks;
   if (packed.defined()) return fp8 ? Kind::PackedFp8 : Kind::PackedDense;
   return fp8 ? Kind::Fp8 : Kind::Dense;
 }
 
 at::Tensor WeightStore::logical() const {
+  if (blocks) {
+    at::Tensor out = at::empty({blocks->rows, blocks->cols}, at::kFloat);
+    blocks->dequantize(out.data_ptr<float>());
+    return out;
+  }
   if (!packed.defined()) return weight;
   // the codes went through the packing as BF16 values 0..255 (exact), so they come back the same way
   if (fp8) return backend::unpack_conv_weight(packed.to(at::kBFloat16), layout).to(at::kByte);
@@ -86,6 +150,7 @@ at::Tensor WeightStore::logical() const {
 }
 
 uint64_t WeightStore::bytes() const {
+  if (blocks) return blocks->bytes();
   uint64_t n = packed.defined() ? packed.nbytes() : weight.nbytes();
   if (scale.defined()) n += scale.nbytes();
   return n;
@@ -93,7 +158,7 @@ uint64_t WeightStore::bytes() const {
 
 void WeightStore::decode_into(at::Tensor& out) const {
   const at::Tensor stored = logical();
-  if (!fp8) {
+  if (!fp8 || blocks) {
     out.copy_(stored);
     return;
   }
@@ -108,6 +173,21 @@ void WeightStore::decode_into(at::Tensor& out) const {
 }
 
 at::Tensor WeightStore::decode(at::ScalarType dtype) const {
+  if (blocks) {
+    // dequantised on the CPU into the FP32 scratch (the formulas are FP32's), then cast; a GPU
+    // gets the result copied over (no device kernel for these formats yet)
+    const OpTimer timer(OpKind::Decode);
+    const auto start = std::chrono::steady_clock::now();
+    at::Tensor out = scratch(at::kFloat, {blocks->rows, blocks->cols});
+    blocks->dequantize(out.data_ptr<float>());
+    if (!weight.is_cpu()) {
+      out = out.to(weight.device(), dtype);
+    } else if (dtype != at::kFloat) {
+      out = scratch(dtype, out.sizes()).copy_(out);
+    }
+    count_decode(start, out.numel());
+    return out;
+  }
   if (!weight.is_cpu()) {
     // A GPU (or the meta device): native float8 codes cast by the device (the caching allocator
     // reuses the memory from layer to layer), times the scale in FP32 as the CPU decode does.
@@ -158,6 +238,7 @@ at::Tensor WeightStore::packed_bf16() const {
 
 at::Tensor WeightStore::place(const at::Tensor& stored, bool is_fp8, Fp8Format fmt, const at::Tensor& scale_in,
                               const at::Device& device, std::optional<ConvGeometry> conv) {
+  blocks.reset();
   fp8 = is_fp8;
   if (is_fp8) format = fmt;
   at::Tensor w = stored;

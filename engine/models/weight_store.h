@@ -13,6 +13,7 @@
 
 #include "backend/backend.h"
 #include "core/types.h"
+#include "fp8/quant_formats.h"
 
 namespace fp8s {
 
@@ -22,9 +23,29 @@ struct ConvGeometry {
   int64_t padding = 0;
 };
 
+// A Linear weight kept in one of ComfyUI's integer or block formats beside FP8 (comfy_quant:
+// int8_tensorwise with or without ConvRot, mxfp8, nvfp4, convrot_w4a4, awq_w4a16, svdquant_w4a4),
+// as its file stores it, on the CPU (fp8/quant_formats.h has the formulas).
+struct BlockWeight {
+  QuantLayerConf conf;
+  int64_t rows = 0, cols = 0;  // the logical [N, K]
+  at::Tensor data;             // .weight as stored: I8 or U8, padded and packed
+  at::Tensor scale;            // int8 / w4a4: F32 [1] or [N]; mxfp8 / nvfp4: the tiled U8 bytes; awq / svdquant: F32 [K/G, N]
+  float scale_2 = 1.0f;        // nvfp4's global scale
+  at::Tensor zeros;            // awq: F32 [K/G, N]
+  at::Tensor down, up, smooth;  // svdquant: F32 [K, R], [N, R], [K]
+  uint64_t bytes() const;
+  // The weight in FP32, [N, K] row-major, into `out`.
+  void dequantize(float* out) const;
+};
+
+// `w` (FP32 [N, K]) quantised into INT8 (per-row scales), MXFP8 or NVFP4 (`type`), by the
+// quantisers that match comfy-kitchen's bytes (fp8/quant_formats.h).
+std::shared_ptr<BlockWeight> quantise_block_weight(const at::Tensor& w, WeightType type);
+
 class WeightStore {
  public:
-  enum class Kind { Dense, Fp8, PackedDense, PackedFp8 };
+  enum class Kind { Dense, Fp8, PackedDense, PackedFp8, Blocks };
 
   // The tensor the module registered as its parameter "weight" (the loader replaces its data):
   // dense values, FP8 codes (uint8 on the CPU, native float8 on a GPU), or, when packed, a
@@ -41,6 +62,8 @@ class WeightStore {
   // BF16 values 0..255 are; FP16 bits as BF16 bit patterns), and that order.
   at::Tensor packed;
   backend::PackedLayout layout;
+  // A comfy_quant integer or block format (weight then stays the placeholder of the logical shape).
+  std::shared_ptr<const BlockWeight> blocks;
 
   Kind kind() const;
   bool per_channel_scale() const { return fp8 && scale.defined() && scale.numel() > 1; }

@@ -80,6 +80,9 @@ QColor ChartsPanel::colourFor(const StorageSpec& storage) const {
     case WeightType::FP8_E5M2: base = QColor(0x9b, 0x30, 0xb5); break;  // purple
     case WeightType::BF16: base = QColor(0x2c, 0xa0, 0x2c); break;      // green
     case WeightType::FP32: base = QColor(0x7f, 0x7f, 0x7f); break;      // grey
+    case WeightType::INT8: base = QColor(0xd6, 0x27, 0x28); break;      // red
+    case WeightType::MXFP8: base = QColor(0x8c, 0x56, 0x4b); break;     // brown
+    case WeightType::NVFP4: base = QColor(0x17, 0xbe, 0xcf); break;     // cyan
   }
   int same = 0;
   for (const auto& r : m_runs) same += r.storage == storage ? 1 : 0;

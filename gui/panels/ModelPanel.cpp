@@ -280,6 +280,9 @@ void ModelPanel::showReport(const QString& path, std::shared_ptr<InspectReport> 
     html += QStringLiteral("</table>");
     html += tr("In the file: %1").arg(QString::fromStdString(m_report->storage).toHtmlEscaped());
     if (fp8File) html += tr("<br>FP8 layout: %1").arg(QString::fromStdString(m_report->fp8.layout).toHtmlEscaped());
+    if (!m_report->formats_summary.empty()) {
+      html += tr("<br>Layers: %1").arg(QString::fromStdString(m_report->formats_summary).toHtmlEscaped());
+    }
     if (m_report->is_fp8_source()) {
       html += tr("<br><span style='color:#b9770e'>This checkpoint is already FP8: 16- and 32-bit storage hold its "
                  "FP8 values upcast, so a compare shows the memory difference but the same images. The real "

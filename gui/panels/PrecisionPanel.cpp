@@ -60,11 +60,15 @@ PrecisionPanel::PrecisionPanel(QWidget* parent) : QWidget(parent) {
   layout->setContentsMargins(0, 0, 0, 0);
   auto* form = new QFormLayout;
   m_storage = makeCombo(this, {{tr("FP16"), int(WeightType::FP16)}, {tr("BF16"), int(WeightType::BF16)},
-                               {tr("FP8 E4M3"), int(WeightType::FP8_E4M3)}, {tr("FP8 E5M2"), int(WeightType::FP8_E5M2)}},
+                               {tr("FP8 E4M3"), int(WeightType::FP8_E4M3)}, {tr("FP8 E5M2"), int(WeightType::FP8_E5M2)},
+                               {tr("INT8"), int(WeightType::INT8)}, {tr("MXFP8"), int(WeightType::MXFP8)},
+                               {tr("NVFP4"), int(WeightType::NVFP4)}},
                          QStringLiteral("storageCombo"));
   m_storage->addItem(tr("FP32"), int(WeightType::FP32));
-  m_storage->setToolTip(tr("How the UNet and text-encoder weights are kept in memory. FP8 stores one byte "
-                           "per weight and decodes it to the compute type just in time."));
+  m_storage->setToolTip(tr("How the denoiser's and text encoders' weights are kept in memory. FP8 and INT8 store one byte "
+                           "per weight (INT8 with a scale per row), MXFP8 one byte and a power of two per 32, NVFP4 half a "
+                           "byte and an FP8 scale per 16 (ComfyUI's comfy_quant layouts); each is decoded to the compute type "
+                           "just in time. A file's own INT8/MXFP8/NVFP4 layers are kept as they are stored."));
   m_scale = new QComboBox(this);
   m_scale->setObjectName(QStringLiteral("scaleCombo"));
   m_scale->addItem(tr("per tensor"), int(Fp8Scale::Tensor));

@@ -396,7 +396,7 @@ class FluxFamily final : public FamilyModel {
   StorageSpec component_storage(const ComponentSource* source, StorageSpec s) const {
     if (source == &model_->files().transformer) return s;
     // the autoencoder keeps its file's float type unless --fp8-vae
-    if (source == &model_->files().vae && is_fp8(s.weights) && !s.fp8_vae) s.weights = WeightType::BF16;
+    if (source == &model_->files().vae && is_quantised(s.weights) && !s.fp8_vae) s.weights = WeightType::BF16;
     const auto it = file_type_.find(source);
     if ((s.weights == WeightType::FP16 || s.weights == WeightType::BF16) && it != file_type_.end()) s.weights = it->second;
     return s;

@@ -46,7 +46,7 @@ uint64_t flux_peak_bytes(const FluxComponentBytes& b, int width, int height, int
 uint64_t flux_largest_block_bytes(int hidden_size, const StorageSpec& storage) {
   // a double block: two streams of qkv 3h², proj h², MLP 8h² and modulation 6h²
   const uint64_t params = 36ull * static_cast<uint64_t>(hidden_size) * static_cast<uint64_t>(hidden_size);
-  return params * (is_fp8(storage.weights) ? 1 : storage.weights == WeightType::FP32 ? 4 : 2);
+  return static_cast<uint64_t>(static_cast<double>(params) * stored_bytes_per_weight(storage.weights));
 }
 
 std::optional<uint64_t> flux_weight_budget(const std::function<FluxComponentBytes(const StorageSpec&)>& bytes_of,
@@ -65,7 +65,7 @@ std::optional<uint64_t> flux_weight_budget(const std::function<FluxComponentByte
   // CLIP-L stays whole
   p.text_staging = 2 * (b.t5 / 24) + b.clip_l;
   const std::string what = storage_label(storage) + " Flux at " + std::to_string(width) + "x" + std::to_string(height);
-  return choose_weight_budget(p, available, requested, what, is_fp8(storage.weights), [&] {
+  return choose_weight_budget(p, available, requested, what, is_quantised(storage.weights), [&] {
     StorageSpec fp8 = storage;
     fp8.weights = WeightType::FP8_E4M3;
     return flux_peak_bytes(bytes_of(fp8), width, height, batch, compute, hidden_size);

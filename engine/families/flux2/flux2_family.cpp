@@ -154,7 +154,7 @@ std::map<std::string, at::Tensor> run_flux2_probe(const std::string& role, const
   DecoderLm encoder(config);
   // a Mistral file may carry the Pixtral vision tower and projector, and the tokenizer (tekken_model)
   auto ignorable = DecoderLmImpl::ignorable_keys(config);
-  load_module_weights(*encoder, file, "model.", s.storage, is_fp8(s.storage.weights), ignorable, {}, s.device, true);
+  load_module_weights(*encoder, file, "model.", s.storage, is_quantised(s.storage.weights), ignorable, {}, s.device, true);
   auto in = read({{"tokens", 2}, {"mask", 2}});
   return {{"embeds", encoder->forward(in["tokens"].to(at::kLong), in["mask"], compute_dtype(s.compute, s.device))}};
 }

@@ -55,7 +55,7 @@ std::map<std::string, at::Tensor> run_qwenimage_probe(const std::string& role, c
     return {{"latent", vae->encode(read({{"image", 4}})["image"], compute)}};
   }
   const auto config = qwen25vl_config(file);
-  auto encoder = probe_module<DecoderLm>(s, file, config, "model.", is_fp8(s.storage.weights), DecoderLmImpl::ignorable_keys(config));
+  auto encoder = probe_module<DecoderLm>(s, file, config, "model.", is_quantised(s.storage.weights), DecoderLmImpl::ignorable_keys(config));
   auto in = read({{"tokens", 2}, {"mask", 2}});
   const auto mask = in["mask"].to(at::kLong);
   const auto hidden = encoder->forward(in["tokens"].to(at::kLong), mask, compute);

@@ -49,7 +49,7 @@ Model::Model(const std::string& checkpoint, const StorageSpec& storage, const at
 Model::~Model() = default;
 
 ResidencyPlan unet_residency_plan(UNetImpl& unet, const SafetensorsFile& file, const StorageSpec& storage, uint64_t budget) {
-  return plan_network(unet, unet.blocks(), file, kUNetPrefix, storage, is_fp8(storage.weights), false, budget);
+  return plan_network(unet, unet.blocks(), file, kUNetPrefix, storage, is_quantised(storage.weights), false, budget);
 }
 
 ResidencyPlan unet_residency_plan(const SafetensorsFile& file, const StorageSpec& storage, uint64_t budget) {
@@ -58,7 +58,7 @@ ResidencyPlan unet_residency_plan(const SafetensorsFile& file, const StorageSpec
 }
 
 void Model::load_unet() {
-  const bool quantise = is_fp8(storage_.weights);
+  const bool quantise = is_quantised(storage_.weights);
   streaming_.clear();
   unet_ = std::make_shared<UNetImpl>(config_.unet);
   if (budget_) streaming_.plan = unet_residency_plan(*unet_, *file_, storage_, *budget_);
@@ -84,7 +84,7 @@ void Model::reset_stream_stats() { streaming_.reset_stats(); }
 void Model::end_streaming() { streaming_.end(); }
 
 void Model::load_all() {
-  const bool fp8_text_unet = is_fp8(storage_.weights);
+  const bool fp8_text_unet = is_quantised(storage_.weights);
   const BuildOn build(device_);
   bytes_ = {};
   text_.clear();

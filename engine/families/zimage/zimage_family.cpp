@@ -53,7 +53,7 @@ std::map<std::string, at::Tensor> run_zimage_probe(const std::string& role, cons
   const std::string prefix = qwen3_prefix(file);
   const BuildOn on(s.device);
   DecoderLm encoder(decoder_lm_config(file, prefix, {}, "qwen3.config"));
-  load_module_weights(*encoder, file, prefix, s.storage, is_fp8(s.storage.weights), DecoderLmImpl::ignorable_keys(encoder->config()), {}, s.device, true);
+  load_module_weights(*encoder, file, prefix, s.storage, is_quantised(s.storage.weights), DecoderLmImpl::ignorable_keys(encoder->config()), {}, s.device, true);
   auto in = read({{"tokens", 2}, {"mask", 2}});
   return {{"hidden", encoder->forward(in["tokens"].to(at::kLong), in["mask"], compute_dtype(s.compute, s.device))}};
 }

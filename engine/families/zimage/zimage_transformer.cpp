@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "models/config_json.h"
+#include "models/fp8_files.h"
 #include "models/flux/flux.h"
 
 namespace fp8s {
@@ -50,7 +51,10 @@ ZImageConfig zimage_config(const SafetensorsFile& f, const std::string& p) {
   check_config_value(c.head_dim, 2, 4096, f.path(), "the transformer's head width (q_norm)");
   c.heads = c.dim / c.head_dim;
   c.cap_dim = shape(p + "cap_embedder.0.weight", 0);
-  c.ffn = shape(p + "layers.0.feed_forward.w1.weight", 0);
+  // a padded comfy_quant layer's stored rows are not its own (mxfp8 to 32, nvfp4 to 16): then the
+  // width diffusers builds, int(dim / 3 * 8)
+  const auto w1 = comfy_quant_layer(f, p + "layers.0.feed_forward.w1.weight");
+  c.ffn = w1 && is_block_format(w1->format) ? c.dim * 8 / 3 : shape(p + "layers.0.feed_forward.w1.weight", 0);
   c.adaln = shape(p + "t_embedder.mlp.2.weight", 0);
   c.t_mid = shape(p + "t_embedder.mlp.0.weight", 0);
   c.layers = count(f, p + "layers.");
