@@ -24,7 +24,7 @@ struct RunResult {
   }
 };
 
-// Both runs of a "Compare FP8 vs FP16" action: the runs as the charts and gallery keep them, and
+// Both runs of a "Compare with FP16" action: the runs as the charts and gallery keep them, and
 // the engine's compare report (metrics, each mode's own memory figures), which Export writes.
 struct CompareResult {
   RunResult reference;  // FP16

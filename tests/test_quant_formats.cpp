@@ -15,6 +15,7 @@
 #include "io/safetensors.h"
 #include "models/fp8_files.h"
 #include "models/inspect.h"
+#include "models/quant_probe.h"
 #include "pipeline/engine.h"
 #include "support.h"
 
@@ -237,6 +238,33 @@ class TestQuantFormats : public QObject {
       auto a = zimage_options(out.toStdString(), type), b = zimage_options(src, type);
       Engine converted(a), at_load(b);
       QVERIFY2(pixels(converted, type) == pixels(at_load, type), to);
+    }
+  }
+
+  // bench --section weights' figure for one layer is the README's per-format error of its source
+  // weight (source_rel_rms_err, from comfy-kitchen's quantisers, 6 digits): src.a, src.b and src.c
+  // each alone in a file, as INT8 (per-row scales), MXFP8 and NVFP4
+  void weightErrorIsTheReferenceFigure() {
+    FP8S_REQUIRE_REFERENCE();
+    const SafetensorsFile cases(test::reference_path("formats/cases.safetensors"));
+    const std::tuple<const char*, WeightType, double> rows[] = {
+        {"src.a", WeightType::INT8, 0.023167}, {"src.b", WeightType::INT8, 0.02952},  {"src.c", WeightType::INT8, 0.016284},
+        {"src.a", WeightType::MXFP8, 0.026826}, {"src.b", WeightType::MXFP8, 0.026291}, {"src.c", WeightType::MXFP8, 0.024086},
+        {"src.a", WeightType::NVFP4, 0.093982}, {"src.b", WeightType::NVFP4, 0.093833}, {"src.c", WeightType::NVFP4, 0.09022}};
+    for (const auto& [src, type, want] : rows) {
+      const auto& rec = cases.at(src);
+      const std::string path = (m_dir.path() + "/" + src + ".safetensors").toStdString();
+      {
+        SafetensorsWriter w(path, {{"layer.weight", rec.dtype, rec.shape}}, {}, true);
+        std::vector<uint8_t> raw(rec.nbytes());
+        cases.read(rec, raw.data());
+        w.append(raw.data(), raw.size());
+        w.commit();
+      }
+      const auto e = measure_weight_error(SafetensorsFile(path), type, Fp8Scale::Channel);
+      QCOMPARE(e.layers, uint64_t(1));
+      QVERIFY2(std::fabs(e.rel_rms - want) <= 1e-6 + 1e-5 * want,
+               qPrintable(QString("%1 %2: %3, the reference %4").arg(src).arg(weight_type_name(type)).arg(e.rel_rms, 0, 'g', 8).arg(want)));
     }
   }
 

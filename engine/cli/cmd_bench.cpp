@@ -16,6 +16,8 @@
 #include "compare/compare.h"
 #include "core/error.h"
 #include "fp8/codec.h"
+#include "io/safetensors.h"
+#include "models/quant_probe.h"
 
 namespace fp8s::cli {
 namespace {
@@ -104,6 +106,27 @@ void bench_codec(std::size_t mib, int repeats, bool json) {
   report_codec(ms, n, mib, repeats, json);
 }
 
+// Each storage type's relative RMS weight error over a model file's Linear weights.
+void bench_weights(const std::string& model, const std::vector<std::string>& types, Fp8Scale scale, bool json) {
+  if (model.empty()) throw InputError("bench --section weights needs --model FILE");
+  const SafetensorsFile file(model);
+  nlohmann::json out = nlohmann::json::array();
+  if (!json) std::printf("Weight error of %s's Linear weights (quantised and decoded, one at a time)\n| storage | layers | weights | rel. RMS error |\n|---|---|---|---|\n", model.c_str());
+  for (const auto& name : types) {
+    const auto type = parse_weight_type(name);
+    if (!type) throw InputError("--weights: unknown storage '" + name + "'");
+    const auto e = measure_weight_error(file, *type, scale);
+    if (json) {
+      out.push_back({{"storage", name}, {"layers", e.layers}, {"weights", e.weights}, {"rel_rms", e.rel_rms}});
+    } else {
+      std::printf("| %s | %llu | %llu | %.4f |\n", name.c_str(), static_cast<unsigned long long>(e.layers),
+                  static_cast<unsigned long long>(e.weights), e.rel_rms);
+      std::fflush(stdout);
+    }
+  }
+  if (json) std::cout << nlohmann::json{{"weight_error", out}}.dump(2) << "\n";
+}
+
 }  // namespace
 
 void register_bench(CLI::App& app) {
@@ -112,13 +135,15 @@ void register_bench(CLI::App& app) {
     std::vector<std::string> sections{"codec"};
     std::size_t mib = 256;
     int repeats = 5;
+    std::string model, scale = "channel";
+    std::vector<std::string> weights{"fp8-e4m3", "int8", "mxfp8", "nvfp4"};
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("bench", "measure throughput (medians, min-max over repeats)");
   add_common_options(*sub, o->common, true);
-  sub->add_option("--section", o->sections, "what to measure: codec, generate")
+  sub->add_option("--section", o->sections, "what to measure: codec, generate, weights (each storage's weight error on --model)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-      ->check(CLI::IsMember({"codec", "generate"}))
+      ->check(CLI::IsMember({"codec", "generate", "weights"}))
       ->capture_default_str();
   sub->add_option("--size-mib", o->mib, "tensor size for the codec section (MiB of FP32)")
       ->check(CLI::Range(1, 8192))
@@ -126,11 +151,20 @@ void register_bench(CLI::App& app) {
   sub->add_option("--codec-repeats", o->repeats, "repeats per codec measurement")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
+  auto* weights = sub->add_option_group("weights section");
+  weights->add_option("--weight-model", o->model, "weights: the model file whose Linear weights are measured");
+  weights->add_option("--storages", o->weights, "weights: the storage types (fp8-e4m3, fp8-e5m2, int8, mxfp8, nvfp4)")
+      ->delimiter(',')
+      ->capture_default_str();
+  weights->add_option("--weight-fp8-scale", o->scale, "weights: the FP8 types' scaling (none, tensor, channel)")
+      ->check(CLI::IsMember({"none", "tensor", "channel"}))
+      ->capture_default_str();
   auto generate = register_bench_generate(*sub);
   sub->callback([o, generate] {
     for (const auto& s : o->sections) {
       if (s == "codec") bench_codec(o->mib, o->repeats, o->common.json);
       if (s == "generate") generate(o->common.json);
+      if (s == "weights") bench_weights(o->model, o->weights, *parse_fp8_scale(o->scale), o->common.json);
     }
   });
 }

@@ -36,15 +36,17 @@ struct ConvertPlan {
   std::string source_dtype;        // of the quantised weights
 };
 
-// A Linear weight ComfyUI's mixed_precision_ops would load quantised: 2-D, `.weight`, outside the
-// autoencoder, not an embedding table (its Embedding takes float8 and int8 only).
-bool block_layer(const TensorRecord& t) {
+}  // namespace
+
+bool is_linear_weight(const TensorRecord& t) {
   if (t.shape.size() != 2 || !ends_with(t.name, ".weight") || !is_float_dtype(t.dtype) || component_of(t.name) == Component::Vae) return false;
   for (const char* table : {"embed_tokens.", "token_embedding.", "position_embedding.", "shared.weight", "wte.", "wpe."}) {
     if (t.name.find(table) != std::string::npos) return false;
   }
   return t.shape[0] > 0 && t.shape[1] > 0;
 }
+
+namespace {
 
 QuantLayerConf block_conf(WeightType type) {
   QuantLayerConf c;
@@ -74,7 +76,7 @@ ConvertPlan plan_convert(const SafetensorsFile& in, const ConvertOptions& option
   const Dtype f8 = fp8_dtype(options.format);
   for (const auto& t : in.tensors()) {
     if (options.blocks) {
-      const bool q = block_layer(t);
+      const bool q = is_linear_weight(t);
       plan.cast.push_back(q);
       plan.scale_of.push_back(Fp8Scale::None);
       if (q) {

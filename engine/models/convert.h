@@ -45,6 +45,11 @@ struct ConvertSummary {
 ConvertSummary convert_checkpoint(const ConvertOptions& options,
                                   const std::function<void(std::size_t, std::size_t)>& progress = {});
 
+// A Linear weight ComfyUI's mixed_precision_ops would load quantised (what convert --to
+// int8|mxfp8|nvfp4 quantises): 2-D, `.weight`, float, outside the autoencoder, not an embedding
+// table (its Embedding takes float8 and int8 only).
+bool is_linear_weight(const TensorRecord& t);
+
 // The `.comfy_quant` bytes of an FP8 layer: {"format":"float8_e4m3fn"} or float8_e5m2.
 std::string comfy_quant_json(Fp8Format format);
 

@@ -1,6 +1,10 @@
 #include "models/quant_probe.h"
 
+#include <cmath>
+
+#include "core/cancel.h"
 #include "core/error.h"
+#include "models/convert.h"
 #include "models/nn.h"
 
 namespace fp8s {
@@ -57,6 +61,32 @@ std::map<std::string, at::Tensor> probe_quantize(const at::Tensor& weight, const
     return {{"qdata", as_f32(data)}, {"scale", as_f32(scale)}, {"scale_2", at::full({}, s2, at::kFloat)}};
   }
   throw InputError("quantize: format '" + format + "' is not one the engine writes (float8_e4m3fn, float8_e5m2, int8_tensorwise, mxfp8, nvfp4)");
+}
+
+WeightError measure_weight_error(const SafetensorsFile& file, WeightType type, Fp8Scale scale) {
+  if (!is_quantised(type)) throw InputError(std::string("--weights ") + weight_type_name(type) + ": not a quantised storage type");
+  WeightError e;
+  double err2 = 0, ref2 = 0;
+  for (const auto& t : file.tensors()) {
+    cancel_point();
+    if (!is_linear_weight(t)) continue;
+    const at::Tensor w = read_tensor(file, t).contiguous();
+    at::Tensor back = at::empty_like(w);
+    if (is_block_storage(type)) {
+      quantise_block_weight(w, type)->dequantize(back.data_ptr<float>());
+    } else {
+      at::Tensor codes = at::empty(w.sizes(), at::kByte);
+      const auto scales = quantize_weight(w.data_ptr<float>(), w.size(0), w.numel(), fp8_format(type), scale, codes.data_ptr<uint8_t>());
+      at::Tensor s = scales.empty() ? at::Tensor() : at::tensor(std::vector<float>(scales.begin(), scales.end()), at::kFloat);
+      decode_fp8_into(codes, fp8_format(type), s, back);
+    }
+    err2 += (back - w).to(at::kDouble).pow(2).sum().item<double>();
+    ref2 += w.to(at::kDouble).pow(2).sum().item<double>();
+    e.layers += 1;
+    e.weights += static_cast<uint64_t>(w.numel());
+  }
+  e.rel_rms = ref2 > 0 ? std::sqrt(err2 / ref2) : 0;
+  return e;
 }
 
 }  // namespace fp8s

@@ -23,4 +23,13 @@ std::map<std::string, at::Tensor> probe_quant_layer(const SafetensorsFile& file,
 // nvfp4's "scale_2"), in their stored shapes.
 std::map<std::string, at::Tensor> probe_quantize(const at::Tensor& weight, const std::string& format, bool per_row, int convrot);
 
+// What a storage type does to a file's weights: every Linear weight (2-D `.weight`, float, not an
+// embedding table nor the autoencoder's: what convert --to quantises) read one at a time, quantised
+// to `type` (FP8 with `scale`) and decoded again; ‖W − Ŵ‖ / ‖W‖ over all of them together.
+struct WeightError {
+  double rel_rms = 0;
+  uint64_t layers = 0, weights = 0;
+};
+WeightError measure_weight_error(const SafetensorsFile& file, WeightType type, Fp8Scale scale);
+
 }  // namespace fp8s

@@ -60,7 +60,7 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
   exportButton->setObjectName(QStringLiteral("exportButton"));
   layout->addWidget(exportButton, 0, Qt::AlignRight);
   connect(exportButton, &QPushButton::clicked, this, &CompareView::exportInteractive);
-  m_captions[1]->setText(tr("Run “Compare FP8 vs FP16” in the Precision panel."));
+  m_captions[1]->setText(tr("Run “Compare with FP16” in the Precision panel."));
 }
 
 void CompareView::setResult(const CompareResult& c) {

@@ -96,9 +96,10 @@ PrecisionPanel::PrecisionPanel(QWidget* parent) : QWidget(parent) {
   m_prediction->setObjectName(QStringLiteral("predictionLabel"));
   m_prediction->setWordWrap(true);
   layout->addWidget(m_prediction);
-  auto* compare = new QPushButton(tr("Compare FP8 vs FP16"), this);
+  auto* compare = new QPushButton(tr("Compare with FP16"), this);
   compare->setObjectName(QStringLiteral("compareButton"));
-  compare->setToolTip(tr("Generate the same image with FP16 and with FP8 storage and compare memory, speed and pixels"));
+  compare->setToolTip(tr("Generate the same image with FP16 and with the chosen quantised storage (FP8, INT8, MXFP8 or NVFP4; "
+                         "FP8 E4M3 when a 16-bit type is chosen) and compare memory, speed and pixels"));
   layout->addWidget(compare);
   connect(compare, &QPushButton::clicked, this, &PrecisionPanel::compareRequested);
   for (auto* c : {m_storage, m_scale, m_compute, m_vae}) {
@@ -190,7 +191,7 @@ void PrecisionPanel::setSettings(const PrecisionSettings& p) {
 
 StorageSpec PrecisionPanel::compareStorage() const {
   auto s = settings().storage;
-  if (!is_fp8(s.weights)) s = StorageSpec{WeightType::FP8_E4M3, static_cast<Fp8Scale>(m_scale->currentData().toInt()), false};
+  if (!is_quantised(s.weights)) s = StorageSpec{WeightType::FP8_E4M3, static_cast<Fp8Scale>(m_scale->currentData().toInt()), false};
   return s;
 }
 

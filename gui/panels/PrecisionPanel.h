@@ -1,5 +1,5 @@
 // Precision panel, the FP8 toggle: weight storage (FP16 / BF16 / FP8 E4M3 / FP8 E5M2), FP8 scaling,
-// compute type, VAE precision, the weight memory this choice predicts, and "Compare FP8 vs FP16".
+// compute type, VAE precision, the weight memory this choice predicts, and "Compare with FP16".
 #pragma once
 
 #include <QWidget>
