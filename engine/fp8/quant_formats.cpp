@@ -47,8 +47,10 @@ void dequant_mxfp8(const uint8_t* codes, int64_t kp, const uint8_t* exponents, i
                    float* out) {
   const float* table = fp8_decode_table(Fp8Format::E4M3FN);
   each_row(n, [&](int64_t r) {
-    for (int64_t c = 0; c < k; ++c) {
-      out[r * k + c] = table[codes[r * kp + c]] * e8m0(exponents[tiled_offset(r, c / 32, scale_cols)]);
+    for (int64_t c0 = 0; c0 < k; c0 += 32) {  // one power of two per block of 32
+      const float scale = e8m0(exponents[tiled_offset(r, c0 / 32, scale_cols)]);
+      const int64_t end = std::min<int64_t>(c0 + 32, k);
+      for (int64_t c = c0; c < end; ++c) out[r * k + c] = table[codes[r * kp + c]] * scale;
     }
   });
 }
@@ -58,11 +60,14 @@ void dequant_nvfp4(const uint8_t* packed, int64_t kp, const uint8_t* scales, int
   const float* table = fp8_decode_table(Fp8Format::E4M3FN);
   const int64_t row_bytes = kp / 2;
   each_row(n, [&](int64_t r) {
-    for (int64_t c = 0; c < k; ++c) {
-      const uint8_t byte = packed[r * row_bytes + c / 2];
-      const uint8_t code = (c % 2 == 0) ? byte >> 4 : byte & 0x0F;  // even column in the high nibble
-      const float block = scale_2 * table[scales[tiled_offset(r, c / 16, scale_cols)]];
-      out[r * k + c] = kE2m1[code] * block;
+    for (int64_t c0 = 0; c0 < k; c0 += 16) {  // scale_2 · block scale first, once per block of 16
+      const float block = scale_2 * table[scales[tiled_offset(r, c0 / 16, scale_cols)]];
+      const int64_t end = std::min<int64_t>(c0 + 16, k);
+      for (int64_t c = c0; c < end; ++c) {
+        const uint8_t byte = packed[r * row_bytes + c / 2];
+        const uint8_t code = (c % 2 == 0) ? byte >> 4 : byte & 0x0F;  // even column in the high nibble
+        out[r * k + c] = kE2m1[code] * block;
+      }
     }
   });
 }

@@ -59,6 +59,13 @@ struct InspectReport {
   // scaling that its scale tensors show.
   std::optional<StorageSpec> own_storage;
   bool is_fp8_source() const { return own_storage && is_fp8(own_storage->weights); }
+  // A comfy_quant file with INT8, MXFP8, NVFP4 or 4-bit layers (kept as stored under any storage).
+  bool has_block_layers() const {
+    for (const auto& [format, layers] : fp8.formats) {
+      if (format.rfind("FP8", 0) != 0) return true;
+    }
+    return false;
+  }
   std::string quantization_metadata;  // fp8s.quantization, if present
   Fp8FileScheme fp8;                  // whose FP8 layout the file follows (layout "" without FP8)
   // a comfy_quant file's layers by format, then its other quantisable weights by dtype:

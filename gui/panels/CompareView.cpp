@@ -69,6 +69,8 @@ void CompareView::setResult(const CompareResult& c) {
   const bool refused = !c.referenceRefused.isEmpty();
   m_captions[0]->setText(refused ? tr("%1: did not run").arg(c.reference.label) : c.reference.label);
   m_captions[1]->setText(c.candidate.label);
+  m_table->setHorizontalHeaderLabels({tr("Metric"), c.reference.label, c.candidate.label, tr("ratio")});
+  m_table->horizontalHeaderItem(3)->setToolTip(tr("%1 / %2").arg(c.candidate.label, c.reference.label));
   m_captions[2]->setText(refused ? tr("no difference image without %1").arg(c.reference.label)
                                  : tr("|difference| (max %1)").arg(c.maxAbsDiff()));
   m_note->setText(c.sourceNote());

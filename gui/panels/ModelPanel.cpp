@@ -283,7 +283,10 @@ void ModelPanel::showReport(const QString& path, std::shared_ptr<InspectReport> 
     if (!m_report->formats_summary.empty()) {
       html += tr("<br>Layers: %1").arg(QString::fromStdString(m_report->formats_summary).toHtmlEscaped());
     }
-    if (m_report->is_fp8_source()) {
+    if (m_report->has_block_layers()) {
+      html += tr("<br><span style='color:#b9770e'>A mixed file: its INT8, MXFP8, NVFP4 and 4-bit layers stay as stored "
+                 "under every storage type; the storage choice decides its other layers.</span>");
+    } else if (m_report->is_fp8_source()) {
       html += tr("<br><span style='color:#b9770e'>This checkpoint is already FP8: 16- and 32-bit storage hold its "
                  "FP8 values upcast, so a compare shows the memory difference but the same images. The real "
                  "FP8 trade needs a 16-bit checkpoint.</span>");

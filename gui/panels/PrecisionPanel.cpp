@@ -203,7 +203,9 @@ void PrecisionPanel::setEstimate(WeightEstimate estimate) {
 void PrecisionPanel::setReport(const InspectReport* report) {
   // A checkpoint whose weights are FP8 in the file loads as that FP8 (one byte a weight, its own
   // format and scaling), as the CLI's `--weights auto` does; upcasting it stays one choice away.
-  if (report && report->is_fp8_source() && report->path != m_followedPath) {
+  // A mixed comfy_quant file (INT8/MXFP8/NVFP4 layers beside 16-bit ones) keeps the user's choice:
+  // its quantised layers stay as stored under any storage.
+  if (report && report->is_fp8_source() && !report->has_block_layers() && report->path != m_followedPath) {
     m_followedPath = report->path;
     auto p = settings();
     p.storage.weights = report->own_storage->weights;
