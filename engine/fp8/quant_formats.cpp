@@ -34,6 +34,18 @@ uint8_t e2m1_code(float v) {
   return static_cast<uint8_t>(std::signbit(v) ? c | 8 : c);
 }
 
+// Row r's columns [c0, c0 + size) of w [n, k] into `block`, zero beyond the weight (padding);
+// returns their largest magnitude.
+float padded_block(const float* w, int64_t n, int64_t k, int64_t r, int64_t c0, int size, float* block) {
+  float a = 0.0f;
+  for (int i = 0; i < size; ++i) {
+    const int64_t c = c0 + i;
+    block[i] = r < n && c < k ? w[r * k + c] : 0.0f;
+    a = std::max(a, std::fabs(block[i]));
+  }
+  return a;
+}
+
 }  // namespace
 
 void dequant_int8(const int8_t* q, const float* scale, bool per_row, int64_t n, int64_t k, float* out) {
@@ -162,12 +174,7 @@ void quantize_mxfp8(const float* w, int64_t n, int64_t k, uint8_t* codes, uint8_
   each_row(s.data_rows, [&](int64_t r) {
     for (int64_t b = 0; b < s.data_cols / 32; ++b) {
       float block[32];
-      float a = 0.0f;
-      for (int i = 0; i < 32; ++i) {
-        const int64_t c = b * 32 + i;
-        block[i] = r < n && c < k ? w[r * k + c] : 0.0f;
-        a = std::max(a, std::fabs(block[i]));
-      }
+      const float a = padded_block(w, n, k, r, b * 32, 32, block);
       uint8_t* out = codes + r * s.data_cols + b * 32;
       if (a == 0.0f) {
         std::fill(out, out + 32, uint8_t{0});
@@ -193,12 +200,7 @@ float quantize_nvfp4(const float* w, int64_t n, int64_t k, uint8_t* packed, uint
   each_row(s.data_rows, [&](int64_t r) {
     for (int64_t b = 0; b < kp / 16; ++b) {
       float block[16];
-      float a = 0.0f;
-      for (int i = 0; i < 16; ++i) {
-        const int64_t c = b * 16 + i;
-        block[i] = r < n && c < k ? w[r * k + c] : 0.0f;
-        a = std::max(a, std::fabs(block[i]));
-      }
+      const float a = padded_block(w, n, k, r, b * 16, 16, block);
       const float u = std::min((a / 6.0f) / s2, 448.0f);
       const uint8_t code_s = s2 > 0.0f ? encode_fp8(u, Fp8Format::E4M3FN) : uint8_t{0};
       scales[tiled_offset(r, b, s.scale_cols)] = code_s;
