@@ -16,12 +16,11 @@ std::map<std::string, std::vector<int64_t>> lora_linear_weights(const ComponentS
   std::map<std::string, std::vector<int64_t>> out;
   if (!c.found()) return out;
   const SafetensorsFile f(c.path);
-  const bool comfy_quant = !read_fp8_scheme(f).formats.empty();
   for (const auto& t : f.tensors()) {
     if (!starts_with(t.name, c.prefix) || !ends_with(t.name, ".weight") || t.shape.size() != 2) continue;
     auto& shape = out[t.name.substr(c.prefix.size())];
     shape = t.shape;
-    const auto conf = comfy_quant ? comfy_quant_layer(f, t.name) : std::nullopt;
+    const auto conf = comfy_quant_layer(f, t.name);
     if (!conf || !is_block_format(conf->format)) continue;
     // a comfy_quant layer's stored shape is packed (4-bit: two a byte) or padded (mxfp8 to 32,
     // nvfp4 to 16): its logical one, or {rows, columns, -row pad, -column pad} where padding hides it

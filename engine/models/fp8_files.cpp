@@ -25,6 +25,15 @@ std::string layer_of(const std::string& name) {
                    "ComfyUI's comfy_quant layers (int8, mxfp8, nvfp4, 4-bit): use such a file of this model");
 }
 
+// The header's `_quantization_metadata` parsed and checked: its "layers" object.
+nlohmann::json quantization_header_layers(const std::string& text, const std::string& label) {
+  const auto meta = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (meta.is_discarded() || !meta.is_object() || !meta.contains("layers") || !meta["layers"].is_object()) {
+    throw InputError(label + ": the _quantization_metadata header entry is not ComfyUI's {\"layers\": {...}}; the file is damaged");
+  }
+  return meta["layers"];
+}
+
 // The comfy_quant layers of a parsed header: `<layer>.comfy_quant` tensors first, then the
 // header's _quantization_metadata entries (ComfyUI's convert_old_quants overwrites the tensors with
 // these; the files carry the same in both or one alone).
@@ -39,11 +48,8 @@ std::map<std::string, QuantLayerConf> comfy_layers(const SafetensorsIndex& index
     out[layer_of(t.name)] = parse_comfy_quant(std::string(raw.begin(), raw.end()), label, layer_of(t.name));
   }
   if (const auto it = index.metadata.find("_quantization_metadata"); it != index.metadata.end()) {
-    const auto meta = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
-    if (meta.is_discarded() || !meta.is_object() || !meta.contains("layers") || !meta["layers"].is_object()) {
-      throw InputError(label + ": the _quantization_metadata header entry is not ComfyUI's {\"layers\": {...}}; the file is damaged");
-    }
-    for (const auto& [layer, conf] : meta["layers"].items()) out[layer] = parse_comfy_quant(conf.dump(), label, layer);
+    const nlohmann::json layers = quantization_header_layers(it->second, label);  // alive through the loop
+    for (const auto& [layer, conf] : layers.items()) out[layer] = parse_comfy_quant(conf.dump(), label, layer);
   }
   return out;
 }
@@ -101,15 +107,13 @@ std::optional<QuantLayerConf> comfy_quant_layer(const SafetensorsFile& file, con
   if (const auto it = file.metadata().find("_quantization_metadata"); it != file.metadata().end()) {
     // parsed once per file content and thread (a load asks once per layer)
     thread_local std::string parsed_text;
-    thread_local nlohmann::json parsed;
+    thread_local nlohmann::json layers;
     if (parsed_text != it->second) {
-      parsed = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+      parsed_text.clear();  // a damaged header throws before it is taken as parsed
+      layers = quantization_header_layers(it->second, file.path());
       parsed_text = it->second;
     }
-    if (parsed.is_discarded() || !parsed.is_object() || !parsed.contains("layers") || !parsed["layers"].is_object()) {
-      throw InputError(file.path() + ": the _quantization_metadata header entry is not ComfyUI's {\"layers\": {...}}; the file is damaged");
-    }
-    if (parsed["layers"].contains(layer)) return parse_comfy_quant(parsed["layers"][layer].dump(), file.path(), layer);
+    if (layers.contains(layer)) return parse_comfy_quant(layers[layer].dump(), file.path(), layer);
   }
   const auto* t = file.find(layer + ".comfy_quant");
   if (!t) return std::nullopt;

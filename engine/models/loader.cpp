@@ -198,6 +198,15 @@ std::shared_ptr<BlockWeight> read_block_weight(const SafetensorsFile& file, cons
   return b;
 }
 
+// The layer holds `blocks` (null on the meta device) behind a placeholder of its logical shape.
+void hold_blocks(QuantisedLayer& layer, std::shared_ptr<const BlockWeight> blocks, const at::Device& device) {
+  WeightStore& st = layer.store;
+  st.weight.set_data(at::empty({1}, st.weight.options().device(device)).expand(st.weight.sizes()));
+  st.fp8 = false;
+  st.packed = at::Tensor();
+  st.blocks = std::move(blocks);
+}
+
 // Quantises or copies a checkpoint weight into a layer's storage on `device`; with `addend`
 // (FP32, the weight's shape), the weight is the file's value plus it (a "diff" file's tensors).
 void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const TensorRecord& rec,
@@ -208,12 +217,7 @@ void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const Te
     const auto sizes = layer.store.weight.sizes();
     if (sizes.size() != 2) throw InputError(file.path() + ": '" + key + "' is stored as " + quant_format_name(conf->format) +
                                          ", but the model's layer is not a Linear one (ComfyUI quantises Linear layers only); the file is damaged");
-    auto blocks = device.is_meta() ? nullptr : read_block_weight(file, key, *conf, sizes[0], sizes[1]);
-    layer.store.weight.set_data(at::empty({1}, layer.store.weight.options().device(device)).expand(sizes));
-    layer.store.blocks.reset();
-    layer.store.fp8 = false;
-    layer.store.packed = at::Tensor();
-    layer.store.blocks = std::move(blocks);
+    hold_blocks(layer, device.is_meta() ? nullptr : read_block_weight(file, key, *conf, sizes[0], sizes[1]), device);
     const std::string input_key = find_input_scale_key(lookup(file), key);
     if (!input_key.empty() && !device.is_meta()) layer.store.input_scale = read_tensor(file, file.at(input_key)).reshape({-1}).narrow(0, 0, 1).to(device);
     return;
@@ -267,11 +271,7 @@ void load_quantised(QuantisedLayer& layer, const SafetensorsFile& file, const Te
     return;
   }
   if (blocks) {
-    auto b = quantise_block_weight(w, storage.weights);
-    layer.store.weight.set_data(at::empty({1}, layer.store.weight.options().device(device)).expand(w.sizes()));
-    layer.store.fp8 = false;
-    layer.store.packed = at::Tensor();
-    layer.store.blocks = std::move(b);
+    hold_blocks(layer, quantise_block_weight(w, storage.weights), device);
     return;
   }
   const Fp8Format format = fp8_format(storage.weights);

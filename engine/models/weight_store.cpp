@@ -158,7 +158,7 @@ uint64_t WeightStore::bytes() const {
 
 void WeightStore::decode_into(at::Tensor& out) const {
   const at::Tensor stored = logical();
-  if (!fp8 || blocks) {
+  if (!fp8) {  // dense, or blocks (logical() dequantised them)
     out.copy_(stored);
     return;
   }
